@@ -1,0 +1,694 @@
+//! Bit layouts of the 128-bit instruction formats and the 32-bit micro-op, derived from the
+//! config, and the codec that packs typed instructions into them.
+//!
+//! Each format is described once, as VTA's `hw_spec.h` declares it: an ordered list of fields
+//! whose widths come from the config. Positions follow the C bit-field rules VTA was compiled
+//! with (fields packed from bit 0 of 64-bit units, a field that would straddle a unit starts the
+//! next one), which reproduces VTA's gaps (bits 63:58 of LOAD/STORE, bit 63 of GEMM/ALU).
+//! Encoding, decoding, range checks and the VTA-named JSON view all walk these lists.
+
+use serde_json::{Map, Value};
+
+use crate::config::{HwConfig, ALU_IMM_BITS, DRAM_ADDR_BITS, LOOP_ITER_BITS, SRAM_ADDR_BITS};
+use crate::insn::{
+    AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, UopLoop,
+};
+
+/// Every field of every format, named as in VTA's `hw_spec.h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Opcode,
+    PopPrevDep,
+    PopNextDep,
+    PushPrevDep,
+    PushNextDep,
+    MemoryType,
+    SramBase,
+    DramBase,
+    YSize,
+    XSize,
+    XStride,
+    YPad0,
+    YPad1,
+    XPad0,
+    XPad1,
+    ResetReg,
+    UopBgn,
+    UopEnd,
+    IterOut,
+    IterIn,
+    DstFactorOut,
+    DstFactorIn,
+    SrcFactorOut,
+    SrcFactorIn,
+    WgtFactorOut,
+    WgtFactorIn,
+    AluOpcode,
+    UseImm,
+    Imm,
+    DstIdx,
+    SrcIdx,
+    WgtIdx,
+}
+
+const FIELD_COUNT: usize = Field::WgtIdx as usize + 1;
+
+impl Field {
+    pub fn name(self) -> &'static str {
+        use Field::*;
+        match self {
+            Opcode => "opcode",
+            PopPrevDep => "pop_prev_dep",
+            PopNextDep => "pop_next_dep",
+            PushPrevDep => "push_prev_dep",
+            PushNextDep => "push_next_dep",
+            MemoryType => "memory_type",
+            SramBase => "sram_base",
+            DramBase => "dram_base",
+            YSize => "y_size",
+            XSize => "x_size",
+            XStride => "x_stride",
+            YPad0 => "y_pad_0",
+            YPad1 => "y_pad_1",
+            XPad0 => "x_pad_0",
+            XPad1 => "x_pad_1",
+            ResetReg => "reset_reg",
+            UopBgn => "uop_bgn",
+            UopEnd => "uop_end",
+            IterOut => "iter_out",
+            IterIn => "iter_in",
+            DstFactorOut => "dst_factor_out",
+            DstFactorIn => "dst_factor_in",
+            SrcFactorOut => "src_factor_out",
+            SrcFactorIn => "src_factor_in",
+            WgtFactorOut => "wgt_factor_out",
+            WgtFactorIn => "wgt_factor_in",
+            AluOpcode => "alu_opcode",
+            UseImm => "use_imm",
+            Imm => "imm",
+            DstIdx => "dst_idx",
+            SrcIdx => "src_idx",
+            WgtIdx => "wgt_idx",
+        }
+    }
+}
+
+/// Where a field's width comes from.
+#[derive(Debug, Clone, Copy)]
+enum Width {
+    Fixed(u32),
+    UopIndex,
+    /// `uop_end` is exclusive, so it needs one more bit than an index.
+    UopEnd,
+    AccIndex,
+    InpIndex,
+    WgtIndex,
+    /// A micro-op's `src_idx` indexes INP (GEMM) or ACC (ALU): the wider of the two.
+    UopSrc,
+}
+
+const HEADER: [(Field, Width); 5] = [
+    (Field::Opcode, Width::Fixed(3)),
+    (Field::PopPrevDep, Width::Fixed(1)),
+    (Field::PopNextDep, Width::Fixed(1)),
+    (Field::PushPrevDep, Width::Fixed(1)),
+    (Field::PushNextDep, Width::Fixed(1)),
+];
+
+const MEM_FIELDS: [(Field, Width); 10] = [
+    (Field::MemoryType, Width::Fixed(3)),
+    (Field::SramBase, Width::Fixed(SRAM_ADDR_BITS)),
+    (Field::DramBase, Width::Fixed(DRAM_ADDR_BITS)),
+    (Field::YSize, Width::Fixed(16)),
+    (Field::XSize, Width::Fixed(16)),
+    (Field::XStride, Width::Fixed(16)),
+    (Field::YPad0, Width::Fixed(4)),
+    (Field::YPad1, Width::Fixed(4)),
+    (Field::XPad0, Width::Fixed(4)),
+    (Field::XPad1, Width::Fixed(4)),
+];
+
+const LOOP_FIELDS: [(Field, Width); 7] = [
+    (Field::ResetReg, Width::Fixed(1)),
+    (Field::UopBgn, Width::UopIndex),
+    (Field::UopEnd, Width::UopEnd),
+    (Field::IterOut, Width::Fixed(LOOP_ITER_BITS)),
+    (Field::IterIn, Width::Fixed(LOOP_ITER_BITS)),
+    (Field::DstFactorOut, Width::AccIndex),
+    (Field::DstFactorIn, Width::AccIndex),
+];
+
+const GEMM_FIELDS: [(Field, Width); 4] = [
+    (Field::SrcFactorOut, Width::InpIndex),
+    (Field::SrcFactorIn, Width::InpIndex),
+    (Field::WgtFactorOut, Width::WgtIndex),
+    (Field::WgtFactorIn, Width::WgtIndex),
+];
+
+const ALU_FIELDS: [(Field, Width); 5] = [
+    (Field::SrcFactorOut, Width::AccIndex),
+    (Field::SrcFactorIn, Width::AccIndex),
+    (Field::AluOpcode, Width::Fixed(3)),
+    (Field::UseImm, Width::Fixed(1)),
+    (Field::Imm, Width::Fixed(ALU_IMM_BITS)),
+];
+
+const UOP_FIELDS: [(Field, Width); 3] = [
+    (Field::DstIdx, Width::AccIndex),
+    (Field::SrcIdx, Width::UopSrc),
+    (Field::WgtIdx, Width::WgtIndex),
+];
+
+/// One field's place in a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub lsb: u32,
+    pub width: u32,
+}
+
+/// The placed fields of one format.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Format name, for messages: "LOAD/STORE", "GEMM", "ALU", "FINISH", "micro-op".
+    pub name: &'static str,
+    /// Fields in declaration order with their slots.
+    pub fields: Vec<(Field, Slot)>,
+    slots: [Option<Slot>; FIELD_COUNT],
+}
+
+impl Layout {
+    fn place(
+        name: &'static str,
+        cfg: &HwConfig,
+        unit: u32,
+        total: u32,
+        lists: &[&[(Field, Width)]],
+    ) -> Self {
+        let width_of = |w: Width| match w {
+            Width::Fixed(b) => b,
+            Width::UopIndex => cfg.log_depth(MemType::Uop),
+            Width::UopEnd => cfg.log_depth(MemType::Uop) + 1,
+            Width::AccIndex => cfg.log_depth(MemType::Acc),
+            Width::InpIndex => cfg.log_depth(MemType::Inp),
+            Width::WgtIndex => cfg.log_depth(MemType::Wgt),
+            Width::UopSrc => cfg.uop_src_bits(),
+        };
+        let mut pos = 0;
+        let mut fields = Vec::new();
+        let mut slots = [None; FIELD_COUNT];
+        for &(field, w) in lists.iter().flat_map(|l| l.iter()) {
+            let width = width_of(w);
+            if width > 0 && pos % unit + width > unit {
+                pos = pos.next_multiple_of(unit);
+            }
+            let slot = Slot { lsb: pos, width };
+            pos += width;
+            fields.push((field, slot));
+            slots[field as usize] = Some(slot);
+        }
+        // HwConfig::validate guarantees the fit; a failure here is a bug in that check.
+        assert!(
+            pos <= total,
+            "{name} layout overflows {total} bits for {cfg}"
+        );
+        Layout {
+            name,
+            fields,
+            slots,
+        }
+    }
+
+    /// The slot of `f`; panics if the format has no such field (a bug, not an input error).
+    pub fn slot(&self, f: Field) -> Slot {
+        self.slots[f as usize].unwrap_or_else(|| panic!("{} has no field {}", self.name, f.name()))
+    }
+
+    fn get(&self, word: u128, f: Field) -> u64 {
+        let s = self.slot(f);
+        ((word >> s.lsb) & mask(s.width)) as u64
+    }
+
+    fn get_signed(&self, word: u128, f: Field) -> i64 {
+        let s = self.slot(f);
+        let v = self.get(word, f);
+        let shift = 64 - s.width;
+        ((v << shift) as i64) >> shift
+    }
+
+    fn put(&self, word: &mut u128, f: Field, v: u64) -> Result<(), IsaError> {
+        let s = self.slot(f);
+        if u128::from(v) > mask(s.width) {
+            return Err(IsaError::FieldOverflow {
+                format: self.name,
+                field: f.name(),
+                value: v as i64,
+                width: s.width,
+            });
+        }
+        *word |= u128::from(v) << s.lsb;
+        Ok(())
+    }
+
+    fn put_signed(&self, word: &mut u128, f: Field, v: i64) -> Result<(), IsaError> {
+        let s = self.slot(f);
+        let lo = -(1i64 << (s.width - 1));
+        let hi = (1i64 << (s.width - 1)) - 1;
+        if v < lo || v > hi {
+            return Err(IsaError::FieldOverflow {
+                format: self.name,
+                field: f.name(),
+                value: v,
+                width: s.width,
+            });
+        }
+        *word |= (v as u128 & mask(s.width)) << s.lsb;
+        Ok(())
+    }
+}
+
+fn mask(width: u32) -> u128 {
+    if width >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << width) - 1
+    }
+}
+
+/// Why an instruction or micro-op cannot be encoded or decoded under a config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IsaError {
+    #[error("{format} field {field} = {value} does not fit its {width} bits under this config")]
+    FieldOverflow {
+        format: &'static str,
+        field: &'static str,
+        value: i64,
+        width: u32,
+    },
+    #[error("unknown opcode {0} (valid: 0 LOAD, 1 STORE, 2 GEMM, 3 FINISH, 4 ALU)")]
+    UnknownOpcode(u64),
+    #[error("unknown memory_type {0} (valid: 0 UOP, 1 WGT, 2 INP, 3 ACC, 4 OUT, 5 ACC_8BIT)")]
+    UnknownMemType(u64),
+    #[error("unknown alu_opcode {0} (valid: 0 MIN, 1 MAX, 2 ADD, 3 SHR, 4 MUL)")]
+    UnknownAluOp(u64),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Encoder and decoder for one config: the four layouts plus the limits they check.
+#[derive(Debug, Clone)]
+pub struct Codec {
+    cfg: HwConfig,
+    pub mem: Layout,
+    pub gemm: Layout,
+    pub alu: Layout,
+    pub finish: Layout,
+    pub uop: Layout,
+}
+
+impl Codec {
+    pub fn new(cfg: &HwConfig) -> Self {
+        let place = |name, unit, total, lists: &[&[(Field, Width)]]| {
+            Layout::place(name, cfg, unit, total, lists)
+        };
+        Codec {
+            cfg: cfg.clone(),
+            mem: place("LOAD/STORE", 64, 128, &[&HEADER, &MEM_FIELDS]),
+            gemm: place("GEMM", 64, 128, &[&HEADER, &LOOP_FIELDS, &GEMM_FIELDS]),
+            alu: place("ALU", 64, 128, &[&HEADER, &LOOP_FIELDS, &ALU_FIELDS]),
+            finish: place("FINISH", 64, 128, &[&HEADER]),
+            uop: place("micro-op", 32, 32, &[&UOP_FIELDS]),
+        }
+    }
+
+    pub fn config(&self) -> &HwConfig {
+        &self.cfg
+    }
+
+    /// Checks what the field widths alone do not: opcode/operand combinations and ranges that
+    /// depend on buffer depths.
+    pub fn check(&self, insn: &Insn) -> Result<(), IsaError> {
+        let cfg = &self.cfg;
+        match insn {
+            Insn::Load(m) | Insn::Store(m) => {
+                let store = matches!(insn, Insn::Store(_));
+                if store && m.memory_type != MemType::Out {
+                    return Err(IsaError::Invalid(format!(
+                        "STORE reads only the OUT buffer, not {}",
+                        m.memory_type.name().to_uppercase()
+                    )));
+                }
+                if !store && m.memory_type == MemType::Out {
+                    return Err(IsaError::Invalid(
+                        "LOAD cannot write the OUT buffer (it is written by GEMM/ALU)".into(),
+                    ));
+                }
+                let depth = cfg.depth(m.memory_type);
+                if u32::from(m.sram_base) >= depth {
+                    return Err(IsaError::Invalid(format!(
+                        "sram_base {} is beyond the {} buffer's {depth} elements",
+                        m.sram_base,
+                        m.memory_type.name().to_uppercase()
+                    )));
+                }
+                for (name, pad) in [
+                    ("y_pad_0", m.y_pad_0),
+                    ("y_pad_1", m.y_pad_1),
+                    ("x_pad_0", m.x_pad_0),
+                    ("x_pad_1", m.x_pad_1),
+                ] {
+                    if pad > 15 {
+                        return Err(IsaError::FieldOverflow {
+                            format: "LOAD/STORE",
+                            field: name,
+                            value: pad.into(),
+                            width: 4,
+                        });
+                    }
+                    if store && pad != 0 {
+                        return Err(IsaError::Invalid(format!(
+                            "STORE has no padding, but {name} = {pad}"
+                        )));
+                    }
+                }
+                Ok(())
+            }
+            Insn::Gemm(g) => self.check_loop(&g.lp),
+            Insn::Alu(a) => {
+                if a.op == AluOp::Mul && !cfg.alu_mul {
+                    return Err(IsaError::Invalid(
+                        "ALU MUL is not implemented by this config (ALU_MUL is false)".into(),
+                    ));
+                }
+                self.check_loop(&a.lp)
+            }
+            Insn::Finish(_) => Ok(()),
+        }
+    }
+
+    fn check_loop(&self, lp: &UopLoop) -> Result<(), IsaError> {
+        let depth = self.cfg.depth(MemType::Uop);
+        if u32::from(lp.uop_end) > depth {
+            return Err(IsaError::Invalid(format!(
+                "uop_end {} is beyond the micro-op buffer's {depth} entries",
+                lp.uop_end
+            )));
+        }
+        Ok(())
+    }
+
+    /// Encodes one instruction as VTA's 16 little-endian bytes.
+    pub fn encode(&self, insn: &Insn) -> Result<[u8; 16], IsaError> {
+        Ok(self.encode_word(insn)?.to_le_bytes())
+    }
+
+    fn encode_word(&self, insn: &Insn) -> Result<u128, IsaError> {
+        self.check(insn)?;
+        let mut w = 0u128;
+        let layout = self.layout_of(insn.opcode());
+        layout.put(&mut w, Field::Opcode, insn.opcode() as u64)?;
+        let d = insn.deps();
+        layout.put(&mut w, Field::PopPrevDep, d.pop_prev.into())?;
+        layout.put(&mut w, Field::PopNextDep, d.pop_next.into())?;
+        layout.put(&mut w, Field::PushPrevDep, d.push_prev.into())?;
+        layout.put(&mut w, Field::PushNextDep, d.push_next.into())?;
+        match insn {
+            Insn::Load(m) | Insn::Store(m) => {
+                let l = &self.mem;
+                l.put(&mut w, Field::MemoryType, m.memory_type as u64)?;
+                l.put(&mut w, Field::SramBase, m.sram_base.into())?;
+                l.put(&mut w, Field::DramBase, m.dram_base.into())?;
+                l.put(&mut w, Field::YSize, m.y_size.into())?;
+                l.put(&mut w, Field::XSize, m.x_size.into())?;
+                l.put(&mut w, Field::XStride, m.x_stride.into())?;
+                l.put(&mut w, Field::YPad0, m.y_pad_0.into())?;
+                l.put(&mut w, Field::YPad1, m.y_pad_1.into())?;
+                l.put(&mut w, Field::XPad0, m.x_pad_0.into())?;
+                l.put(&mut w, Field::XPad1, m.x_pad_1.into())?;
+            }
+            Insn::Gemm(g) => {
+                let l = &self.gemm;
+                put_loop(l, &mut w, &g.lp)?;
+                l.put(&mut w, Field::WgtFactorOut, g.wgt_factor_out.into())?;
+                l.put(&mut w, Field::WgtFactorIn, g.wgt_factor_in.into())?;
+            }
+            Insn::Alu(a) => {
+                let l = &self.alu;
+                put_loop(l, &mut w, &a.lp)?;
+                l.put(&mut w, Field::AluOpcode, a.op as u64)?;
+                l.put(&mut w, Field::UseImm, a.use_imm.into())?;
+                l.put_signed(&mut w, Field::Imm, a.imm.into())?;
+            }
+            Insn::Finish(_) => {}
+        }
+        Ok(w)
+    }
+
+    fn layout_of(&self, op: Opcode) -> &Layout {
+        match op {
+            Opcode::Load | Opcode::Store => &self.mem,
+            Opcode::Gemm => &self.gemm,
+            Opcode::Alu => &self.alu,
+            Opcode::Finish => &self.finish,
+        }
+    }
+
+    /// Decodes VTA's 16 little-endian bytes. Bits outside every field of the format (VTA's
+    /// gaps, and everything after the header of FINISH) are ignored, as the hardware does.
+    pub fn decode(&self, bytes: &[u8; 16]) -> Result<Insn, IsaError> {
+        let w = u128::from_le_bytes(*bytes);
+        let opcode_bits = self.finish.get(w, Field::Opcode);
+        let op = Opcode::from_bits(opcode_bits).ok_or(IsaError::UnknownOpcode(opcode_bits))?;
+        let h = &self.finish;
+        let deps = DepFlags {
+            pop_prev: h.get(w, Field::PopPrevDep) != 0,
+            pop_next: h.get(w, Field::PopNextDep) != 0,
+            push_prev: h.get(w, Field::PushPrevDep) != 0,
+            push_next: h.get(w, Field::PushNextDep) != 0,
+        };
+        let insn = match op {
+            Opcode::Load | Opcode::Store => {
+                let l = &self.mem;
+                let mt = l.get(w, Field::MemoryType);
+                let m = MemInsn {
+                    deps,
+                    memory_type: MemType::from_bits(mt).ok_or(IsaError::UnknownMemType(mt))?,
+                    sram_base: l.get(w, Field::SramBase) as u16,
+                    dram_base: l.get(w, Field::DramBase) as u32,
+                    y_size: l.get(w, Field::YSize) as u16,
+                    x_size: l.get(w, Field::XSize) as u16,
+                    x_stride: l.get(w, Field::XStride) as u16,
+                    y_pad_0: l.get(w, Field::YPad0) as u8,
+                    y_pad_1: l.get(w, Field::YPad1) as u8,
+                    x_pad_0: l.get(w, Field::XPad0) as u8,
+                    x_pad_1: l.get(w, Field::XPad1) as u8,
+                };
+                if op == Opcode::Load {
+                    Insn::Load(m)
+                } else {
+                    Insn::Store(m)
+                }
+            }
+            Opcode::Gemm => {
+                let l = &self.gemm;
+                Insn::Gemm(GemmInsn {
+                    deps,
+                    lp: get_loop(l, w),
+                    wgt_factor_out: l.get(w, Field::WgtFactorOut) as u16,
+                    wgt_factor_in: l.get(w, Field::WgtFactorIn) as u16,
+                })
+            }
+            Opcode::Alu => {
+                let l = &self.alu;
+                let op_bits = l.get(w, Field::AluOpcode);
+                Insn::Alu(AluInsn {
+                    deps,
+                    lp: get_loop(l, w),
+                    op: AluOp::from_bits(op_bits).ok_or(IsaError::UnknownAluOp(op_bits))?,
+                    use_imm: l.get(w, Field::UseImm) != 0,
+                    imm: l.get_signed(w, Field::Imm) as i16,
+                })
+            }
+            Opcode::Finish => Insn::Finish(deps),
+        };
+        self.check(&insn)?;
+        Ok(insn)
+    }
+
+    /// Encodes a micro-op as 4 little-endian bytes.
+    pub fn encode_uop(&self, u: &Uop) -> Result<[u8; 4], IsaError> {
+        let mut w = 0u128;
+        self.uop.put(&mut w, Field::DstIdx, u.dst_idx.into())?;
+        self.uop.put(&mut w, Field::SrcIdx, u.src_idx.into())?;
+        self.uop.put(&mut w, Field::WgtIdx, u.wgt_idx.into())?;
+        Ok((w as u32).to_le_bytes())
+    }
+
+    /// Decodes a micro-op; bits above the three fields are ignored.
+    pub fn decode_uop(&self, bytes: &[u8; 4]) -> Uop {
+        let w = u128::from(u32::from_le_bytes(*bytes));
+        Uop {
+            dst_idx: self.uop.get(w, Field::DstIdx) as u32,
+            src_idx: self.uop.get(w, Field::SrcIdx) as u32,
+            wgt_idx: self.uop.get(w, Field::WgtIdx) as u32,
+        }
+    }
+
+    /// Decodes a raw stream of 16-byte instructions; errors name the instruction index.
+    pub fn decode_stream(&self, bytes: &[u8]) -> Result<Vec<Insn>, StreamError> {
+        if bytes.len() % 16 != 0 {
+            return Err(StreamError::Length {
+                len: bytes.len(),
+                unit: 16,
+                what: "instruction",
+            });
+        }
+        bytes
+            .chunks_exact(16)
+            .enumerate()
+            .map(|(index, c)| {
+                self.decode(c.try_into().expect("16-byte chunk"))
+                    .map_err(|source| StreamError::At { index, source })
+            })
+            .collect()
+    }
+
+    /// Encodes instructions as one raw stream; errors name the instruction index.
+    pub fn encode_stream(&self, insns: &[Insn]) -> Result<Vec<u8>, StreamError> {
+        let mut out = Vec::with_capacity(insns.len() * 16);
+        for (index, i) in insns.iter().enumerate() {
+            out.extend(
+                self.encode(i)
+                    .map_err(|source| StreamError::At { index, source })?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Decodes a raw stream of 4-byte micro-ops.
+    pub fn decode_uop_stream(&self, bytes: &[u8]) -> Result<Vec<Uop>, StreamError> {
+        if bytes.len() % 4 != 0 {
+            return Err(StreamError::Length {
+                len: bytes.len(),
+                unit: 4,
+                what: "micro-op",
+            });
+        }
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|c| self.decode_uop(c.try_into().expect("4-byte chunk")))
+            .collect())
+    }
+
+    /// The instruction as a JSON object with VTA's field names, in layout order. `opcode` is
+    /// the name ("LOAD", ...); `imm` is signed; every other field is its unsigned value.
+    pub fn to_vta_json(&self, insn: &Insn) -> Result<Value, IsaError> {
+        let w = self.encode_word(insn)?;
+        let layout = self.layout_of(insn.opcode());
+        let mut obj = Map::new();
+        for &(f, _) in &layout.fields {
+            let v = match f {
+                Field::Opcode => Value::from(insn.opcode().name()),
+                Field::Imm => Value::from(layout.get_signed(w, f)),
+                _ => Value::from(layout.get(w, f)),
+            };
+            obj.insert(f.name().to_string(), v);
+        }
+        Ok(Value::Object(obj))
+    }
+
+    /// The micro-op as a JSON object with VTA's field names.
+    pub fn uop_to_json(&self, u: &Uop) -> Value {
+        serde_json::json!({"dst_idx": u.dst_idx, "src_idx": u.src_idx, "wgt_idx": u.wgt_idx})
+    }
+}
+
+fn put_loop(l: &Layout, w: &mut u128, lp: &UopLoop) -> Result<(), IsaError> {
+    l.put(w, Field::ResetReg, lp.reset_reg.into())?;
+    l.put(w, Field::UopBgn, lp.uop_bgn.into())?;
+    l.put(w, Field::UopEnd, lp.uop_end.into())?;
+    l.put(w, Field::IterOut, lp.iter_out.into())?;
+    l.put(w, Field::IterIn, lp.iter_in.into())?;
+    l.put(w, Field::DstFactorOut, lp.dst_factor_out.into())?;
+    l.put(w, Field::DstFactorIn, lp.dst_factor_in.into())?;
+    l.put(w, Field::SrcFactorOut, lp.src_factor_out.into())?;
+    l.put(w, Field::SrcFactorIn, lp.src_factor_in.into())
+}
+
+fn get_loop(l: &Layout, w: u128) -> UopLoop {
+    UopLoop {
+        reset_reg: l.get(w, Field::ResetReg) != 0,
+        uop_bgn: l.get(w, Field::UopBgn) as u16,
+        uop_end: l.get(w, Field::UopEnd) as u16,
+        iter_out: l.get(w, Field::IterOut) as u16,
+        iter_in: l.get(w, Field::IterIn) as u16,
+        dst_factor_out: l.get(w, Field::DstFactorOut) as u16,
+        dst_factor_in: l.get(w, Field::DstFactorIn) as u16,
+        src_factor_out: l.get(w, Field::SrcFactorOut) as u16,
+        src_factor_in: l.get(w, Field::SrcFactorIn) as u16,
+    }
+}
+
+/// An error in a stream of instructions or micro-ops, with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    #[error("{len} bytes is not a whole number of {unit}-byte {what}s")]
+    Length {
+        len: usize,
+        unit: usize,
+        what: &'static str,
+    },
+    #[error("instruction {index} (byte offset {}): {source}", index * 16)]
+    At { index: usize, source: IsaError },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(l: &Layout) -> Vec<(&'static str, u32, u32)> {
+        l.fields
+            .iter()
+            .map(|(f, s)| (f.name(), s.lsb + s.width - 1, s.lsb))
+            .collect()
+    }
+
+    #[test]
+    fn default_positions_match_vta_reference() {
+        let c = Codec::new(&HwConfig::default());
+        let mem = slots(&c.mem);
+        assert!(mem.contains(&("dram_base", 57, 26)));
+        assert!(
+            mem.contains(&("y_size", 79, 64)),
+            "gap 63:58 moves y_size to word 1"
+        );
+        assert!(mem.contains(&("x_pad_1", 127, 124)));
+        let gemm = slots(&c.gemm);
+        assert!(gemm.contains(&("uop_bgn", 20, 8)));
+        assert!(gemm.contains(&("iter_in", 62, 49)));
+        assert!(gemm.contains(&("dst_factor_out", 74, 64)), "gap at bit 63");
+        assert!(gemm.contains(&("wgt_factor_in", 127, 118)));
+        let alu = slots(&c.alu);
+        assert!(alu.contains(&("alu_opcode", 110, 108)));
+        assert!(alu.contains(&("imm", 127, 112)));
+        let uop = slots(&c.uop);
+        assert_eq!(
+            uop,
+            [("dst_idx", 10, 0), ("src_idx", 21, 11), ("wgt_idx", 31, 22)]
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        let c = Codec::new(&HwConfig::default());
+        let mut b = [0u8; 16];
+        b[0] = 7;
+        assert_eq!(c.decode(&b), Err(IsaError::UnknownOpcode(7)));
+        b[0] = 0 | (6 << 7) as u8; // LOAD with memory_type 6 (bits 9:7 -> byte0 bit 7 + byte1)
+        b[1] = 0x03;
+        assert!(matches!(c.decode(&b), Err(IsaError::UnknownMemType(_))));
+        assert!(matches!(
+            c.decode_stream(&[0u8; 17]),
+            Err(StreamError::Length { len: 17, .. })
+        ));
+    }
+}

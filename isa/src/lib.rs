@@ -1,0 +1,16 @@
+//! The single source of truth for a VTA-class accelerator: its configuration and every
+//! parameter derived from it, the instruction set and its bit encoding, the assembly text
+//! format, and the program container. Everything else in the toolkit derives field layouts,
+//! sizes and semantics from this crate.
+
+pub mod config;
+pub mod insn;
+pub mod layout;
+pub mod program;
+
+pub use config::{ConfigError, HwConfig, PRESETS};
+pub use insn::{
+    AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Module, Opcode, Uop, UopLoop,
+};
+pub use layout::{Codec, IsaError, StreamError};
+pub use program::{DType, Program, Role, Segment};
