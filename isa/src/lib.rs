@@ -3,10 +3,14 @@
 //! format, and the program container. Everything else in the toolkit derives field layouts,
 //! sizes and semantics from this crate.
 
+pub mod asm;
 pub mod config;
+pub mod container;
 pub mod insn;
 pub mod layout;
+pub mod npy;
 pub mod program;
+pub mod spec;
 
 pub use config::{ConfigError, HwConfig, PRESETS};
 pub use insn::{

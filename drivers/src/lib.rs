@@ -1,0 +1,1 @@
+//! Device trait and backends (in progress).

@@ -1,0 +1,1 @@
+//! Text assembly: parser and printer (in progress).

@@ -1,0 +1,1 @@
+//! Program container file format (in progress).

@@ -1,0 +1,1 @@
+//! Semantics specification (in progress).

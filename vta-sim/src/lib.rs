@@ -1,0 +1,1 @@
+//! Functional simulator (in progress).
