@@ -4,6 +4,7 @@
 //! sizes and semantics from this crate.
 
 pub mod asm;
+pub mod builder;
 pub mod config;
 pub mod container;
 pub mod insn;

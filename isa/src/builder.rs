@@ -1,0 +1,534 @@
+//! Building programs in Rust: "load a tile, run a GEMM loop over micro-ops, apply the ALU,
+//! store" instead of raw bits, with micro-op kernels and dependency tokens handled for you.
+//!
+//! Tokens follow VTA's runtime: [`ProgramBuilder::dep_push`] sets the push flag on the last
+//! instruction when it belongs to the producing module (else emits a sync NOP there);
+//! [`ProgramBuilder::dep_pop`] leaves a pending pop that the next instruction of the consuming
+//! module absorbs. [`ProgramBuilder::finish`] drains the pipeline into a FINISH the way VTA's
+//! `Synchronize` does. Micro-op kernels are stored once in a `uops` DRAM segment and loaded into
+//! the micro-op buffer on first use (a ring, as VTA's kernel cache).
+//!
+//! ```
+//! use isa::builder::{Operand, ProgramBuilder, UopLoops};
+//! use isa::{AluOp, DType, HwConfig, MemType, Module, Uop};
+//!
+//! let cfg = HwConfig::default();
+//! let mut b = ProgramBuilder::new(&cfg);
+//! let acc = b.input("acc", DType::I32, vec![4, 16], vec![0; 4 * 64]);
+//! let out = b.output("out", DType::I8, vec![4, 16]);
+//! b.load_2d(MemType::Acc, 0, acc, 0, 1, 4, 4);
+//! let copy = b.kernel(&[Uop { dst_idx: 0, src_idx: 0, wgt_idx: 0 }]);
+//! b.alu(copy, UopLoops::inner(4, 1, 1), AluOp::Max, Operand::Imm(0));
+//! b.dep_push(Module::Compute, Module::Store);
+//! b.dep_pop(Module::Compute, Module::Store);
+//! b.store_2d(0, out, 0, 1, 4, 4);
+//! let program = b.finish().unwrap();
+//! assert_eq!(program.segments.len(), 3);
+//! ```
+
+use crate::config::HwConfig;
+use crate::insn::{
+    AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Module, Uop, UopLoop,
+};
+use crate::layout::Codec;
+use crate::program::{DType, Program, Role};
+
+/// A DRAM segment of the program being built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buf(usize);
+
+/// A micro-op kernel registered with [`ProgramBuilder::kernel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kernel(usize);
+
+/// The two affine loops around a kernel: extents and per-iteration index steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UopLoops {
+    pub iter_out: u16,
+    pub iter_in: u16,
+    /// (outer, inner) step of the ACC destination index.
+    pub dst: (u16, u16),
+    /// (outer, inner) step of the source index (INP for GEMM, ACC for ALU).
+    pub src: (u16, u16),
+    /// (outer, inner) step of the weight index (GEMM only).
+    pub wgt: (u16, u16),
+}
+
+impl UopLoops {
+    /// Run the kernel once.
+    pub fn once() -> Self {
+        UopLoops::inner(1, 0, 0)
+    }
+    /// One inner loop of `n` iterations stepping dst and src.
+    pub fn inner(n: u16, dst_step: u16, src_step: u16) -> Self {
+        UopLoops {
+            iter_out: 1,
+            iter_in: n,
+            dst: (0, dst_step),
+            src: (0, src_step),
+            wgt: (0, 0),
+        }
+    }
+}
+
+/// The second ALU operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operand {
+    /// A 16-bit signed immediate, sign-extended to every lane.
+    Imm(i16),
+    /// The ACC row addressed by the micro-op's `src_idx`.
+    Tensor,
+}
+
+/// Why a built program is not valid.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("instruction {index} ({what}): {source}")]
+    Insn {
+        index: usize,
+        what: String,
+        source: crate::layout::IsaError,
+    },
+    #[error("micro-op kernel {kernel} has {len} micro-ops, more than the {depth}-entry buffer")]
+    KernelTooLarge {
+        kernel: usize,
+        len: usize,
+        depth: u32,
+    },
+    #[error("micro-op {index} of kernel {kernel}: {source}")]
+    Uop {
+        kernel: usize,
+        index: usize,
+        source: crate::layout::IsaError,
+    },
+    #[error("{0}")]
+    Program(String),
+}
+
+struct KernelData {
+    uops: Vec<Uop>,
+    /// Index of its first micro-op in the `uops` segment.
+    dram_index: u32,
+    /// Where it sits in the micro-op buffer, if loaded and not since overwritten.
+    resident: Option<u32>,
+}
+
+/// Builds a [`Program`] instruction by instruction.
+pub struct ProgramBuilder {
+    program: Program,
+    kernels: Vec<KernelData>,
+    /// Next free slot of the micro-op buffer ring.
+    uop_cursor: u32,
+    /// LOAD UOP instructions whose `dram_base` still needs the `uops` segment's offset.
+    uop_fixups: Vec<usize>,
+    /// Pops waiting for the next instruction of a module: [module][0 = prev, 1 = next].
+    pending_pop: [[bool; 2]; 3],
+}
+
+impl ProgramBuilder {
+    pub fn new(cfg: &HwConfig) -> Self {
+        ProgramBuilder {
+            program: Program {
+                config: cfg.clone(),
+                insns: Vec::new(),
+                segments: Vec::new(),
+            },
+            kernels: Vec::new(),
+            uop_cursor: 0,
+            uop_fixups: Vec::new(),
+            pending_pop: [[false; 2]; 3],
+        }
+    }
+
+    pub fn config(&self) -> &HwConfig {
+        &self.program.config
+    }
+
+    /// Adds a DRAM segment.
+    pub fn buffer(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: Vec<usize>,
+        role: Role,
+        init: Option<Vec<u8>>,
+    ) -> Buf {
+        self.program.push_segment(name, dtype, shape, role, init);
+        Buf(self.program.segments.len() - 1)
+    }
+
+    /// An input segment with default contents (little-endian bytes).
+    pub fn input(&mut self, name: &str, dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Buf {
+        let role = Role {
+            input: true,
+            output: false,
+        };
+        self.buffer(name, dtype, shape, role, Some(data))
+    }
+
+    /// A zero-initialized output segment.
+    pub fn output(&mut self, name: &str, dtype: DType, shape: Vec<usize>) -> Buf {
+        let role = Role {
+            input: false,
+            output: true,
+        };
+        self.buffer(name, dtype, shape, role, None)
+    }
+
+    /// Registers a micro-op kernel; it is loaded into the micro-op buffer when first used.
+    pub fn kernel(&mut self, uops: &[Uop]) -> Kernel {
+        let dram_index = self.kernels.iter().map(|k| k.uops.len() as u32).sum();
+        self.kernels.push(KernelData {
+            uops: uops.to_vec(),
+            dram_index,
+            resident: None,
+        });
+        Kernel(self.kernels.len() - 1)
+    }
+
+    /// Element index of `elem` elements of type `m` into segment `buf`.
+    fn dram_index(&self, m: MemType, buf: Buf, elem: u32) -> u32 {
+        let seg = &self.program.segments[buf.0];
+        (seg.offset / u64::from(self.program.config.elem_bytes(m))) as u32 + elem
+    }
+
+    /// A 2D load into `mem`'s scratchpad at `sram`: `y` rows of `x` elements, DRAM rows
+    /// `stride` elements apart starting `elem` elements into `buf`.
+    pub fn load_2d(
+        &mut self,
+        mem: MemType,
+        sram: u32,
+        buf: Buf,
+        elem: u32,
+        y: u16,
+        x: u16,
+        stride: u16,
+    ) {
+        self.load_padded(mem, sram, buf, elem, y, x, stride, [0; 4]);
+    }
+
+    /// A 2D load with zero padding `[y_before, y_after, x_before, x_after]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn load_padded(
+        &mut self,
+        mem: MemType,
+        sram: u32,
+        buf: Buf,
+        elem: u32,
+        y: u16,
+        x: u16,
+        stride: u16,
+        pad: [u8; 4],
+    ) {
+        let m = MemInsn {
+            deps: DepFlags::NONE,
+            memory_type: mem,
+            sram_base: sram as u16,
+            dram_base: self.dram_index(mem, buf, elem),
+            y_size: y,
+            x_size: x,
+            x_stride: stride,
+            y_pad_0: pad[0],
+            y_pad_1: pad[1],
+            x_pad_0: pad[2],
+            x_pad_1: pad[3],
+        };
+        self.emit(Insn::Load(m));
+    }
+
+    /// A 2D store from the OUT scratchpad at `sram` into `buf`.
+    pub fn store_2d(&mut self, sram: u32, buf: Buf, elem: u32, y: u16, x: u16, stride: u16) {
+        let m = MemInsn {
+            deps: DepFlags::NONE,
+            memory_type: MemType::Out,
+            sram_base: sram as u16,
+            dram_base: self.dram_index(MemType::Out, buf, elem),
+            y_size: y,
+            x_size: x,
+            x_stride: stride,
+            y_pad_0: 0,
+            y_pad_1: 0,
+            x_pad_0: 0,
+            x_pad_1: 0,
+        };
+        self.emit(Insn::Store(m));
+    }
+
+    /// GEMM over `kernel` inside `loops`; `reset` zeroes the addressed ACC rows instead.
+    pub fn gemm(&mut self, kernel: Kernel, loops: UopLoops, reset: bool) {
+        let lp = self.uop_loop(kernel, &loops, reset);
+        self.emit(Insn::Gemm(GemmInsn {
+            deps: DepFlags::NONE,
+            lp,
+            wgt_factor_out: loops.wgt.0,
+            wgt_factor_in: loops.wgt.1,
+        }));
+    }
+
+    /// ALU `op` over `kernel` inside `loops`.
+    pub fn alu(&mut self, kernel: Kernel, loops: UopLoops, op: AluOp, operand: Operand) {
+        let lp = self.uop_loop(kernel, &loops, false);
+        let (use_imm, imm) = match operand {
+            Operand::Imm(v) => (true, v),
+            Operand::Tensor => (false, 0),
+        };
+        self.emit(Insn::Alu(AluInsn {
+            deps: DepFlags::NONE,
+            lp,
+            op,
+            use_imm,
+            imm,
+        }));
+    }
+
+    /// Makes `kernel` resident (emitting a LOAD UOP if needed) and returns its loop fields.
+    fn uop_loop(&mut self, kernel: Kernel, loops: &UopLoops, reset: bool) -> UopLoop {
+        let depth = self.program.config.depth(MemType::Uop);
+        let len = self.kernels[kernel.0].uops.len() as u32;
+        let start = match self.kernels[kernel.0].resident {
+            Some(at) => at,
+            None => {
+                // A kernel that does not fit is reported by `finish`; clamp to keep going.
+                let len = len.min(depth);
+                if self.uop_cursor + len > depth {
+                    self.uop_cursor = 0;
+                }
+                let at = self.uop_cursor;
+                self.uop_cursor += len;
+                for k in &mut self.kernels {
+                    if let Some(r) = k.resident {
+                        let klen = k.uops.len() as u32;
+                        if r < at + len && at < r + klen {
+                            k.resident = None;
+                        }
+                    }
+                }
+                self.kernels[kernel.0].resident = Some(at);
+                let m = MemInsn {
+                    deps: DepFlags::NONE,
+                    memory_type: MemType::Uop,
+                    sram_base: at as u16,
+                    dram_base: self.kernels[kernel.0].dram_index,
+                    y_size: 1,
+                    x_size: len as u16,
+                    x_stride: len as u16,
+                    y_pad_0: 0,
+                    y_pad_1: 0,
+                    x_pad_0: 0,
+                    x_pad_1: 0,
+                };
+                self.uop_fixups.push(self.program.insns.len());
+                self.emit(Insn::Load(m));
+                at
+            }
+        };
+        UopLoop {
+            reset_reg: reset,
+            uop_bgn: start as u16,
+            uop_end: (start + len) as u16,
+            iter_out: loops.iter_out,
+            iter_in: loops.iter_in,
+            dst_factor_out: loops.dst.0,
+            dst_factor_in: loops.dst.1,
+            src_factor_out: loops.src.0,
+            src_factor_in: loops.src.1,
+        }
+    }
+
+    /// Appends an instruction, giving it the pops pending on its module.
+    pub fn emit(&mut self, mut insn: Insn) {
+        let m = insn.module() as usize;
+        let d = insn.deps_mut();
+        d.pop_prev |= std::mem::take(&mut self.pending_pop[m][0]);
+        d.pop_next |= std::mem::take(&mut self.pending_pop[m][1]);
+        self.program.insns.push(insn);
+    }
+
+    /// The instructions emitted so far.
+    pub fn insns(&self) -> &[Insn] {
+        &self.program.insns
+    }
+
+    /// A sync instruction for `module`: moves no data, only carries tokens.
+    fn nop(module: Module) -> Insn {
+        let m = |memory_type| MemInsn {
+            deps: DepFlags::NONE,
+            memory_type,
+            sram_base: 0,
+            dram_base: 0,
+            y_size: 0,
+            x_size: 0,
+            x_stride: 0,
+            y_pad_0: 0,
+            y_pad_1: 0,
+            x_pad_0: 0,
+            x_pad_1: 0,
+        };
+        match module {
+            Module::Load => Insn::Load(m(MemType::Inp)),
+            Module::Compute => Insn::Load(m(MemType::Uop)),
+            Module::Store => Insn::Store(m(MemType::Out)),
+        }
+    }
+
+    /// Emits pending pops of `module` on a sync instruction of their own.
+    fn commit_pops(&mut self, module: Module) {
+        if self.pending_pop[module as usize] != [false, false] {
+            self.emit(Self::nop(module));
+        }
+    }
+
+    /// Signals a token from module `from` to the adjacent module `to`, after everything
+    /// `from` has been given so far.
+    pub fn dep_push(&mut self, from: Module, to: Module) {
+        assert_adjacent(from, to);
+        self.commit_pops(from);
+        let forward = (to as u8) > (from as u8);
+        let last_fits = self.program.insns.last().is_some_and(|i| {
+            i.module() == from
+                && !(if forward {
+                    i.deps().push_next
+                } else {
+                    i.deps().push_prev
+                })
+        });
+        if !last_fits {
+            self.emit(Self::nop(from));
+        }
+        let d = self
+            .program
+            .insns
+            .last_mut()
+            .expect("an instruction")
+            .deps_mut();
+        if forward {
+            d.push_next = true;
+        } else {
+            d.push_prev = true;
+        }
+    }
+
+    /// Makes the next instruction of module `to` wait for a token from the adjacent `from`.
+    pub fn dep_pop(&mut self, from: Module, to: Module) {
+        assert_adjacent(from, to);
+        let slot = usize::from((from as u8) > (to as u8));
+        if self.pending_pop[to as usize][slot] {
+            self.commit_pops(to);
+        }
+        self.pending_pop[to as usize][slot] = true;
+    }
+
+    /// Drains the pipeline (store and load signal compute, which waits for both), appends
+    /// FINISH, stores the micro-op kernels, and checks the result.
+    pub fn finish(mut self) -> Result<Program, BuildError> {
+        self.dep_push(Module::Store, Module::Compute);
+        self.dep_push(Module::Load, Module::Compute);
+        self.dep_pop(Module::Store, Module::Compute);
+        self.dep_pop(Module::Load, Module::Compute);
+        self.emit(Insn::Finish(DepFlags::NONE));
+
+        let cfg = self.program.config.clone();
+        let codec = Codec::new(&cfg);
+        if !self.kernels.is_empty() {
+            let mut bytes = Vec::new();
+            for (ki, k) in self.kernels.iter().enumerate() {
+                if k.uops.len() > cfg.depth(MemType::Uop) as usize {
+                    return Err(BuildError::KernelTooLarge {
+                        kernel: ki,
+                        len: k.uops.len(),
+                        depth: cfg.depth(MemType::Uop),
+                    });
+                }
+                for (index, u) in k.uops.iter().enumerate() {
+                    let enc = codec.encode_uop(u).map_err(|source| BuildError::Uop {
+                        kernel: ki,
+                        index,
+                        source,
+                    })?;
+                    bytes.extend(enc);
+                }
+            }
+            let n = bytes.len() / 4;
+            let offset = self.program.push_segment(
+                "uops",
+                DType::Uop,
+                vec![n],
+                Role::default(),
+                Some(bytes),
+            );
+            let base = (offset / 4) as u32;
+            for &i in &self.uop_fixups {
+                if let Insn::Load(m) = &mut self.program.insns[i] {
+                    m.dram_base += base;
+                }
+            }
+        }
+        for (index, insn) in self.program.insns.iter().enumerate() {
+            codec.encode(insn).map_err(|source| BuildError::Insn {
+                index,
+                what: format!("{:?} on {}", insn.opcode(), insn.module().name()),
+                source,
+            })?;
+        }
+        self.program.validate().map_err(BuildError::Program)?;
+        Ok(self.program)
+    }
+}
+
+fn assert_adjacent(from: Module, to: Module) {
+    let (a, b) = (from as i32, to as i32);
+    assert!(
+        (a - b).abs() == 1,
+        "tokens flow only between adjacent modules (load-compute, compute-store), not {} -> {}",
+        from.name(),
+        to.name()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_are_absorbed_and_pushes_attach_to_the_producer() {
+        let cfg = HwConfig::default();
+        let mut b = ProgramBuilder::new(&cfg);
+        let x = b.input("x", DType::I8, vec![16], vec![0; 16]);
+        b.load_2d(MemType::Inp, 0, x, 0, 1, 1, 1);
+        b.dep_push(Module::Load, Module::Compute);
+        b.dep_pop(Module::Load, Module::Compute);
+        let k = b.kernel(&[Uop::default()]);
+        b.gemm(k, UopLoops::once(), true);
+        let p = b.finish().unwrap();
+        // load(push_next), load uop(pop_prev), gemm, store nop(push_prev), load nop(push_next),
+        // finish(pop both)
+        let deps: Vec<_> = p.insns.iter().map(|i| (i.module(), i.deps())).collect();
+        assert!(deps[0].1.push_next);
+        assert_eq!(deps[1].0, Module::Compute);
+        assert!(deps[1].1.pop_prev, "the LOAD UOP absorbs the pending pop");
+        assert!(!deps[2].1.pop_prev);
+        let fin = p.insns.last().unwrap();
+        assert!(matches!(fin, Insn::Finish(d) if d.pop_prev && d.pop_next));
+        assert_eq!(p.segment("uops").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn kernels_are_loaded_once_until_evicted() {
+        let cfg = HwConfig::preset("small").unwrap();
+        let depth = cfg.depth(MemType::Uop) as usize;
+        let mut b = ProgramBuilder::new(&cfg);
+        let a = b.kernel(&vec![Uop::default(); depth / 2 + 1]);
+        let c = b.kernel(&vec![Uop::default(); depth / 2 + 1]);
+        b.gemm(a, UopLoops::once(), true);
+        b.gemm(a, UopLoops::once(), true);
+        b.gemm(c, UopLoops::once(), true); // wraps to 0 and evicts `a`
+        b.gemm(a, UopLoops::once(), true);
+        let p = b.finish().unwrap();
+        let uop_loads = p
+            .insns
+            .iter()
+            .filter(|i| matches!(i, Insn::Load(m) if m.memory_type == MemType::Uop && m.x_size > 0))
+            .count();
+        assert_eq!(uop_loads, 3);
+    }
+}
