@@ -186,8 +186,9 @@ impl ProgramBuilder {
         Kernel(self.kernels.len() - 1)
     }
 
-    /// Element index of `elem` elements of type `m` into segment `buf`.
-    fn dram_index(&self, m: MemType, buf: Buf, elem: u32) -> u32 {
+    /// The `dram_base` of element `elem` (counted in elements of type `m`) of segment `buf`,
+    /// for instructions built by hand and passed to [`ProgramBuilder::emit`].
+    pub fn addr(&self, m: MemType, buf: Buf, elem: u32) -> u32 {
         let seg = &self.program.segments[buf.0];
         (seg.offset / u64::from(self.program.config.elem_bytes(m))) as u32 + elem
     }
@@ -224,7 +225,7 @@ impl ProgramBuilder {
             deps: DepFlags::NONE,
             memory_type: mem,
             sram_base: sram as u16,
-            dram_base: self.dram_index(mem, buf, elem),
+            dram_base: self.addr(mem, buf, elem),
             y_size: y,
             x_size: x,
             x_stride: stride,
@@ -242,7 +243,7 @@ impl ProgramBuilder {
             deps: DepFlags::NONE,
             memory_type: MemType::Out,
             sram_base: sram as u16,
-            dram_base: self.dram_index(MemType::Out, buf, elem),
+            dram_base: self.addr(MemType::Out, buf, elem),
             y_size: y,
             x_size: x,
             x_stride: stride,
@@ -419,14 +420,19 @@ impl ProgramBuilder {
     }
 
     /// Drains the pipeline (store and load signal compute, which waits for both), appends
-    /// FINISH, stores the micro-op kernels, and checks the result.
+    /// FINISH, stores the micro-op kernels in a `uops` segment, and checks the result.
     pub fn finish(mut self) -> Result<Program, BuildError> {
         self.dep_push(Module::Store, Module::Compute);
         self.dep_push(Module::Load, Module::Compute);
         self.dep_pop(Module::Store, Module::Compute);
         self.dep_pop(Module::Load, Module::Compute);
         self.emit(Insn::Finish(DepFlags::NONE));
+        self.into_program()
+    }
 
+    /// The program as built, without draining the pipeline or adding FINISH: for streams
+    /// whose tokens and FINISH were written by hand with [`ProgramBuilder::emit`].
+    pub fn into_program(mut self) -> Result<Program, BuildError> {
         let cfg = self.program.config.clone();
         let codec = Codec::new(&cfg);
         if !self.kernels.is_empty() {
