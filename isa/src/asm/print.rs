@@ -1,0 +1,342 @@
+//! The printer: [`Program`] to canonical source text.
+
+use std::fmt::Write as _;
+
+use super::parse::{is_ident_char, is_ident_start};
+use crate::config::{HwConfig, PRESETS};
+use crate::insn::{DepFlags, Insn, MemInsn, Uop, UopLoop};
+use crate::layout::Codec;
+use crate::program::{DType, Program, Segment};
+
+/// Values per line of an inline initializer.
+const VALUES_PER_LINE: usize = 16;
+
+pub(super) fn print_program(p: &Program) -> String {
+    let cfg = &p.config;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}  ; {}", config_line(cfg), cfg.config_string());
+
+    if !p.segments.is_empty() {
+        out.push('\n');
+        let codec = Codec::new(cfg);
+        let align = Program::dram_align(cfg);
+        let mut end = 0u64;
+        let rows: Vec<SegRow> = p
+            .segments
+            .iter()
+            .map(|s| {
+                let canonical = end.next_multiple_of(align);
+                end = end.max(s.range().end);
+                let mut attrs = Vec::new();
+                if s.role.input {
+                    attrs.push("input".to_string());
+                }
+                if s.role.output {
+                    attrs.push("output".to_string());
+                }
+                if s.offset != canonical {
+                    attrs.push(format!("offset={}", s.offset));
+                }
+                SegRow {
+                    name: quote_name(&s.name),
+                    shape: shape_text(&s.shape),
+                    attrs: attrs.join(" "),
+                    uops: canonical_uops(&codec, s),
+                }
+            })
+            .collect();
+        // Align the columns of the .buffer lines.
+        let buffers = || rows.iter().filter(|r| r.uops.is_none());
+        let name_w = buffers().map(|r| r.name.chars().count()).max().unwrap_or(0);
+        let shape_w = buffers().map(|r| r.shape.len()).max().unwrap_or(0);
+        let attrs_w = buffers().map(|r| r.attrs.len()).max().unwrap_or(0);
+        for (s, r) in p.segments.iter().zip(&rows) {
+            let SegRow {
+                name,
+                shape,
+                attrs,
+                uops,
+            } = r;
+            if let Some(uops) = uops {
+                let mut head = format!(".uops {name}");
+                if s.shape != [uops.len()] {
+                    head = format!("{head} {shape}");
+                }
+                if !attrs.is_empty() {
+                    head = format!("{head} {attrs}");
+                }
+                let _ = writeln!(out, "{head}");
+                for u in uops {
+                    let _ = writeln!(out, "    {}", uop_text(u));
+                }
+                continue;
+            }
+            let mut head = format!(
+                ".buffer {name:<name_w$} {:<3} {shape:<shape_w$}",
+                s.dtype.name()
+            );
+            if attrs_w > 0 {
+                head = format!("{head} {attrs:<attrs_w$}");
+            }
+            match &s.init {
+                None => {
+                    let _ = writeln!(out, "{}", head.trim_end());
+                }
+                Some(init) => {
+                    let _ = writeln!(out, "{head} = {}", init_text(s.dtype, init));
+                }
+            }
+        }
+    }
+
+    if !p.insns.is_empty() {
+        out.push('\n');
+        let lines: Vec<String> = p
+            .insns
+            .iter()
+            .map(|i| {
+                insn_text(i, &|m: &MemInsn| {
+                    if m.x_size == 0 {
+                        return m.dram_base.to_string();
+                    }
+                    match p.locate(m.memory_type, u64::from(m.dram_base)) {
+                        Some((seg, 0)) => quote_name(&seg.name),
+                        Some((seg, n)) => format!("{}+{n}", quote_name(&seg.name)),
+                        None => m.dram_base.to_string(),
+                    }
+                })
+            })
+            .collect();
+        push_numbered(&mut out, &lines);
+    }
+    out
+}
+
+pub(super) fn print_insns(_cfg: &HwConfig, insns: &[Insn]) -> String {
+    let lines: Vec<String> = insns
+        .iter()
+        .map(|i| insn_text(i, &|m: &MemInsn| m.dram_base.to_string()))
+        .collect();
+    let mut out = String::new();
+    push_numbered(&mut out, &lines);
+    out
+}
+
+pub(super) fn print_uops(_cfg: &HwConfig, uops: &[Uop]) -> String {
+    let mut out = String::new();
+    for u in uops {
+        let _ = writeln!(out, "{}", uop_text(u));
+    }
+    out
+}
+
+/// The parts of a segment's declaration.
+struct SegRow {
+    name: String,
+    shape: String,
+    attrs: String,
+    /// The micro-ops, when the segment prints as a `.uops` block.
+    uops: Option<Vec<Uop>>,
+}
+
+/// `.config NAME` for a preset, else `.config {JSON}` on one line.
+fn config_line(cfg: &HwConfig) -> String {
+    if let Some((name, _, _)) = PRESETS
+        .iter()
+        .find(|(name, _, _)| HwConfig::preset(name).ok().as_ref() == Some(cfg))
+    {
+        return format!(".config {name}");
+    }
+    let json = serde_json::from_str::<serde_json::Value>(&cfg.to_json())
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| cfg.to_json().replace('\n', " "));
+    format!(".config {json}")
+}
+
+/// Lines followed by aligned `; #index` comments.
+fn push_numbered(out: &mut String, lines: &[String]) {
+    let width = lines.iter().map(String::len).max().unwrap_or(0);
+    for (i, line) in lines.iter().enumerate() {
+        let _ = writeln!(out, "{line:<width$}  ; #{i}");
+    }
+}
+
+/// A name as written in source: bare if it is an identifier, else quoted.
+pub(super) fn quote_name(name: &str) -> String {
+    let mut chars = name.chars();
+    let bare = chars.next().is_some_and(is_ident_start) && chars.all(is_ident_char);
+    if bare {
+        return name.to_string();
+    }
+    let mut q = String::from("\"");
+    for c in name.chars() {
+        match c {
+            '"' => q.push_str("\\\""),
+            '\\' => q.push_str("\\\\"),
+            '\n' => q.push_str("\\n"),
+            '\t' => q.push_str("\\t"),
+            '\r' => q.push_str("\\r"),
+            c if c.is_control() => {
+                let _ = write!(q, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => q.push(c),
+        }
+    }
+    q.push('"');
+    q
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+/// The micro-ops of a `uop` segment if it prints as a `.uops` block: it has contents of the
+/// right size, every word of which is a micro-op that encodes back to the same word.
+fn canonical_uops(codec: &Codec, s: &Segment) -> Option<Vec<Uop>> {
+    if s.dtype != DType::Uop {
+        return None;
+    }
+    let init = s.init.as_ref()?;
+    if init.len() as u64 != s.size() {
+        return None;
+    }
+    init.chunks_exact(4)
+        .map(|c| {
+            let word: [u8; 4] = c.try_into().ok()?;
+            let u = codec.decode_uop(&word);
+            (codec.encode_uop(&u).ok()? == word).then_some(u)
+        })
+        .collect()
+}
+
+fn uop_text(u: &Uop) -> String {
+    format!("uop dst={} src={} wgt={}", u.dst_idx, u.src_idx, u.wgt_idx)
+}
+
+/// An initializer after `= `: `zeros`, or the values in brackets.
+fn init_text(dtype: DType, init: &[u8]) -> String {
+    if !init.is_empty() && init.iter().all(|&b| b == 0) {
+        return "zeros".into();
+    }
+    let values: Vec<String> = match dtype {
+        DType::I8 => init.iter().map(|&b| (b as i8).to_string()).collect(),
+        DType::U8 => init.iter().map(u8::to_string).collect(),
+        DType::I16 => init
+            .chunks_exact(2)
+            .map(|c| i16::from_le_bytes([c[0], c[1]]).to_string())
+            .collect(),
+        DType::I32 => init
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_string())
+            .collect(),
+        DType::U32 => init
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]).to_string())
+            .collect(),
+        DType::Uop => init
+            .chunks_exact(4)
+            .map(|c| format!("{:#010x}", u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+    };
+    if values.len() <= VALUES_PER_LINE {
+        return format!("[{}]", values.join(", "));
+    }
+    let width = values.iter().map(String::len).max().unwrap_or(0);
+    let rows: Vec<String> = values
+        .chunks(VALUES_PER_LINE)
+        .map(|row| {
+            let cells: Vec<String> = row.iter().map(|v| format!("{v:>width$}")).collect();
+            format!("    {}", cells.join(", "))
+        })
+        .collect();
+    format!("[\n{}\n]", rows.join(",\n"))
+}
+
+fn flags_text(out: &mut String, d: &DepFlags) {
+    for (on, name) in [
+        (d.pop_prev, "pop_prev"),
+        (d.pop_next, "pop_next"),
+        (d.push_prev, "push_prev"),
+        (d.push_next, "push_next"),
+    ] {
+        if on {
+            out.push(' ');
+            out.push_str(name);
+        }
+    }
+}
+
+fn loop_text(out: &mut String, lp: &UopLoop) {
+    let _ = write!(
+        out,
+        " uops={}..{} iter={},{} dst={},{} src={},{}",
+        lp.uop_bgn,
+        lp.uop_end,
+        lp.iter_out,
+        lp.iter_in,
+        lp.dst_factor_out,
+        lp.dst_factor_in,
+        lp.src_factor_out,
+        lp.src_factor_in
+    );
+}
+
+/// One instruction; `dram` renders a LOAD/STORE's `dram_base`.
+fn insn_text(insn: &Insn, dram: &dyn Fn(&MemInsn) -> String) -> String {
+    let mut s = String::new();
+    match insn {
+        Insn::Load(m) | Insn::Store(m) => {
+            let mn = if matches!(insn, Insn::Load(_)) {
+                "load"
+            } else {
+                "store"
+            };
+            let _ = write!(
+                s,
+                "{mn:<5} {} sram={} dram={} y={} x={} stride={}",
+                m.memory_type.name(),
+                m.sram_base,
+                dram(m),
+                m.y_size,
+                m.x_size,
+                m.x_stride
+            );
+            if (m.y_pad_0, m.y_pad_1, m.x_pad_0, m.x_pad_1) != (0, 0, 0, 0) {
+                let _ = write!(
+                    s,
+                    " pad={},{},{},{}",
+                    m.y_pad_0, m.y_pad_1, m.x_pad_0, m.x_pad_1
+                );
+            }
+            flags_text(&mut s, &m.deps);
+        }
+        Insn::Gemm(g) => {
+            s.push_str("gemm ");
+            loop_text(&mut s, &g.lp);
+            let _ = write!(s, " wgt={},{}", g.wgt_factor_out, g.wgt_factor_in);
+            if g.lp.reset_reg {
+                s.push_str(" reset");
+            }
+            flags_text(&mut s, &g.deps);
+        }
+        Insn::Alu(a) => {
+            let _ = write!(s, "alu   {}", a.op.name());
+            loop_text(&mut s, &a.lp);
+            if a.use_imm {
+                let _ = write!(s, " imm={}", a.imm);
+            } else if a.imm != 0 {
+                let _ = write!(s, " rawimm={}", a.imm);
+            }
+            if a.lp.reset_reg {
+                s.push_str(" reset");
+            }
+            flags_text(&mut s, &a.deps);
+        }
+        Insn::Finish(d) => {
+            s.push_str("finish");
+            flags_text(&mut s, d);
+        }
+    }
+    s
+}
