@@ -1,0 +1,123 @@
+//! Running an [`isa::Program`] on any [`Device`].
+
+use isa::{Codec, Program};
+
+use crate::{Buffer, Device, DeviceError, RunReport, RunTimeout};
+
+/// The result of [`run_program`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramRun {
+    /// Every output segment's bytes, in segment order.
+    pub outputs: Vec<(String, Vec<u8>)>,
+    pub report: RunReport,
+}
+
+impl ProgramRun {
+    /// The bytes of output `name`.
+    pub fn output(&self, name: &str) -> Option<&[u8]> {
+        self.outputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
+    }
+}
+
+/// Runs `p` on `dev`: allocates the program's DRAM region (aligned to
+/// [`Program::dram_align`]), writes every segment (the given input, else its initial data,
+/// else zeros), relocates the instructions to the region, writes them to a buffer of their
+/// own, runs, and reads back every output segment. Both buffers are freed afterwards, also
+/// when the run fails.
+pub fn run_program(
+    dev: &mut dyn Device,
+    p: &Program,
+    inputs: &[(String, Vec<u8>)],
+    timeout: RunTimeout,
+) -> Result<ProgramRun, DeviceError> {
+    if p.config.isa_hash() != dev.config().isa_hash() {
+        return Err(DeviceError::ConfigMismatch {
+            program: p.config.config_string(),
+            device: dev.config().config_string(),
+        });
+    }
+    p.validate().map_err(DeviceError::Program)?;
+    // Every input must name an input segment, once, with exactly its size.
+    let input_names = || {
+        p.segments
+            .iter()
+            .filter(|s| s.role.input)
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    };
+    for (i, (name, data)) in inputs.iter().enumerate() {
+        let seg =
+            p.segment(name)
+                .filter(|s| s.role.input)
+                .ok_or_else(|| DeviceError::UnknownInput {
+                    name: name.clone(),
+                    inputs: input_names(),
+                })?;
+        if inputs[..i].iter().any(|(n, _)| n == name) {
+            return Err(DeviceError::DuplicateInput { name: name.clone() });
+        }
+        if data.len() as u64 != seg.size() {
+            return Err(DeviceError::InputSize {
+                name: name.clone(),
+                expected: seg.size(),
+                got: data.len() as u64,
+                shape: format!("{} x {:?}", seg.dtype.name(), seg.shape),
+            });
+        }
+    }
+
+    let region = dev.alloc(p.dram_size(), Program::dram_align(&p.config))?;
+    let mut insn_buf: Option<Buffer> = None;
+    let result = run_in(dev, p, inputs, timeout, &region, &mut insn_buf);
+    if let Some(b) = insn_buf {
+        dev.free(b)?;
+    }
+    dev.free(region)?;
+    result
+}
+
+fn run_in(
+    dev: &mut dyn Device,
+    p: &Program,
+    inputs: &[(String, Vec<u8>)],
+    timeout: RunTimeout,
+    region: &Buffer,
+    insn_buf: &mut Option<Buffer>,
+) -> Result<ProgramRun, DeviceError> {
+    for seg in &p.segments {
+        let given = inputs.iter().find(|(n, _)| *n == seg.name).map(|(_, d)| d);
+        match given.or(seg.init.as_ref()) {
+            Some(data) => dev.copy_to_device(region, seg.offset, data)?,
+            // Zeros: the region may hold a previous run's data.
+            None => dev.copy_to_device(region, seg.offset, &vec![0; seg.size() as usize])?,
+        }
+    }
+    dev.flush(region, 0, region.size)?;
+
+    let insns = p
+        .relocated(region.phys_addr)
+        .map_err(DeviceError::Program)?;
+    let stream = Codec::new(&p.config)
+        .encode_stream(&insns)
+        .map_err(|e| DeviceError::Program(e.to_string()))?;
+    let count = u32::try_from(insns.len())
+        .map_err(|_| DeviceError::Program(format!("{} instructions is too many", insns.len())))?;
+    let buf = insn_buf.insert(dev.alloc(stream.len() as u64, 16)?);
+    dev.copy_to_device(buf, 0, &stream)?;
+    dev.flush(buf, 0, buf.size)?;
+    let insn_addr = buf.phys_addr;
+
+    let report = dev.run(insn_addr, count, timeout)?;
+
+    dev.invalidate(region, 0, region.size)?;
+    let mut outputs = Vec::new();
+    for seg in p.segments.iter().filter(|s| s.role.output) {
+        let mut data = vec![0; seg.size() as usize];
+        dev.copy_from_device(region, seg.offset, &mut data)?;
+        outputs.push((seg.name.clone(), data));
+    }
+    Ok(ProgramRun { outputs, report })
+}

@@ -1,0 +1,805 @@
+//! The functional simulator: scratchpads, token-checked scheduling of the three modules, and
+//! the execution of every instruction as `isa::spec` defines it.
+
+use std::time::Instant;
+
+use isa::{
+    AluInsn, Codec, GemmInsn, HwConfig, Insn, MemInsn, MemType, Module, StreamError, Uop, UopLoop,
+};
+
+use crate::counters::Counters;
+use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
+use crate::kernels::{self, Loop, Shape};
+use crate::mem::Memory;
+use crate::pack;
+
+/// Bit-exact, token-checked functional model of one accelerator config.
+///
+/// Scratchpads (INP, WGT, ACC, UOP) persist across runs, as on hardware; they start zeroed.
+/// The OUT buffer is not stored: by the spec it always equals the low OUT_WIDTH bits of each
+/// ACC lane, so STORE derives it from ACC.
+pub struct FuncSim {
+    cfg: HwConfig,
+    codec: Codec,
+    sh: Shape,
+    depth: Depths,
+    /// `depth(INP) * BATCH * BLOCK_IN` lanes, each sign-extended to i16.
+    inp: Vec<i16>,
+    /// `depth(WGT)` tiles of `BLOCK_OUT x BLOCK_IN` lanes, sign-extended, each stored in the
+    /// pair-interleaved order of [`kernels::wgt_slot`].
+    wgt: Vec<i16>,
+    /// `depth(ACC) * BATCH * BLOCK_OUT` lanes, each a sign-extended ACC_WIDTH-bit value.
+    acc: Vec<i32>,
+    uop: Vec<Uop>,
+    /// Reused DMA row buffer.
+    row: Vec<u8>,
+    /// Reused buffer of WGT lanes in natural order.
+    lanes: Vec<i16>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Depths {
+    inp: u32,
+    wgt: u32,
+    acc: u32,
+    uop: u32,
+}
+
+impl Depths {
+    fn of(&self, m: MemType) -> u32 {
+        match m {
+            MemType::Inp => self.inp,
+            MemType::Wgt => self.wgt,
+            MemType::Acc | MemType::Acc8 | MemType::Out => self.acc,
+            MemType::Uop => self.uop,
+        }
+    }
+}
+
+/// The queues an instruction pops before it starts and pushes after it completes.
+type FlagQueues = ([Option<Queue>; 2], [Option<Queue>; 2]);
+
+/// Where the dependency flags of an instruction lead, by module (spec "Tokens"); the error
+/// names a flag that is illegal on the module.
+fn flag_queues(module: Module, insn: &Insn) -> Result<FlagQueues, &'static str> {
+    let d = insn.deps();
+    let q = |on: bool, q: Queue| on.then_some(q);
+    match module {
+        Module::Load => {
+            if d.pop_prev {
+                return Err("pop_prev");
+            }
+            if d.push_prev {
+                return Err("push_prev");
+            }
+            Ok((
+                [q(d.pop_next, Queue::G2l), None],
+                [q(d.push_next, Queue::L2g), None],
+            ))
+        }
+        Module::Compute => Ok((
+            [q(d.pop_prev, Queue::L2g), q(d.pop_next, Queue::S2g)],
+            [q(d.push_prev, Queue::G2l), q(d.push_next, Queue::G2s)],
+        )),
+        Module::Store => {
+            if d.pop_next {
+                return Err("pop_next");
+            }
+            if d.push_next {
+                return Err("push_next");
+            }
+            Ok((
+                [q(d.pop_prev, Queue::G2s), None],
+                [q(d.push_prev, Queue::S2g), None],
+            ))
+        }
+    }
+}
+
+fn module_index(m: Module) -> usize {
+    match m {
+        Module::Load => 0,
+        Module::Compute => 1,
+        Module::Store => 2,
+    }
+}
+
+/// Micro-op iterations of a GEMM/ALU loop.
+fn loop_uops(lp: &UopLoop) -> u64 {
+    u64::from(lp.iter_out)
+        * u64::from(lp.iter_in)
+        * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn))
+}
+
+/// The lexicographically first (o, i) with `base + o*fo + i*fi >= depth`, if any.
+fn first_out_of_range(
+    base: u64,
+    fo: u64,
+    fi: u64,
+    io: u64,
+    ii: u64,
+    depth: u64,
+) -> Option<(u64, u64)> {
+    if base + (io - 1) * fo + (ii - 1) * fi < depth {
+        return None;
+    }
+    let need_o = depth.saturating_sub(base + (ii - 1) * fi);
+    let o = if need_o == 0 { 0 } else { need_o.div_ceil(fo) };
+    let need_i = depth.saturating_sub(base + o * fo);
+    let i = if need_i == 0 { 0 } else { need_i.div_ceil(fi) };
+    Some((o, i))
+}
+
+struct ModState {
+    /// Indices (in the whole stream) of this module's instructions, in program order.
+    insns: Vec<usize>,
+    /// Next instruction to start.
+    pos: usize,
+    /// Pushes the last executed instruction still owes (its queue was full).
+    owed: [Option<Queue>; 2],
+}
+
+impl FuncSim {
+    /// A simulator with zeroed scratchpads.
+    pub fn new(cfg: &HwConfig) -> Self {
+        let depth = Depths {
+            inp: cfg.depth(MemType::Inp),
+            wgt: cfg.depth(MemType::Wgt),
+            acc: cfg.depth(MemType::Acc),
+            uop: cfg.depth(MemType::Uop),
+        };
+        let (b, bi, bo) = (
+            cfg.batch() as usize,
+            cfg.block_in() as usize,
+            cfg.block_out() as usize,
+        );
+        let sh = Shape {
+            block_in: bi,
+            block_out: bo,
+            inp_lanes: b * bi,
+            wgt_lanes: bi.div_ceil(2) * 2 * bo,
+            acc_lanes: b * bo,
+            acc_shift: 32 - cfg.acc_width(),
+            log_acc_width: cfg.log_acc_width,
+        };
+        FuncSim {
+            cfg: cfg.clone(),
+            codec: Codec::new(cfg),
+            sh,
+            depth,
+            inp: vec![0; depth.inp as usize * sh.inp_lanes],
+            wgt: vec![0; depth.wgt as usize * sh.wgt_lanes],
+            acc: vec![0; depth.acc as usize * sh.acc_lanes],
+            uop: vec![Uop::default(); depth.uop as usize],
+            row: Vec::new(),
+            lanes: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &HwConfig {
+        &self.cfg
+    }
+
+    /// Zeroes every scratchpad (the state of a freshly reset device).
+    pub fn clear(&mut self) {
+        self.inp.fill(0);
+        self.wgt.fill(0);
+        self.acc.fill(0);
+        self.uop.fill(Uop::default());
+    }
+
+    /// INP row `idx`: `BATCH * BLOCK_IN` lanes, batch-major.
+    pub fn inp_row(&self, idx: u32) -> &[i16] {
+        let n = self.sh.inp_lanes;
+        &self.inp[idx as usize * n..][..n]
+    }
+
+    /// WGT tile `idx`: `BLOCK_OUT * BLOCK_IN` lanes, lane `n * BLOCK_IN + k` (row n =
+    /// output channel).
+    pub fn wgt_tile(&self, idx: u32) -> Vec<i16> {
+        let (bi, bo) = (self.sh.block_in, self.sh.block_out);
+        let tile = &self.wgt[idx as usize * self.sh.wgt_lanes..][..self.sh.wgt_lanes];
+        (0..bo * bi)
+            .map(|l| tile[kernels::wgt_slot(bo, l / bi, l % bi)])
+            .collect()
+    }
+
+    /// ACC row `idx`: `BATCH * BLOCK_OUT` lanes, batch-major.
+    pub fn acc_row(&self, idx: u32) -> &[i32] {
+        let n = self.sh.acc_lanes;
+        &self.acc[idx as usize * n..][..n]
+    }
+
+    /// OUT row `idx` as signed OUT_WIDTH-bit lanes: the low bits of ACC row `idx`.
+    pub fn out_row(&self, idx: u32) -> Vec<i32> {
+        let s = 32 - self.cfg.out_width();
+        self.acc_row(idx).iter().map(|&v| (v << s) >> s).collect()
+    }
+
+    /// Micro-op `idx` of the UOP buffer.
+    pub fn uop(&self, idx: u32) -> Uop {
+        self.uop[idx as usize]
+    }
+
+    /// Fetches `insn_count` instructions at byte address `insn_addr`, decodes them and runs
+    /// them until FINISH retires. Token queues start empty; scratchpads keep their contents.
+    pub fn run(
+        &mut self,
+        mem: &mut dyn Memory,
+        insn_addr: u64,
+        insn_count: u32,
+        limits: &Limits,
+    ) -> Result<Counters, SimError> {
+        // Fetch in chunks so that a bogus count faults at the end of memory instead of
+        // allocating for all of it up front.
+        const CHUNK: u64 = 4096;
+        let mut insns = Vec::new();
+        let mut bytes = Vec::new();
+        let mut done = 0u64;
+        while done < u64::from(insn_count) {
+            let n = CHUNK.min(u64::from(insn_count) - done);
+            bytes.resize(n as usize * 16, 0);
+            mem.read(insn_addr + done * 16, &mut bytes)
+                .map_err(|fault| SimError::Fetch {
+                    addr: insn_addr,
+                    count: insn_count,
+                    fault,
+                })?;
+            let chunk = self.codec.decode_stream(&bytes).map_err(|e| match e {
+                StreamError::At { index, source } => SimError::Decode(StreamError::At {
+                    index: index + done as usize,
+                    source,
+                }),
+                other => SimError::Decode(other),
+            })?;
+            insns.extend(chunk);
+            done += n;
+        }
+        self.run_insns(mem, &insns, limits)
+    }
+
+    /// Runs already-decoded instructions (as if fetched); each is checked as the decoder would.
+    pub fn run_insns(
+        &mut self,
+        mem: &mut dyn Memory,
+        insns: &[Insn],
+        limits: &Limits,
+    ) -> Result<Counters, SimError> {
+        let start = Instant::now();
+        // Static checks: encodable under the config, legal flags, a FINISH without pushes.
+        let mut flags = Vec::with_capacity(insns.len());
+        let mut mods: [ModState; 3] = std::array::from_fn(|_| ModState {
+            insns: Vec::new(),
+            pos: 0,
+            owed: [None; 2],
+        });
+        for (index, insn) in insns.iter().enumerate() {
+            self.codec
+                .check(insn)
+                .map_err(|source| SimError::Decode(StreamError::At { index, source }))?;
+            let module = insn.module();
+            let f = flag_queues(module, insn).map_err(|flag| SimError::IllegalFlag {
+                index,
+                insn: describe(insn),
+                module,
+                flag,
+            })?;
+            if let Insn::Finish(d) = insn {
+                if let Some(flag) = [(d.push_prev, "push_prev"), (d.push_next, "push_next")]
+                    .into_iter()
+                    .find_map(|(on, n)| on.then_some(n))
+                {
+                    return Err(SimError::FinishPush { index, flag });
+                }
+            }
+            flags.push(f);
+            mods[module_index(module)].insns.push(index);
+        }
+        if !insns.iter().any(|i| matches!(i, Insn::Finish(_))) {
+            return Err(SimError::NoFinish { count: insns.len() });
+        }
+
+        let cap = self.cfg.token_queue_depth;
+        let mut tokens = [0u32; 4];
+        let mut c = Counters::default();
+        let mut steps = 0u64;
+        loop {
+            let mut progress = false;
+            for m in 0..3 {
+                loop {
+                    let st = &mut mods[m];
+                    // Finish the pushes of the last instruction first.
+                    for slot in &mut st.owed {
+                        if let Some(q) = *slot {
+                            if tokens[q as usize] < cap {
+                                tokens[q as usize] += 1;
+                                *slot = None;
+                                progress = true;
+                            }
+                        }
+                    }
+                    if st.owed.iter().any(Option::is_some) || st.pos == st.insns.len() {
+                        break;
+                    }
+                    let index = st.insns[st.pos];
+                    let (pops, pushes) = flags[index];
+                    if pops.iter().flatten().any(|&q| tokens[q as usize] == 0) {
+                        break;
+                    }
+                    let insn = &insns[index];
+                    let cost = 1 + match insn {
+                        Insn::Gemm(g) => loop_uops(&g.lp),
+                        Insn::Alu(a) => loop_uops(&a.lp),
+                        _ => 0,
+                    };
+                    if steps.saturating_add(cost) > limits.max_steps {
+                        return Err(SimError::StepLimit {
+                            limit: limits.max_steps,
+                            index,
+                            insn: describe(insn),
+                            done: steps,
+                            needed: cost,
+                        });
+                    }
+                    if let Some(limit) = limits.max_time {
+                        if start.elapsed() > limit {
+                            return Err(SimError::Timeout {
+                                limit,
+                                index,
+                                insn: describe(insn),
+                            });
+                        }
+                    }
+                    steps += cost;
+                    for &q in pops.iter().flatten() {
+                        tokens[q as usize] -= 1;
+                    }
+                    st.pos += 1;
+                    st.owed = pushes;
+                    progress = true;
+                    match m {
+                        0 => c.load_insns += 1,
+                        1 => c.compute_insns += 1,
+                        _ => c.store_insns += 1,
+                    }
+                    if let Insn::Finish(_) = insn {
+                        c.macs = c.gemm_uops * self.cfg.macs_per_uop();
+                        return self.finish_check(insns, index, &mods, &tokens).map(|()| c);
+                    }
+                    self.execute(mem, insn, &mut c)
+                        .map_err(|fault| SimError::At {
+                            index,
+                            insn: describe(insn),
+                            fault,
+                        })?;
+                }
+            }
+            if !progress {
+                return Err(self.deadlock(insns, &mods, tokens, cap));
+            }
+        }
+    }
+
+    /// The checks at FINISH: nothing left to do anywhere, every queue empty.
+    fn finish_check(
+        &self,
+        insns: &[Insn],
+        index: usize,
+        mods: &[ModState; 3],
+        tokens: &[u32; 4],
+    ) -> Result<(), SimError> {
+        let mut problems = Vec::new();
+        for (m, st) in Module::ALL.iter().zip(mods) {
+            let left = &st.insns[st.pos..];
+            if let Some(&first) = left.first() {
+                if *m == Module::Compute {
+                    problems.push(format!(
+                        "the compute module has {} instruction(s) after it (first: instruction \
+                         {first}, {}); FINISH must be the last compute instruction",
+                        left.len(),
+                        describe(&insns[first])
+                    ));
+                } else {
+                    problems.push(format!(
+                        "the {} module has {} instruction(s) not executed (first: instruction \
+                         {first}, {}); make FINISH wait for them through tokens",
+                        m.name(),
+                        left.len(),
+                        describe(&insns[first])
+                    ));
+                }
+            } else if st.owed.iter().any(Option::is_some) {
+                problems.push(format!(
+                    "the {} module's last instruction is still waiting to push a token",
+                    m.name()
+                ));
+            }
+        }
+        for q in Queue::ALL {
+            let n = tokens[q as usize];
+            if n == 0 {
+                continue;
+            }
+            let hint = match q {
+                Queue::L2g => {
+                    "compute never popped what load pushed (push_next on LOAD needs a \
+                               pop_prev on a compute instruction)"
+                }
+                Queue::G2l => {
+                    "load never popped what compute pushed (push_prev on compute needs \
+                               a pop_next on a LOAD INP/WGT)"
+                }
+                Queue::G2s => {
+                    "store never popped what compute pushed (push_next on compute \
+                               needs a pop_prev on a STORE)"
+                }
+                Queue::S2g => "FINISH should pop the store's token: set pop_next on FINISH",
+            };
+            problems.push(format!("token queue {q} still holds {n} token(s): {hint}"));
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(SimError::Unfinished { index, problems })
+        }
+    }
+
+    fn deadlock(
+        &self,
+        insns: &[Insn],
+        mods: &[ModState; 3],
+        tokens: [u32; 4],
+        cap: u32,
+    ) -> SimError {
+        let modules = Module::ALL
+            .iter()
+            .zip(mods)
+            .map(|(&m, st)| {
+                let blocked = if st.owed.iter().any(Option::is_some) {
+                    let index = st.insns[st.pos - 1];
+                    Blocked::Push {
+                        index,
+                        insn: describe(&insns[index]),
+                        queues: st.owed.iter().flatten().copied().collect(),
+                    }
+                } else if st.pos < st.insns.len() {
+                    let index = st.insns[st.pos];
+                    let insn = &insns[index];
+                    let (pops, _) = flag_queues(m, insn).expect("checked before the run");
+                    Blocked::Pop {
+                        index,
+                        insn: describe(insn),
+                        queues: pops
+                            .iter()
+                            .flatten()
+                            .copied()
+                            .filter(|&q| tokens[q as usize] == 0)
+                            .collect(),
+                    }
+                } else {
+                    Blocked::Done {
+                        executed: st.insns.len(),
+                    }
+                };
+                (m, blocked)
+            })
+            .collect();
+        SimError::Deadlock(Box::new(Deadlock {
+            modules,
+            tokens,
+            capacity: cap,
+        }))
+    }
+
+    fn execute(
+        &mut self,
+        mem: &mut dyn Memory,
+        insn: &Insn,
+        c: &mut Counters,
+    ) -> Result<(), Fault> {
+        match insn {
+            Insn::Load(m) => {
+                let bytes = self.load(mem, m)?;
+                match m.memory_type {
+                    MemType::Inp => c.inp_load_bytes += bytes,
+                    MemType::Wgt => c.wgt_load_bytes += bytes,
+                    MemType::Acc | MemType::Acc8 => c.acc_load_bytes += bytes,
+                    MemType::Uop => c.uop_load_bytes += bytes,
+                    MemType::Out => unreachable!("Codec::check refuses LOAD OUT"),
+                }
+            }
+            Insn::Store(m) => c.out_store_bytes += self.store(mem, m)?,
+            Insn::Gemm(g) => {
+                let n = self.gemm(g)?;
+                if g.lp.reset_reg {
+                    c.reset_uops += n;
+                } else {
+                    c.gemm_uops += n;
+                }
+            }
+            Insn::Alu(a) => {
+                let n = self.alu(a)?;
+                if a.lp.reset_reg {
+                    c.reset_uops += n;
+                } else {
+                    c.alu_uops += n;
+                }
+            }
+            Insn::Finish(_) => {}
+        }
+        Ok(())
+    }
+
+    /// LOAD (spec "LOAD"); returns the DRAM bytes read.
+    fn load(&mut self, mem: &dyn Memory, m: &MemInsn) -> Result<u64, Fault> {
+        if m.x_size == 0 {
+            return Ok(0);
+        }
+        let mt = m.memory_type;
+        if mt == MemType::Uop {
+            for (field, value) in [
+                ("y_pad_0", m.y_pad_0),
+                ("y_pad_1", m.y_pad_1),
+                ("x_pad_0", m.x_pad_0),
+                ("x_pad_1", m.x_pad_1),
+            ] {
+                if value != 0 {
+                    return Err(Fault::UopPadding { field, value });
+                }
+            }
+        }
+        let width = u64::from(m.x_pad_0) + u64::from(m.x_size) + u64::from(m.x_pad_1);
+        let rows = u64::from(m.y_pad_0) + u64::from(m.y_size) + u64::from(m.y_pad_1);
+        let start = u64::from(m.sram_base);
+        let end = start + width * rows;
+        let depth = self.depth.of(mt);
+        if end > u64::from(depth) {
+            return Err(Fault::SramRange {
+                buffer: buffer_name(mt),
+                access: "write",
+                start,
+                end,
+                depth,
+            });
+        }
+        let eb = u64::from(self.cfg.elem_bytes(mt));
+        let (s, e) = (start as usize, end as usize);
+        // Zero the whole padded region, then copy the data rows into it.
+        match mt {
+            MemType::Inp => self.inp[s * self.sh.inp_lanes..e * self.sh.inp_lanes].fill(0),
+            MemType::Wgt => self.wgt[s * self.sh.wgt_lanes..e * self.sh.wgt_lanes].fill(0),
+            MemType::Acc | MemType::Acc8 => {
+                self.acc[s * self.sh.acc_lanes..e * self.sh.acc_lanes].fill(0)
+            }
+            MemType::Uop | MemType::Out => {}
+        }
+        let x = usize::from(m.x_size);
+        let mut row = std::mem::take(&mut self.row);
+        row.resize(x * eb as usize, 0);
+        let result = (|| {
+            for r in 0..u32::from(m.y_size) {
+                let elem_addr = u64::from(m.dram_base) + u64::from(r) * u64::from(m.x_stride);
+                mem.read(elem_addr * eb, &mut row)
+                    .map_err(|fault| Fault::Dram {
+                        row: r,
+                        elem_addr,
+                        fault,
+                    })?;
+                let first = s
+                    + (usize::from(m.y_pad_0) + r as usize) * width as usize
+                    + usize::from(m.x_pad_0);
+                self.unpack_row(mt, first, x, &row);
+            }
+            Ok(u64::from(m.x_size) * u64::from(m.y_size) * eb)
+        })();
+        self.row = row;
+        result
+    }
+
+    /// Writes `count` elements of `mt` decoded from `bytes` into its buffer from row `first`.
+    fn unpack_row(&mut self, mt: MemType, first: usize, count: usize, bytes: &[u8]) {
+        let sh = self.sh;
+        match mt {
+            MemType::Inp => pack::unpack_i16(
+                bytes,
+                self.cfg.inp_width(),
+                &mut self.inp[first * sh.inp_lanes..][..count * sh.inp_lanes],
+            ),
+            MemType::Wgt => {
+                let (bi, bo) = (sh.block_in, sh.block_out);
+                self.lanes.resize(count * bo * bi, 0);
+                pack::unpack_i16(bytes, self.cfg.wgt_width(), &mut self.lanes);
+                let tiles = self.wgt[first * sh.wgt_lanes..][..count * sh.wgt_lanes]
+                    .chunks_exact_mut(sh.wgt_lanes);
+                for (tile, natural) in tiles.zip(self.lanes.chunks_exact(bo * bi)) {
+                    for (l, &v) in natural.iter().enumerate() {
+                        tile[kernels::wgt_slot(bo, l / bi, l % bi)] = v;
+                    }
+                }
+            }
+            MemType::Acc => pack::unpack_i32(
+                bytes,
+                self.cfg.acc_width(),
+                &mut self.acc[first * sh.acc_lanes..][..count * sh.acc_lanes],
+            ),
+            MemType::Acc8 => pack::unpack_i32(
+                bytes,
+                8,
+                &mut self.acc[first * sh.acc_lanes..][..count * sh.acc_lanes],
+            ),
+            MemType::Uop => {
+                for (u, b) in self.uop[first..first + count]
+                    .iter_mut()
+                    .zip(bytes.chunks_exact(4))
+                {
+                    *u = self.codec.decode_uop(b.try_into().expect("4-byte chunk"));
+                }
+            }
+            MemType::Out => unreachable!("Codec::check refuses LOAD OUT"),
+        }
+    }
+
+    /// STORE (spec "STORE"); returns the DRAM bytes written.
+    fn store(&mut self, mem: &mut dyn Memory, m: &MemInsn) -> Result<u64, Fault> {
+        if m.x_size == 0 {
+            return Ok(0);
+        }
+        let start = u64::from(m.sram_base);
+        let end = start + u64::from(m.x_size) * u64::from(m.y_size);
+        if end > u64::from(self.depth.acc) {
+            return Err(Fault::SramRange {
+                buffer: "OUT",
+                access: "read",
+                start,
+                end,
+                depth: self.depth.acc,
+            });
+        }
+        let eb = u64::from(self.cfg.elem_bytes(MemType::Out));
+        let x = usize::from(m.x_size);
+        let al = self.sh.acc_lanes;
+        let bits = self.cfg.out_width();
+        let mut row = std::mem::take(&mut self.row);
+        row.resize(x * eb as usize, 0);
+        let result = (|| {
+            for r in 0..usize::from(m.y_size) {
+                let first = start as usize + r * x;
+                pack::pack_low(&self.acc[first * al..][..x * al], bits, &mut row);
+                let elem_addr = u64::from(m.dram_base) + r as u64 * u64::from(m.x_stride);
+                mem.write(elem_addr * eb, &row)
+                    .map_err(|fault| Fault::Dram {
+                        row: r as u32,
+                        elem_addr,
+                        fault,
+                    })?;
+            }
+            Ok(u64::from(m.x_size) * u64::from(m.y_size) * eb)
+        })();
+        self.row = row;
+        result
+    }
+
+    /// Range-checks every index the loop will form (dst always; src/wgt unless reset or
+    /// immediate) and reports the first out-of-range one in execution order.
+    fn check_indices(
+        &self,
+        lp: &UopLoop,
+        src: Option<(&'static str, u32)>,
+        wgt: Option<(u16, u16)>,
+    ) -> Result<(), Fault> {
+        let (io, ii) = (u64::from(lp.iter_out), u64::from(lp.iter_in));
+        let mut worst: Option<(u64, u64, u32, Fault)> = None;
+        for u in lp.uop_bgn..lp.uop_end {
+            let uop = &self.uop[usize::from(u)];
+            let fields = [
+                Some((
+                    "dst",
+                    "ACC",
+                    uop.dst_idx,
+                    (lp.dst_factor_out, lp.dst_factor_in),
+                    self.depth.acc,
+                )),
+                src.map(|(buffer, depth)| {
+                    (
+                        "src",
+                        buffer,
+                        uop.src_idx,
+                        (lp.src_factor_out, lp.src_factor_in),
+                        depth,
+                    )
+                }),
+                wgt.map(|f| ("wgt", "WGT", uop.wgt_idx, f, self.depth.wgt)),
+            ];
+            for (field, buffer, base, (fo, fi), depth) in fields.into_iter().flatten() {
+                let (base, fo, fi) = (u64::from(base), u64::from(fo), u64::from(fi));
+                if let Some((o, i)) = first_out_of_range(base, fo, fi, io, ii, u64::from(depth)) {
+                    let key = (o, i, u32::from(u));
+                    if worst.as_ref().is_none_or(|w| key < (w.0, w.1, w.2)) {
+                        let fault = Fault::Index {
+                            field,
+                            buffer,
+                            index: base + o * fo + i * fi,
+                            depth,
+                            uop: u32::from(u),
+                            iter_out: o,
+                            iter_in: i,
+                        };
+                        worst = Some((o, i, u32::from(u), fault));
+                    }
+                }
+            }
+        }
+        match worst {
+            Some((.., fault)) => Err(fault),
+            None => Ok(()),
+        }
+    }
+
+    fn loop_of(lp: &UopLoop, wgt: (u16, u16)) -> Loop {
+        Loop {
+            iter_out: usize::from(lp.iter_out),
+            iter_in: usize::from(lp.iter_in),
+            dst: (
+                usize::from(lp.dst_factor_out),
+                usize::from(lp.dst_factor_in),
+            ),
+            src: (
+                usize::from(lp.src_factor_out),
+                usize::from(lp.src_factor_in),
+            ),
+            wgt: (usize::from(wgt.0), usize::from(wgt.1)),
+        }
+    }
+
+    /// GEMM (spec "GEMM"); returns the micro-op iterations executed.
+    fn gemm(&mut self, g: &GemmInsn) -> Result<u64, Fault> {
+        let lp = &g.lp;
+        let n = loop_uops(lp);
+        if n == 0 {
+            return Ok(0);
+        }
+        let uops = &self.uop[usize::from(lp.uop_bgn)..usize::from(lp.uop_end)];
+        let l = Self::loop_of(lp, (g.wgt_factor_out, g.wgt_factor_in));
+        if lp.reset_reg {
+            self.check_indices(lp, None, None)?;
+            kernels::reset(&self.sh, &mut self.acc, uops, &l);
+        } else {
+            self.check_indices(
+                lp,
+                Some(("INP", self.depth.inp)),
+                Some((g.wgt_factor_out, g.wgt_factor_in)),
+            )?;
+            kernels::gemm(&self.sh, &mut self.acc, &self.inp, &self.wgt, uops, &l);
+        }
+        Ok(n)
+    }
+
+    /// ALU (spec "ALU"); returns the micro-op iterations executed.
+    fn alu(&mut self, a: &AluInsn) -> Result<u64, Fault> {
+        let lp = &a.lp;
+        let n = loop_uops(lp);
+        if n == 0 {
+            return Ok(0);
+        }
+        let uops = &self.uop[usize::from(lp.uop_bgn)..usize::from(lp.uop_end)];
+        let l = Self::loop_of(lp, (0, 0));
+        if lp.reset_reg {
+            self.check_indices(lp, None, None)?;
+            kernels::reset(&self.sh, &mut self.acc, uops, &l);
+        } else if a.use_imm {
+            self.check_indices(lp, None, None)?;
+            kernels::alu(
+                &self.sh,
+                &mut self.acc,
+                uops,
+                &l,
+                a.op,
+                Some(i32::from(a.imm)),
+            );
+        } else {
+            self.check_indices(lp, Some(("ACC", self.depth.acc)), None)?;
+            kernels::alu(&self.sh, &mut self.acc, uops, &l, a.op, None);
+        }
+        Ok(n)
+    }
+}
