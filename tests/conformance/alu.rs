@@ -1,0 +1,202 @@
+//! VTA's `alu_test`: every ALU op x immediate/tensor operand x with/without micro-op loop
+//! compression, with VTA's operand ranges and token choreography (LOAD ACC -> ALU -> STORE per
+//! batch row group, FINISH waiting for the last store).
+
+use crate::common::{configs, output, pack, run, unpack, Rng};
+use isa::builder::ProgramBuilder;
+use isa::{AluInsn, AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Uop, UopLoop};
+use ndarray::Array2;
+
+pub fn deps(pop_prev: bool, pop_next: bool, push_prev: bool, push_next: bool) -> DepFlags {
+    DepFlags {
+        pop_prev,
+        pop_next,
+        push_prev,
+        push_next,
+    }
+}
+
+/// A LOAD (or STORE when `memory_type` is OUT) of `y` rows of `x` elements.
+#[allow(clippy::too_many_arguments)]
+pub fn mem(
+    memory_type: MemType,
+    sram: u32,
+    dram: u32,
+    y: u16,
+    x: u16,
+    stride: u16,
+    d: DepFlags,
+) -> Insn {
+    let m = MemInsn {
+        deps: d,
+        memory_type,
+        sram_base: sram as u16,
+        dram_base: dram,
+        y_size: y,
+        x_size: x,
+        x_stride: stride,
+        y_pad_0: 0,
+        y_pad_1: 0,
+        x_pad_0: 0,
+        x_pad_1: 0,
+    };
+    if memory_type == MemType::Out {
+        Insn::Store(m)
+    } else {
+        Insn::Load(m)
+    }
+}
+
+/// The reference for one lane, as VTA's test computes it (SHR: negative = left shift).
+fn reference(op: AluOp, a: i32, b: i32) -> i32 {
+    match op {
+        AluOp::Min => a.min(b),
+        AluOp::Max => a.max(b),
+        AluOp::Add => a.wrapping_add(b),
+        AluOp::Shr if b >= 0 => a >> b,
+        AluOp::Shr => a.wrapping_shl((-b) as u32),
+        AluOp::Mul => a.wrapping_mul(b),
+    }
+}
+
+/// VTA's operand ranges (inputs, immediates) per op; MUL is ours.
+fn ranges(op: AluOp) -> ((i64, i64), (i64, i64)) {
+    match op {
+        AluOp::Min | AluOp::Max => ((-64, 63), (-16384, 16383)),
+        AluOp::Add => ((-32, 31), (-16384, 16383)),
+        AluOp::Shr => ((-8, 7), (-8, 7)),
+        AluOp::Mul => ((-128, 127), (-128, 127)),
+    }
+}
+
+fn alu_test(cfg: &HwConfig, op: AluOp, use_imm: bool, batch: usize, vector: usize, compress: bool) {
+    let (bb, bo) = (cfg.batch() as usize, cfg.block_out() as usize);
+    let tx = vector / bo;
+    let sets = if use_imm { 1 } else { 2 };
+    let mut rng =
+        Rng::new(0xDEADB ^ (op as u64) << 8 ^ u64::from(use_imm) << 4 ^ u64::from(compress));
+    let ((lo, hi), (ilo, ihi)) = ranges(op);
+    let imms: Vec<i16> = (0..batch / bb)
+        .map(|_| rng.range(ilo, ihi) as i16)
+        .collect();
+    let inputs: Array2<i32> = rng.matrix(batch, vector * sets, lo, hi);
+
+    let mut b = ProgramBuilder::new(cfg);
+    let inp = b.input(
+        "inputs",
+        DType::I32,
+        vec![batch, vector * sets],
+        pack(&inputs, bb, bo),
+    );
+    let out = b.output("out", DType::I8, vec![batch, vector]);
+    let uops: Vec<Uop> = if compress {
+        vec![Uop {
+            dst_idx: 0,
+            src_idx: tx as u32,
+            wgt_idx: 0,
+        }]
+    } else {
+        (0..tx as u32)
+            .map(|i| Uop {
+                dst_idx: i,
+                src_idx: tx as u32 + i,
+                wgt_idx: 0,
+            })
+            .collect()
+    };
+    let kern = b.input("kernel", DType::Uop, vec![uops.len()], {
+        let codec = isa::Codec::new(cfg);
+        uops.iter()
+            .flat_map(|u| codec.encode_uop(u).unwrap())
+            .collect()
+    });
+    let n_uops = uops.len() as u16;
+    b.emit(mem(
+        MemType::Uop,
+        0,
+        b.addr(MemType::Uop, kern, 0),
+        1,
+        n_uops,
+        n_uops,
+        deps(false, false, false, false),
+    ));
+    for g in 0..batch / bb {
+        let acc_at = b.addr(MemType::Acc, inp, (g * tx * sets) as u32);
+        let n = (tx * sets) as u16;
+        b.emit(mem(
+            MemType::Acc,
+            0,
+            acc_at,
+            1,
+            n,
+            n,
+            deps(false, g > 0, false, false),
+        ));
+        let lp = if compress {
+            UopLoop {
+                uop_bgn: 0,
+                uop_end: 1,
+                iter_out: 1,
+                iter_in: tx as u16,
+                dst_factor_in: 1,
+                src_factor_in: 1,
+                ..Default::default()
+            }
+        } else {
+            UopLoop {
+                uop_bgn: 0,
+                uop_end: tx as u16,
+                iter_out: 1,
+                iter_in: 1,
+                ..Default::default()
+            }
+        };
+        b.emit(Insn::Alu(AluInsn {
+            deps: deps(false, false, false, true),
+            lp,
+            op,
+            use_imm,
+            imm: imms[g],
+        }));
+        let out_at = b.addr(MemType::Out, out, (g * tx) as u32);
+        b.emit(mem(
+            MemType::Out,
+            0,
+            out_at,
+            1,
+            tx as u16,
+            tx as u16,
+            deps(true, false, true, false),
+        ));
+    }
+    b.emit(Insn::Finish(deps(false, true, false, false)));
+    let program = b.into_program().unwrap();
+
+    let outs = run(&program).unwrap_or_else(|e| panic!("{cfg} {op:?} imm={use_imm}: {e}"));
+    let got: Array2<i8> = unpack(output(&outs, "out"), batch, vector, bb, bo);
+    let want = Array2::from_shape_fn((batch, vector), |(i, j)| {
+        let operand = if use_imm {
+            i32::from(imms[i / bb])
+        } else {
+            inputs[[i, j + vector]]
+        };
+        reference(op, inputs[[i, j]], operand) as i8
+    });
+    assert_eq!(
+        got, want,
+        "{cfg}: ALU {op:?} use_imm={use_imm} compressed={compress}"
+    );
+}
+
+#[test]
+fn every_alu_op_with_immediate_and_tensor_operands_with_and_without_compression() {
+    for cfg in configs() {
+        for op in AluOp::ALL {
+            for use_imm in [true, false] {
+                for compress in [true, false] {
+                    alu_test(&cfg, op, use_imm, 16, 128, compress);
+                }
+            }
+        }
+    }
+}

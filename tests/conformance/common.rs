@@ -1,0 +1,149 @@
+//! Shared pieces of the conformance suite: configs under test, a deterministic RNG, packing
+//! of matrices into VTA's blocked DRAM layouts, and running a program on a backend.
+
+use drivers::{run_program, Device, FsimDevice, RunTimeout};
+use isa::{HwConfig, MemType, Program};
+use ndarray::Array2;
+
+/// VTA's default config, a batched one, and one with BATCH > 1 and BLOCK_IN != BLOCK_OUT.
+pub const CONFIGS: [&str; 3] = ["default", "batched", "rect"];
+
+pub fn configs() -> impl Iterator<Item = HwConfig> {
+    CONFIGS.iter().map(|n| HwConfig::preset(n).unwrap())
+}
+
+/// SplitMix64: small, seedable, identical on every platform.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+    pub fn matrix<T: TryFrom<i64>>(
+        &mut self,
+        rows: usize,
+        cols: usize,
+        lo: i64,
+        hi: i64,
+    ) -> Array2<T>
+    where
+        T::Error: std::fmt::Debug,
+    {
+        Array2::from_shape_simple_fn((rows, cols), || T::try_from(self.range(lo, hi)).unwrap())
+    }
+}
+
+/// Little-endian bytes of integer lanes.
+pub trait Lane: Copy {
+    fn put(self, out: &mut Vec<u8>);
+    fn get(bytes: &[u8]) -> Self;
+    const SIZE: usize;
+}
+
+impl Lane for i8 {
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(self as u8)
+    }
+    fn get(b: &[u8]) -> Self {
+        b[0] as i8
+    }
+    const SIZE: usize = 1;
+}
+
+impl Lane for i32 {
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend(self.to_le_bytes())
+    }
+    fn get(b: &[u8]) -> Self {
+        i32::from_le_bytes(b[..4].try_into().unwrap())
+    }
+    const SIZE: usize = 4;
+}
+
+/// Packs `m` (rows x cols) into DRAM elements of `rb` x `cb` lanes, elements in row-major
+/// order of blocks and lanes row-major inside an element: VTA's `packBuffer` layout (INP:
+/// rb = BATCH, cb = BLOCK_IN; WGT: BLOCK_OUT, BLOCK_IN; ACC/OUT: BATCH, BLOCK_OUT).
+pub fn pack<T: Lane>(m: &Array2<T>, rb: usize, cb: usize) -> Vec<u8> {
+    let (rows, cols) = m.dim();
+    assert!(
+        rows % rb == 0 && cols % cb == 0,
+        "{rows}x{cols} is not a multiple of {rb}x{cb}"
+    );
+    let mut out = Vec::with_capacity(rows * cols * T::SIZE);
+    for bi in 0..rows / rb {
+        for bj in 0..cols / cb {
+            for r in 0..rb {
+                for c in 0..cb {
+                    m[[bi * rb + r, bj * cb + c]].put(&mut out);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The inverse of [`pack`].
+pub fn unpack<T: Lane + Default>(
+    bytes: &[u8],
+    rows: usize,
+    cols: usize,
+    rb: usize,
+    cb: usize,
+) -> Array2<T> {
+    let mut m = Array2::from_elem((rows, cols), T::default());
+    let mut i = 0;
+    for bi in 0..rows / rb {
+        for bj in 0..cols / cb {
+            for r in 0..rb {
+                for c in 0..cb {
+                    m[[bi * rb + r, bj * cb + c]] = T::get(&bytes[i..]);
+                    i += T::SIZE;
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Lanes per element of a memory type as (rows, cols) for [`pack`].
+pub fn block(cfg: &HwConfig, m: MemType) -> (usize, usize) {
+    let (b, i, o) = (
+        cfg.batch() as usize,
+        cfg.block_in() as usize,
+        cfg.block_out() as usize,
+    );
+    match m {
+        MemType::Inp => (b, i),
+        MemType::Wgt => (o, i),
+        MemType::Acc | MemType::Out | MemType::Acc8 => (b, o),
+        MemType::Uop => (1, 1),
+    }
+}
+
+/// Runs `p` on the functional simulator with its own initial data; returns its outputs.
+pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut dev = FsimDevice::new(&p.config);
+    run_on(&mut dev, p)
+}
+
+pub fn run_on(dev: &mut dyn Device, p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
+    run_program(dev, p, &[], RunTimeout::default())
+        .map(|r| r.outputs)
+        .map_err(|e| e.to_string())
+}
+
+/// The bytes of output `name`.
+pub fn output<'a>(outs: &'a [(String, Vec<u8>)], name: &str) -> &'a [u8] {
+    &outs.iter().find(|o| o.0 == name).expect("output exists").1
+}
