@@ -148,3 +148,23 @@ fn illegal_token_direction_is_refused() {
     let e = err_of(&b.into_program().unwrap());
     assert!(e.contains("instruction 0"), "{e}");
 }
+
+#[test]
+fn garbage_instruction_bytes_are_refused_with_their_index() {
+    use drivers::{Device, FsimDevice, RunTimeout};
+    let cfg = HwConfig::default();
+    let mut dev = FsimDevice::new(&cfg);
+    let codec = isa::Codec::new(&cfg);
+    let mut stream = codec
+        .encode(&Insn::Finish(deps(false, false, false, false)))
+        .unwrap()
+        .to_vec();
+    stream.splice(0..0, [0xffu8; 16]); // opcode 7 first
+    let buf = dev.alloc(stream.len() as u64, 4096).unwrap();
+    dev.copy_to_device(&buf, 0, &stream).unwrap();
+    let e = dev
+        .run(buf.phys_addr, 2, RunTimeout::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("instruction 0") && e.contains("opcode 7"), "{e}");
+}
