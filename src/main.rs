@@ -1,1 +1,81 @@
-fn main() {}
+//! `vta`: the command-line front end of the toolkit.
+//!
+//! Every subcommand returns the text it prints; `main` writes it to stdout, or prints the
+//! error as `error: ...` on stderr and exits with status 1 (clap's usage errors exit with 2).
+
+mod cmd;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "vta",
+    version,
+    about = "Co-design toolkit for VTA-class deep-learning accelerators (Apache TVM's VTA, re-done\n\
+             in Rust). Describe an accelerator with a config file (VTA's vta_config.json plus\n\
+             extensions) or a built-in preset, inspect every parameter derived from it, and\n\
+             assemble and disassemble programs in VTA's bit-exact 128-bit instruction format.\n\
+             Simulators, hardware generation and the ONNX compiler are planned."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show accelerator configs and the built-in presets
+    #[command(subcommand)]
+    Config(cmd::config::ConfigCmd),
+    /// Assemble a text program into a .vtab program container
+    Asm(cmd::asm::AsmArgs),
+    /// Disassemble a .vtab container, a raw instruction stream or a raw micro-op stream
+    Disasm(cmd::disasm::DisasmArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Config(c) => cmd::config::run(c),
+        Command::Asm(a) => cmd::asm::run(a),
+        Command::Disasm(d) => cmd::disasm::run(d),
+    };
+    match result {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                // A closed pipe (`vta disasm x | head`) is the reader's choice, not an error.
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "error: cannot write output: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: {}", message(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by ": ", skipping causes whose text an outer message
+/// already includes (many of our errors print their source themselves).
+fn message(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if msg.contains(&s) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&s);
+    }
+    msg
+}

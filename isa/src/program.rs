@@ -90,6 +90,20 @@ impl Segment {
     pub fn range(&self) -> std::ops::Range<u64> {
         self.offset..self.offset + self.size()
     }
+    /// [`Segment::size`], or `None` when the shape's byte count, or the segment's end
+    /// (`offset + size`), does not fit 64 bits. [`Program::validate`] rejects such segments,
+    /// so `size`, `len` and `range` never overflow on a validated program.
+    pub fn checked_size(&self) -> Option<u64> {
+        let elems = self
+            .shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))?;
+        let bytes = elems.checked_mul(self.dtype.size() as u64)?;
+        usize::try_from(elems).ok()?;
+        usize::try_from(bytes).ok()?;
+        self.offset.checked_add(bytes)?;
+        Some(bytes)
+    }
 }
 
 /// A program: what `vta asm` produces and `vta sim` runs.
@@ -212,11 +226,21 @@ impl Program {
     pub fn validate(&self) -> Result<(), String> {
         let align = Self::dram_align(&self.config);
         let mut end = 0u64;
+        let mut names = std::collections::HashSet::new();
         for (i, s) in self.segments.iter().enumerate() {
             if s.name.is_empty() {
                 return Err(format!("segment {i} has an empty name"));
             }
-            if self.segments[..i].iter().any(|o| o.name == s.name) {
+            if s.checked_size().is_none() {
+                return Err(format!(
+                    "segment '{}' (shape {:?} of {}, at byte {}) is too large to address",
+                    s.name,
+                    s.shape,
+                    s.dtype.name(),
+                    s.offset
+                ));
+            }
+            if !names.insert(s.name.as_str()) {
                 return Err(format!("segment name '{}' is used twice", s.name));
             }
             if s.offset % align != 0 {

@@ -1,0 +1,23 @@
+//! The subcommands, and the helpers they share.
+
+pub mod asm;
+pub mod config;
+pub mod disasm;
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use isa::HwConfig;
+
+/// Help text of every `--config` option.
+pub const CONFIG_HELP: &str = "Config: a JSON file or a preset name (see `vta config presets`)";
+
+/// Loads `--config`, a file or a preset name; `None` gives the `default` preset.
+pub fn load_config(spec: Option<&str>) -> Result<HwConfig> {
+    Ok(HwConfig::load(spec.unwrap_or("default"))?)
+}
+
+/// Reads a whole input file; the error names it.
+pub fn read_input(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
