@@ -1,0 +1,1 @@
+//! Back end: quantized layers to accelerator programs (in progress).

@@ -1,0 +1,1 @@
+//! Graph IR (in progress).

@@ -1,0 +1,11 @@
+//! The compiler: ONNX networks to accelerator programs. Front end (ONNX -> typed graph with
+//! shapes), quantization (fp32 -> int8, or already-quantized QDQ/QOperator graphs), lowering to
+//! the quantized layers of [`qlayer`], and the back end (layout packing, tiling under the
+//! scratchpad limits, tensorized GEMM kernels, ALU epilogues, dependency tokens).
+
+pub mod backend;
+pub mod graph;
+pub mod onnx;
+pub mod qlayer;
+pub mod quant;
+pub mod reference;

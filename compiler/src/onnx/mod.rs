@@ -1,0 +1,1 @@
+//! ONNX loading (in progress).

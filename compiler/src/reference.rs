@@ -1,0 +1,1 @@
+//! Integer reference executor (in progress).

@@ -1,0 +1,1 @@
+//! The embedded HDL (in progress).
