@@ -16,9 +16,10 @@ use clap::{Parser, Subcommand};
     version,
     about = "Co-design toolkit for VTA-class deep-learning accelerators (Apache TVM's VTA, re-done\n\
              in Rust). Describe an accelerator with a config file (VTA's vta_config.json plus\n\
-             extensions) or a built-in preset, inspect every parameter derived from it, and\n\
-             assemble and disassemble programs in VTA's bit-exact 128-bit instruction format.\n\
-             Simulators, hardware generation and the ONNX compiler are planned."
+             extensions) or a built-in preset, inspect every derived parameter, assemble and\n\
+             disassemble programs in VTA's bit-exact 128-bit instruction format, and run them on\n\
+             the functional simulator. Hardware generation, the cycle-accurate simulator and the\n\
+             ONNX compiler are in progress."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -34,6 +35,11 @@ enum Command {
     Asm(cmd::asm::AsmArgs),
     /// Disassemble a .vtab container, a raw instruction stream or a raw micro-op stream
     Disasm(cmd::disasm::DisasmArgs),
+    /// Run a program on a simulator and save its outputs
+    Sim(cmd::sim::SimArgs),
+    /// Measure simulator throughput
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCmd),
 }
 
 fn main() -> ExitCode {
@@ -42,6 +48,8 @@ fn main() -> ExitCode {
         Command::Config(c) => cmd::config::run(c),
         Command::Asm(a) => cmd::asm::run(a),
         Command::Disasm(d) => cmd::disasm::run(d),
+        Command::Sim(s) => cmd::sim::run(s),
+        Command::Bench(b) => cmd::bench::run(b),
     };
     match result {
         Ok(text) => {

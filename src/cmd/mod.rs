@@ -1,8 +1,10 @@
 //! The subcommands, and the helpers they share.
 
 pub mod asm;
+pub mod bench;
 pub mod config;
 pub mod disasm;
+pub mod sim;
 
 use std::path::Path;
 

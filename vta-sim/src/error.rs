@@ -294,7 +294,7 @@ pub enum SimError {
     },
     #[error(
         "step limit of {limit} exceeded at instruction {index} ({insn}), which needs {needed} \
-         steps after {done} done; raise Limits::max_steps if the program is meant to run this long"
+         steps after {done} done; raise the step limit (`vta sim --max-steps`, `Limits::max_steps`) if the program is meant to run this long"
     )]
     StepLimit {
         limit: u64,

@@ -1236,7 +1236,7 @@ fn step_limit_names_the_limit() {
     assert_eq!(
         e,
         "step limit of 5000 exceeded at instruction 1 (GEMM), which needs 10001 steps after 1 \
-         done; raise Limits::max_steps if the program is meant to run this long"
+         done; raise the step limit (`vta sim --max-steps`, `Limits::max_steps`) if the program is meant to run this long"
     );
     r.try_run_limited(&insns, &Limits::steps(10003)).unwrap();
 }

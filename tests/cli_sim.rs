@@ -1,0 +1,157 @@
+//! End-to-end tests of `vta sim` and `vta bench`: the README's example runs and matches an
+//! independent reference, inputs and outputs go through `.npy`, bad input fails cleanly.
+
+#[path = "support/cli.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use isa::asm::{parse_program, AsmContext};
+use isa::npy::{self, Elem};
+use isa::Program;
+use support::{fails, ok, scratch, vta, vta_in};
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dense_relu.vasm")
+}
+
+fn parse_example() -> Program {
+    let src = std::fs::read_to_string(example()).unwrap();
+    let ctx = AsmContext {
+        file_name: "dense_relu.vasm".into(),
+        base_dir: example().parent().unwrap().to_path_buf(),
+        config: None,
+    };
+    parse_program(&src, &ctx).unwrap()
+}
+
+fn bytes_of(p: &Program, name: &str) -> Vec<u8> {
+    p.segment(name).unwrap().init.clone().unwrap()
+}
+
+/// clip((x . w^T + bias) >> 2, 0, 127), computed from the example's own buffers.
+fn dense_relu_reference(x: &[u8], w: &[u8], bias: &[u8]) -> Vec<u8> {
+    let (rows, k, m) = (4, 16, 16);
+    let mut y = Vec::new();
+    for r in 0..rows {
+        for o in 0..m {
+            let b = i32::from_le_bytes(bias[(r * m + o) * 4..][..4].try_into().unwrap());
+            let dot: i32 = (0..k)
+                .map(|i| i32::from(x[r * k + i] as i8) * i32::from(w[o * k + i] as i8))
+                .sum();
+            y.push(((dot + b) >> 2).clamp(0, 127) as u8);
+        }
+    }
+    y
+}
+
+#[test]
+fn example_runs_and_matches_the_reference() {
+    let dir = scratch("sim_example");
+    let text = ok(vta_in(
+        &dir,
+        &["sim", example().to_str().unwrap(), "--out", "out"],
+    ));
+    assert!(
+        text.contains("macs") && text.contains("out/y.npy"),
+        "{text}"
+    );
+    let y = npy::read_file(&dir.join("out/y.npy")).unwrap();
+    assert_eq!((y.elem, y.shape.clone()), (Elem::I8, vec![4, 16]));
+    let p = parse_example();
+    let want = dense_relu_reference(
+        &bytes_of(&p, "x"),
+        &bytes_of(&p, "w"),
+        &bytes_of(&p, "bias"),
+    );
+    assert_eq!(y.data, want);
+}
+
+#[test]
+fn assembled_container_runs_with_a_new_input() {
+    let dir = scratch("sim_input");
+    ok(vta_in(
+        &dir,
+        &["asm", example().to_str().unwrap(), "-o", "p.vtab"],
+    ));
+    let x: Vec<u8> = (0..64).map(|i| (i % 13) as u8).collect();
+    npy::write_file(&dir.join("x.npy"), Elem::I8, &[4, 16], &x).unwrap();
+    ok(vta_in(
+        &dir,
+        &["sim", "p.vtab", "-i", "x=x.npy", "--out", "o"],
+    ));
+    let y = npy::read_file(&dir.join("o/y.npy")).unwrap();
+    let p = parse_example();
+    assert_eq!(
+        y.data,
+        dense_relu_reference(&x, &bytes_of(&p, "w"), &bytes_of(&p, "bias"))
+    );
+}
+
+#[test]
+fn bad_inputs_are_named() {
+    let dir = scratch("sim_bad_input");
+    let ex = example();
+    let ex = ex.to_str().unwrap();
+    npy::write_file(&dir.join("wrong.npy"), Elem::I8, &[2, 16], &[0; 32]).unwrap();
+    let e = fails(vta_in(&dir, &["sim", ex, "-i", "x=wrong.npy"]));
+    assert!(e.contains("[2, 16]") && e.contains("[4, 16]"), "{e}");
+    let e = fails(vta_in(&dir, &["sim", ex, "-i", "nope=wrong.npy"]));
+    assert!(
+        e.contains("no buffer 'nope'") && e.contains("inputs: x"),
+        "{e}"
+    );
+    let e = fails(vta_in(&dir, &["sim", ex, "-i", "y=wrong.npy"]));
+    assert!(e.contains("not declared as an input"), "{e}");
+    let e = fails(vta_in(&dir, &["sim", ex, "-i", "x"]));
+    assert!(e.contains("NAME=FILE"), "{e}");
+    let e = fails(vta_in(&dir, &["sim", ex, "-i", "x=missing.npy"]));
+    assert!(e.contains("missing.npy"), "{e}");
+}
+
+#[test]
+fn deadlocked_program_fails_with_a_diagnosis() {
+    let dir = scratch("sim_deadlock");
+    std::fs::write(
+        dir.join("d.vasm"),
+        "load uop sram=0 dram=0 y=0 x=0 stride=0 pop_prev\nfinish\n",
+    )
+    .unwrap();
+    let e = fails(vta_in(&dir, &["sim", "d.vasm"]));
+    assert!(e.contains("deadlock") && e.contains("l2g"), "{e}");
+}
+
+#[test]
+fn step_limit_stops_a_run() {
+    let e = fails(vta(&[
+        "sim",
+        example().to_str().unwrap(),
+        "--max-steps",
+        "2",
+    ]));
+    assert!(e.contains("--max-steps"), "{e}");
+}
+
+#[test]
+fn bench_prints_figures() {
+    let text = ok(vta(&[
+        "bench",
+        "fsim",
+        "--config",
+        "small",
+        "--gemm-insns",
+        "2",
+        "--alu-insns",
+        "2",
+    ]));
+    assert!(
+        text.contains("GMAC/s") && text.contains("micro-ops/s"),
+        "{text}"
+    );
+}
+
+#[test]
+fn help_texts() {
+    insta::assert_snapshot!("help_sim", ok(vta(&["sim", "--help"])));
+    insta::assert_snapshot!("help_bench_fsim", ok(vta(&["bench", "fsim", "--help"])));
+}
