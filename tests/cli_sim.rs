@@ -155,3 +155,54 @@ fn help_texts() {
     insta::assert_snapshot!("help_sim", ok(vta(&["sim", "--help"])));
     insta::assert_snapshot!("help_bench_fsim", ok(vta(&["bench", "fsim", "--help"])));
 }
+
+/// `vta disasm --json` on raw streams encoded by VTA's own `hw_spec.h` prints exactly VTA's
+/// field values, for the default config and a smaller one (see isa/tests/data/README.md).
+#[test]
+fn disasm_json_of_vta_encoded_streams_gives_vta_field_values() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("isa/tests/data");
+    for (config, golden) in [
+        ("vta_config.json", "vta_golden_default.jsonl"),
+        ("vta_config_small.json", "vta_golden_small.jsonl"),
+    ] {
+        let dir = scratch(&format!("golden_{config}"));
+        let (mut insns, mut uops, mut want_insns, mut want_uops) = (vec![], vec![], vec![], vec![]);
+        for line in std::fs::read_to_string(data.join(golden)).unwrap().lines() {
+            let mut row: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(line).unwrap();
+            let hex = |v: serde_json::Value| -> Vec<u8> {
+                let s = v.as_str().unwrap().to_string();
+                (0..s.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                    .collect()
+            };
+            if let Some(b) = row.remove("bytes") {
+                insns.extend(hex(b));
+                want_insns.push(serde_json::Value::Object(row));
+            } else {
+                uops.extend(hex(row.remove("uop").unwrap()));
+                want_uops.push(serde_json::Value::Object(row));
+            }
+        }
+        std::fs::write(dir.join("insns.bin"), &insns).unwrap();
+        std::fs::write(dir.join("uops.bin"), &uops).unwrap();
+        let cfg = data.join(config);
+        let cfg = cfg.to_str().unwrap();
+        let parse = |text: String| -> Vec<serde_json::Value> {
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        let got = parse(ok(vta_in(
+            &dir,
+            &["disasm", "insns.bin", "--json", "--config", cfg],
+        )));
+        assert_eq!(got, want_insns, "{golden}");
+        let got = parse(ok(vta_in(
+            &dir,
+            &["disasm", "--uops", "uops.bin", "--json", "--config", cfg],
+        )));
+        assert_eq!(got, want_uops, "{golden}");
+    }
+}
