@@ -12,19 +12,7 @@ use isa::{
 };
 
 fn mem(memory_type: MemType, sram_base: u16, dram_base: u32, x_size: u16) -> MemInsn {
-    MemInsn {
-        deps: DepFlags::NONE,
-        memory_type,
-        sram_base,
-        dram_base,
-        y_size: 1,
-        x_size,
-        x_stride: x_size,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    }
+    MemInsn::transfer(memory_type, sram_base, dram_base, 1, x_size, x_size)
 }
 
 fn lp(uop_end: u16) -> UopLoop {

@@ -20,19 +20,7 @@ fn flags(s: &str) -> DepFlags {
 }
 
 fn mem(m: MemType, dram_base: u64, deps: &str) -> MemInsn {
-    MemInsn {
-        deps: flags(deps),
-        memory_type: m,
-        sram_base: 0,
-        dram_base: dram_base as u32,
-        y_size: 1,
-        x_size: 1,
-        x_stride: 1,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    }
+    MemInsn::transfer(m, 0, dram_base as u32, 1, 1, 1).with_deps(flags(deps))
 }
 
 fn gemm(reset: bool, deps: &str) -> Insn {

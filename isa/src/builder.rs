@@ -159,20 +159,12 @@ impl ProgramBuilder {
 
     /// An input segment with default contents (little-endian bytes).
     pub fn input(&mut self, name: &str, dtype: DType, shape: Vec<usize>, data: Vec<u8>) -> Buf {
-        let role = Role {
-            input: true,
-            output: false,
-        };
-        self.buffer(name, dtype, shape, role, Some(data))
+        self.buffer(name, dtype, shape, Role::INPUT, Some(data))
     }
 
     /// A zero-initialized output segment.
     pub fn output(&mut self, name: &str, dtype: DType, shape: Vec<usize>) -> Buf {
-        let role = Role {
-            input: false,
-            output: true,
-        };
-        self.buffer(name, dtype, shape, role, None)
+        self.buffer(name, dtype, shape, Role::OUTPUT, None)
     }
 
     /// Registers a micro-op kernel; it is loaded into the micro-op buffer when first used.
@@ -221,37 +213,15 @@ impl ProgramBuilder {
         stride: u16,
         pad: [u8; 4],
     ) {
-        let m = MemInsn {
-            deps: DepFlags::NONE,
-            memory_type: mem,
-            sram_base: sram as u16,
-            dram_base: self.addr(mem, buf, elem),
-            y_size: y,
-            x_size: x,
-            x_stride: stride,
-            y_pad_0: pad[0],
-            y_pad_1: pad[1],
-            x_pad_0: pad[2],
-            x_pad_1: pad[3],
-        };
+        let dram = self.addr(mem, buf, elem);
+        let m = MemInsn::transfer(mem, sram as u16, dram, y, x, stride).padded(pad);
         self.emit(Insn::Load(m));
     }
 
     /// A 2D store from the OUT scratchpad at `sram` into `buf`.
     pub fn store_2d(&mut self, sram: u32, buf: Buf, elem: u32, y: u16, x: u16, stride: u16) {
-        let m = MemInsn {
-            deps: DepFlags::NONE,
-            memory_type: MemType::Out,
-            sram_base: sram as u16,
-            dram_base: self.addr(MemType::Out, buf, elem),
-            y_size: y,
-            x_size: x,
-            x_stride: stride,
-            y_pad_0: 0,
-            y_pad_1: 0,
-            x_pad_0: 0,
-            x_pad_1: 0,
-        };
+        let dram = self.addr(MemType::Out, buf, elem);
+        let m = MemInsn::transfer(MemType::Out, sram as u16, dram, y, x, stride);
         self.emit(Insn::Store(m));
     }
 
@@ -305,19 +275,8 @@ impl ProgramBuilder {
                     }
                 }
                 self.kernels[kernel.0].resident = Some(at);
-                let m = MemInsn {
-                    deps: DepFlags::NONE,
-                    memory_type: MemType::Uop,
-                    sram_base: at as u16,
-                    dram_base: self.kernels[kernel.0].dram_index,
-                    y_size: 1,
-                    x_size: len as u16,
-                    x_stride: len as u16,
-                    y_pad_0: 0,
-                    y_pad_1: 0,
-                    x_pad_0: 0,
-                    x_pad_1: 0,
-                };
+                let dram = self.kernels[kernel.0].dram_index;
+                let m = MemInsn::transfer(MemType::Uop, at as u16, dram, 1, len as u16, len as u16);
                 self.uop_fixups.push(self.program.insns.len());
                 self.emit(Insn::Load(m));
                 at
@@ -352,23 +311,10 @@ impl ProgramBuilder {
 
     /// A sync instruction for `module`: moves no data, only carries tokens.
     fn nop(module: Module) -> Insn {
-        let m = |memory_type| MemInsn {
-            deps: DepFlags::NONE,
-            memory_type,
-            sram_base: 0,
-            dram_base: 0,
-            y_size: 0,
-            x_size: 0,
-            x_stride: 0,
-            y_pad_0: 0,
-            y_pad_1: 0,
-            x_pad_0: 0,
-            x_pad_1: 0,
-        };
         match module {
-            Module::Load => Insn::Load(m(MemType::Inp)),
-            Module::Compute => Insn::Load(m(MemType::Uop)),
-            Module::Store => Insn::Store(m(MemType::Out)),
+            Module::Load => Insn::Load(MemInsn::sync(MemType::Inp)),
+            Module::Compute => Insn::Load(MemInsn::sync(MemType::Uop)),
+            Module::Store => Insn::Store(MemInsn::sync(MemType::Out)),
         }
     }
 

@@ -433,39 +433,9 @@ mod tests {
             Role::default(),
             Some(vec![1, 0, 0, 0, 2, 0, 0, 0]),
         );
-        let inp = p.push_segment(
-            "x",
-            DType::I8,
-            vec![1, 16],
-            Role {
-                input: true,
-                output: false,
-            },
-            None,
-        );
-        let out = p.push_segment(
-            "y",
-            DType::I8,
-            vec![1, 16],
-            Role {
-                input: false,
-                output: true,
-            },
-            None,
-        );
-        let mem = |mt: MemType, dram_base: u64| MemInsn {
-            deps: DepFlags::NONE,
-            memory_type: mt,
-            sram_base: 0,
-            dram_base: dram_base as u32,
-            y_size: 1,
-            x_size: 1,
-            x_stride: 1,
-            y_pad_0: 0,
-            y_pad_1: 0,
-            x_pad_0: 0,
-            x_pad_1: 0,
-        };
+        let inp = p.push_segment("x", DType::I8, vec![1, 16], Role::INPUT, None);
+        let out = p.push_segment("y", DType::I8, vec![1, 16], Role::OUTPUT, None);
+        let mem = |mt: MemType, dram_base: u64| MemInsn::transfer(mt, 0, dram_base as u32, 1, 1, 1);
         p.insns = vec![
             Insn::Load(mem(MemType::Uop, 0)),
             Insn::Load(mem(MemType::Inp, inp / 16)),

@@ -157,6 +157,54 @@ pub struct MemInsn {
     pub x_pad_1: u8,
 }
 
+impl MemInsn {
+    /// A 2D transfer of `y_size` rows of `x_size` elements (DRAM rows `x_stride` elements
+    /// apart), without padding or token flags.
+    pub fn transfer(
+        memory_type: MemType,
+        sram_base: u16,
+        dram_base: u32,
+        y_size: u16,
+        x_size: u16,
+        x_stride: u16,
+    ) -> Self {
+        MemInsn {
+            deps: DepFlags::NONE,
+            memory_type,
+            sram_base,
+            dram_base,
+            y_size,
+            x_size,
+            x_stride,
+            y_pad_0: 0,
+            y_pad_1: 0,
+            x_pad_0: 0,
+            x_pad_1: 0,
+        }
+    }
+
+    /// A sync instruction (`x_size == 0`): moves nothing, only carries tokens.
+    pub fn sync(memory_type: MemType) -> Self {
+        MemInsn::transfer(memory_type, 0, 0, 0, 0, 0)
+    }
+
+    /// The same transfer with zero padding `[y_pad_0, y_pad_1, x_pad_0, x_pad_1]`.
+    pub fn padded(self, [y_pad_0, y_pad_1, x_pad_0, x_pad_1]: [u8; 4]) -> Self {
+        MemInsn {
+            y_pad_0,
+            y_pad_1,
+            x_pad_0,
+            x_pad_1,
+            ..self
+        }
+    }
+
+    /// The same transfer with token flags `deps`.
+    pub fn with_deps(self, deps: DepFlags) -> Self {
+        MemInsn { deps, ..self }
+    }
+}
+
 /// The micro-op loop shared by GEMM and ALU: for `iter_out` x `iter_in` iterations, run
 /// micro-ops `uop_bgn..uop_end` with their indices offset by the loop factors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]

@@ -62,6 +62,21 @@ pub struct Role {
     pub output: bool,
 }
 
+impl Role {
+    pub const NONE: Role = Role {
+        input: false,
+        output: false,
+    };
+    pub const INPUT: Role = Role {
+        input: true,
+        output: false,
+    };
+    pub const OUTPUT: Role = Role {
+        input: false,
+        output: true,
+    };
+}
+
 /// One named buffer in the program's DRAM region.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {

@@ -27,19 +27,7 @@ pub fn mem(
     stride: u16,
     d: DepFlags,
 ) -> Insn {
-    let m = MemInsn {
-        deps: d,
-        memory_type,
-        sram_base: sram as u16,
-        dram_base: dram,
-        y_size: y,
-        x_size: x,
-        x_stride: stride,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    };
+    let m = MemInsn::transfer(memory_type, sram as u16, dram, y, x, stride).with_deps(d);
     if memory_type == MemType::Out {
         Insn::Store(m)
     } else {

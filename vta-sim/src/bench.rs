@@ -57,19 +57,8 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 /// A LOAD/STORE moving `n` consecutive elements as rows of at most 4096.
 fn dma(memory_type: MemType, sram_base: u16, dram_base: u64, n: u32, deps: DepFlags) -> MemInsn {
     let x = n.min(4096);
-    MemInsn {
-        deps,
-        memory_type,
-        sram_base,
-        dram_base: dram_base as u32,
-        y_size: (n / x) as u16,
-        x_size: x as u16,
-        x_stride: x as u16,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    }
+    let (y, x) = ((n / x) as u16, x as u16);
+    MemInsn::transfer(memory_type, sram_base, dram_base as u32, y, x, x).with_deps(deps)
 }
 
 fn deps(pop_prev: bool, pop_next: bool, push_prev: bool, push_next: bool) -> DepFlags {

@@ -121,19 +121,7 @@ fn mem(
     x: u16,
     stride: u16,
 ) -> MemInsn {
-    MemInsn {
-        deps: DepFlags::NONE,
-        memory_type,
-        sram_base,
-        dram_base,
-        y_size: y,
-        x_size: x,
-        x_stride: stride,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    }
+    MemInsn::transfer(memory_type, sram_base, dram_base, y, x, stride)
 }
 
 /// Sets the flags named in `flags` ("pop_prev push_next" ...).
