@@ -1,0 +1,332 @@
+//! ONNX `ModelProto` to [`Graph`]: initializers become constants, inputs get static facts
+//! (a symbolic first dimension is the batch and becomes 1), nodes are parsed into ops in a
+//! dependency order, every node's output facts are inferred, and nodes whose inputs are all
+//! constants are evaluated at load time.
+
+use std::collections::{HashMap, HashSet};
+
+use super::ops::{self, ParseCtx};
+use super::support::{Support, SupportEntry, SupportTable};
+use super::{DType, Fact, FrontendError, Graph, OnnxNode, TensorId};
+use crate::onnx::proto::{ModelProto, NodeProto, ValueInfoProto};
+use crate::onnx::{default_opset, tensor_from_proto};
+
+/// A model that is not well formed (the file and what is wrong).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct ImportError {
+    pub file: String,
+    pub message: String,
+}
+
+fn input_fact(v: &ValueInfoProto) -> Result<Fact, String> {
+    let tt = v
+        .r#type
+        .as_ref()
+        .and_then(|t| t.tensor_type.as_ref())
+        .ok_or_else(|| format!("input '{}' is not a tensor", v.name))?;
+    let dtype = DType::from_onnx(tt.elem_type).map_err(|t| {
+        format!(
+            "input '{}' has element type {t}, which is not supported",
+            v.name
+        )
+    })?;
+    let shape = tt.shape.as_ref().ok_or_else(|| {
+        format!(
+            "input '{}' has no shape (static shapes are required)",
+            v.name
+        )
+    })?;
+    let mut dims = Vec::new();
+    for (i, d) in shape.dim.iter().enumerate() {
+        match d.dim_value {
+            Some(n) if n > 0 => dims.push(n as usize),
+            _ if i == 0 => dims.push(1),
+            _ => {
+                let what = d
+                    .dim_param
+                    .clone()
+                    .map_or_else(|| "unknown".to_string(), |p| format!("'{p}'"));
+                return Err(format!(
+                    "input '{}' has a dynamic dimension {i} ({what}); only the first (batch) dimension may be symbolic",
+                    v.name
+                ));
+            }
+        }
+    }
+    if dims
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .is_none_or(|n| n > 1 << 31)
+    {
+        return Err(format!("input '{}' of shape {dims:?} is too large", v.name));
+    }
+    Ok(Fact::new(dtype, dims))
+}
+
+/// Orders nodes so that producers come first (ONNX requires it; tolerate files that do not).
+fn order(nodes: &[NodeProto], known: &HashSet<String>) -> Result<Vec<usize>, String> {
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            if known.contains(o) || producer.insert(o, i).is_some() {
+                return Err(format!("tensor '{o}' is defined more than once"));
+            }
+        }
+    }
+    let name = |i: usize| {
+        if nodes[i].name.is_empty() {
+            format!("#{i} ({})", nodes[i].op_type)
+        } else {
+            format!("'{}'", nodes[i].name)
+        }
+    };
+    let mut deps: Vec<Vec<usize>> = Vec::with_capacity(nodes.len());
+    for (i, n) in nodes.iter().enumerate() {
+        let mut d = Vec::new();
+        for inp in n.input.iter().filter(|s| !s.is_empty()) {
+            if let Some(&p) = producer.get(inp.as_str()) {
+                d.push(p);
+            } else if !known.contains(inp) {
+                return Err(format!(
+                    "node {} reads '{inp}', which is not a graph input, an initializer or the output of any node (missing initializer?)",
+                    name(i)
+                ));
+            }
+        }
+        deps.push(d);
+    }
+    // Depth-first topological sort keeping the file order where possible.
+    let mut state = vec![0u8; nodes.len()];
+    let mut out = Vec::with_capacity(nodes.len());
+    for start in 0..nodes.len() {
+        let mut stack = vec![(start, 0usize)];
+        while let Some((i, k)) = stack.pop() {
+            if k == 0 {
+                if state[i] == 2 {
+                    continue;
+                }
+                if state[i] == 1 {
+                    return Err(format!("the graph has a cycle through node {}", name(i)));
+                }
+                state[i] = 1;
+            }
+            if k < deps[i].len() {
+                stack.push((i, k + 1));
+                let d = deps[i][k];
+                if state[d] == 1 {
+                    return Err(format!("the graph has a cycle through node {}", name(d)));
+                }
+                if state[d] == 0 {
+                    stack.push((d, 0));
+                }
+            } else {
+                state[i] = 2;
+                out.push(i);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Imports a decoded model. `file` names it in errors.
+pub fn import(model: &ModelProto, file: &str) -> Result<Graph, FrontendError> {
+    let err = |m: String| {
+        FrontendError::Import(ImportError {
+            file: file.to_string(),
+            message: m,
+        })
+    };
+    let gp = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| err("not an ONNX model: it has no graph".into()))?;
+    let opset =
+        default_opset(model).ok_or_else(|| err("the model imports no ai.onnx opset".into()))?;
+    let mut g = Graph {
+        opset,
+        source: file.to_string(),
+        ..Default::default()
+    };
+    let mut names: HashMap<String, TensorId> = HashMap::new();
+    for init in &gp.initializer {
+        if init.name.is_empty() {
+            return Err(err("an initializer has no name".into()));
+        }
+        let v = tensor_from_proto(init).map_err(|m| err(format!("initializer: {m}")))?;
+        let t = g.add_const(init.name.clone(), v);
+        names.insert(init.name.clone(), t);
+    }
+    for inp in &gp.input {
+        if names.contains_key(&inp.name) {
+            continue; // an initializer listed as an input (IR < 4): a constant
+        }
+        let fact = input_fact(inp).map_err(err)?;
+        let t = g.add_tensor(inp.name.clone(), fact, None);
+        names.insert(inp.name.clone(), t);
+        g.inputs.push(t);
+    }
+    let known: HashSet<String> = names.keys().cloned().collect();
+    let ord = order(&gp.node, &known).map_err(err)?;
+
+    let node_name = |i: usize| {
+        let n = &gp.node[i];
+        if n.name.is_empty() {
+            format!("{}_{i}", n.op_type)
+        } else {
+            n.name.clone()
+        }
+    };
+    g.onnx_nodes = (0..gp.node.len())
+        .map(|i| OnnxNode {
+            name: node_name(i),
+            op_type: gp.node[i].op_type.clone(),
+        })
+        .collect();
+
+    // Per node: None = fine, Some(support) = unsupported / not analysed.
+    let mut problems: HashMap<usize, Support> = HashMap::new();
+    // Tensor name -> node that failed to produce it.
+    let mut unknown: HashMap<String, String> = HashMap::new();
+    for i in ord {
+        let node = &gp.node[i];
+        let name = node_name(i);
+        let origin = vec![OnnxNode {
+            name: name.clone(),
+            op_type: node.op_type.clone(),
+        }];
+        if let Some(src) = node.input.iter().find_map(|t| unknown.get(t)).cloned() {
+            problems.insert(
+                i,
+                Support::NotAnalyzed {
+                    reason: format!("its input comes from node '{src}', which cannot be imported"),
+                },
+            );
+            for o in &node.output {
+                unknown.insert(o.clone(), src.clone());
+            }
+            continue;
+        }
+        let ctx = ParseCtx { node, opset };
+        let parsed = ops::parse(&ctx).and_then(|op| {
+            let inputs: Vec<Option<TensorId>> = node
+                .input
+                .iter()
+                .map(|s| {
+                    if s.is_empty() {
+                        None
+                    } else {
+                        names.get(s).copied()
+                    }
+                })
+                .collect();
+            let infos: Vec<_> = inputs.iter().map(|t| t.map(|t| &g.tensors[t])).collect();
+            let facts = op.infer(&infos)?;
+            if node.output.len() > facts.len() {
+                return Err(format!(
+                    "the node has {} outputs, the op produces {}",
+                    node.output.len(),
+                    facts.len()
+                ));
+            }
+            Ok((op, inputs, facts))
+        });
+        let (op, inputs, facts) = match parsed {
+            Ok(v) => v,
+            Err(reason) => {
+                problems.insert(i, Support::Unsupported { reason });
+                for o in &node.output {
+                    unknown.insert(o.clone(), name.clone());
+                }
+                continue;
+            }
+        };
+        // Constant folding.
+        let infos: Vec<_> = inputs.iter().map(|t| t.map(|t| &g.tensors[t])).collect();
+        let all_const = inputs
+            .iter()
+            .flatten()
+            .all(|&t| g.tensors[t].value.is_some());
+        let folded = if let Some(v) = op.fold_from_facts(&infos) {
+            Some(Ok(v))
+        } else if op.foldable() && all_const {
+            let args: Vec<_> = inputs
+                .iter()
+                .map(|t| t.and_then(|t| g.tensors[t].value.as_deref()))
+                .collect();
+            Some(op.eval(&args))
+        } else {
+            None
+        };
+        match folded {
+            Some(Ok(values)) => {
+                for (o, v) in node.output.iter().zip(values) {
+                    if !o.is_empty() {
+                        let t = g.add_const(o.clone(), v);
+                        names.insert(o.clone(), t);
+                    }
+                }
+                g.removed.push((
+                    origin[0].clone(),
+                    "folded at load time (constant inputs)".into(),
+                ));
+            }
+            Some(Err(e)) => {
+                problems.insert(
+                    i,
+                    Support::Unsupported {
+                        reason: format!("constant folding failed: {e}"),
+                    },
+                );
+                for o in &node.output {
+                    unknown.insert(o.clone(), name.clone());
+                }
+            }
+            None => {
+                let mut outs = Vec::new();
+                for (k, f) in facts.into_iter().enumerate() {
+                    let oname = node
+                        .output
+                        .get(k)
+                        .filter(|s| !s.is_empty())
+                        .cloned()
+                        .unwrap_or_else(|| format!("{name}:unused{k}"));
+                    let t = g.add_tensor(oname.clone(), f, None);
+                    names.insert(oname, t);
+                    outs.push(t);
+                }
+                g.add_node(name, op, inputs, outs, origin);
+            }
+        }
+    }
+    if !problems.is_empty() {
+        let entries = (0..gp.node.len())
+            .map(|i| SupportEntry {
+                node: node_name(i),
+                op_type: gp.node[i].op_type.clone(),
+                support: problems.get(&i).cloned().unwrap_or(Support::NotAnalyzed {
+                    reason: "imported (the model was not planned)".into(),
+                }),
+            })
+            .collect();
+        let count = problems.values().filter(|s| s.is_unsupported()).count();
+        return Err(FrontendError::Unsupported {
+            file: file.to_string(),
+            count,
+            table: SupportTable { entries },
+        });
+    }
+    for o in &gp.output {
+        let t = *names.get(&o.name).ok_or_else(|| {
+            err(format!(
+                "graph output '{}' is not produced by any node",
+                o.name
+            ))
+        })?;
+        g.outputs.push(t);
+    }
+    if g.outputs.is_empty() {
+        return Err(err("the graph has no outputs".into()));
+    }
+    Ok(g)
+}

@@ -1,0 +1,348 @@
+//! Graph simplification before quantization and lowering:
+//!
+//! - [`remove_identities`]: `Identity`, inference `Dropout`, same-type `Cast`;
+//! - [`fold_batch_norm`]: `BatchNormalization` after a `Conv` folded into the Conv's
+//!   weights and bias (`W' = W * m[o]`, `b' = b * m[o] + o[o]` with
+//!   `m = scale / sqrt(var + eps)`, `o = B - mean * m`);
+//! - [`fold_channel_affine`]: `Mul`/`Add` by a per-channel (or scalar) constant after a
+//!   `Conv` folded the same way;
+//! - [`matmul_to_gemm`]: float `MatMul` by a constant 2-D matrix, with an optional
+//!   following `Add` of a constant bias, becomes `Gemm`;
+//! - [`fuse_activations`]: `Relu` and constant-bound `Clip` fused into the producing
+//!   `Conv`, `Gemm` or `Add` (float), as a clamp on its output.
+//!
+//! Each pass only rewrites a producer whose output has no other reader (and is not a graph
+//! output), so every other tensor keeps its value.
+
+use ndarray::{ArrayD, Axis, IxDyn};
+use petgraph::stable_graph::NodeIndex;
+
+use super::ops::batch_norm::BatchNorm;
+use super::ops::binary::{BinKind, Binary};
+use super::ops::cast::Cast;
+use super::ops::clip::Clip;
+use super::ops::conv::Conv;
+use super::ops::gemm::Gemm;
+use super::ops::identity::Identity;
+use super::ops::matmul::MatMul;
+use super::ops::relu::Relu;
+use super::ops::Activation;
+use super::{DType, Graph, Tensor, TensorId};
+
+/// Runs all passes in order.
+pub fn simplify(g: &mut Graph) {
+    remove_identities(g);
+    fold_batch_norm(g);
+    fold_channel_affine(g);
+    matmul_to_gemm(g);
+    fuse_activations(g);
+    g.prune();
+}
+
+fn op_is<T: 'static>(g: &Graph, ix: NodeIndex) -> Option<&T> {
+    g.dag.node_weight(ix)?.op.as_any().downcast_ref::<T>()
+}
+
+/// Records that node `from` was merged into node `into`, and removes `from`, making readers
+/// of its output read `into`'s output.
+fn merge(g: &mut Graph, from: NodeIndex, into: NodeIndex, how: String) {
+    let from_out = g.dag[from].outputs[0];
+    let into_out = g.dag[into].outputs[0];
+    // The merged node now produces the removed node's output tensor (keeping its name).
+    g.dag[into].outputs[0] = from_out;
+    g.tensors[from_out].producer = Some(into);
+    g.tensors[from_out].fact = g.tensors[into_out].fact.clone();
+    g.tensors[into_out].producer = None;
+    let n = g.remove_node(from).expect("node exists");
+    g.tensors[from_out].producer = Some(into);
+    let into_name = g.dag[into].name.clone();
+    for o in n.origin {
+        g.fusions.push((o.clone(), into_name.clone(), how.clone()));
+        g.dag[into].origin.push(o);
+    }
+    g.rebuild_edges();
+}
+
+/// Removes `Identity`, inference `Dropout` and `Cast` to the same type.
+pub fn remove_identities(g: &mut Graph) {
+    let ixs: Vec<NodeIndex> = g.topo_order();
+    for ix in ixs {
+        let Some(n) = g.dag.node_weight(ix) else {
+            continue;
+        };
+        let Some(inp) = n.inputs.first().copied().flatten() else {
+            continue;
+        };
+        let out = n.outputs[0];
+        let is_id = op_is::<Identity>(g, ix).is_some()
+            || op_is::<Cast>(g, ix).is_some_and(|c| c.to == g.tensors[inp].fact.dtype);
+        if !is_id || g.is_output(out) {
+            continue;
+        }
+        let n = g.remove_node(ix).expect("exists");
+        g.replace_uses(out, inp);
+        for o in n.origin {
+            g.removed.push((o, "removed (identity)".into()));
+        }
+    }
+}
+
+/// The single node reading `t` with its slot, if `t` has exactly one reader and is not a
+/// graph output.
+fn sole_consumer(g: &Graph, t: TensorId) -> Option<(NodeIndex, usize)> {
+    if g.single_use(t) {
+        g.consumers(t).pop()
+    } else {
+        None
+    }
+}
+
+/// A float Conv with constant weights (and bias, if any) and no fused activation.
+fn plain_conv(g: &Graph, ix: NodeIndex) -> Option<(ArrayD<f32>, Option<ArrayD<f32>>)> {
+    let c = op_is::<Conv>(g, ix)?;
+    if c.activation.is_some() {
+        return None;
+    }
+    let w = g.const_input(ix, 1)?.as_f32().ok()?.clone();
+    let b = match g.dag[ix].inputs.get(2).copied().flatten() {
+        None => None,
+        Some(t) => Some(g.const_value(t)?.as_f32().ok()?.clone()),
+    };
+    Some((w, b))
+}
+
+/// Replaces a Conv's weight and bias with new constants.
+fn set_conv_params(g: &mut Graph, ix: NodeIndex, w: ArrayD<f32>, b: ArrayD<f32>) {
+    let name = g.dag[ix].name.clone();
+    let wt = g.add_const(format!("{name}.weight_folded"), Tensor::F32(w));
+    let bt = g.add_const(format!("{name}.bias_folded"), Tensor::F32(b));
+    let n = &mut g.dag[ix];
+    n.inputs.resize(3, None);
+    n.inputs[1] = Some(wt);
+    n.inputs[2] = Some(bt);
+}
+
+/// Scales output channel `o` of the weight by `m[o]`, and computes `b * m + add`.
+fn affine_conv(
+    w: &ArrayD<f32>,
+    b: Option<&ArrayD<f32>>,
+    m: &[f32],
+    add: &[f32],
+) -> (ArrayD<f32>, ArrayD<f32>) {
+    let mut w = w.clone();
+    for (o, mut sub) in w.axis_iter_mut(Axis(0)).enumerate() {
+        sub.mapv_inplace(|v| v * m[o]);
+    }
+    let nb: Vec<f32> = (0..m.len())
+        .map(|o| b.map_or(0.0, |b| b[[o]]) * m[o] + add[o])
+        .collect();
+    (
+        w,
+        ArrayD::from_shape_vec(IxDyn(&[m.len()]), nb).expect("1-D"),
+    )
+}
+
+/// Folds `BatchNormalization` into the preceding `Conv`.
+pub fn fold_batch_norm(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let Some(bn) = op_is::<BatchNorm>(g, ix).cloned() else {
+            continue;
+        };
+        let Some(x) = g.dag[ix].inputs[0] else {
+            continue;
+        };
+        let Some(conv) = g.producer(x) else { continue };
+        if sole_consumer(g, x).is_none() {
+            continue;
+        }
+        let Some((w, b)) = plain_conv(g, conv) else {
+            continue;
+        };
+        let p: Option<Vec<Vec<f32>>> = (1..5)
+            .map(|i| {
+                g.const_input(ix, i)
+                    .and_then(|t| t.as_f32().ok())
+                    .map(|a| a.iter().cloned().collect())
+            })
+            .collect();
+        let Some(p) = p else { continue };
+        let (m, o) = bn.affine(&p[0], &p[1], &p[2], &p[3]);
+        let (w2, b2) = affine_conv(&w, b.as_ref(), &m, &o);
+        set_conv_params(g, conv, w2, b2);
+        merge(
+            g,
+            ix,
+            conv,
+            "BatchNormalization folded into the convolution's weights and bias".into(),
+        );
+    }
+}
+
+/// A constant that is a scalar or per-channel for `channels` channels of an NCHW tensor.
+fn per_channel(t: &Tensor, channels: usize, out_rank: usize) -> Option<Vec<f32>> {
+    let a = t.as_f32().ok()?;
+    let s = a.shape();
+    let v: Vec<f32> = a.iter().cloned().collect();
+    if v.len() == 1 && s.len() <= out_rank {
+        return Some(vec![v[0]; channels]);
+    }
+    // [C, 1, 1] or [1, C, 1, 1]: channel axis at out_rank - 3 after right alignment.
+    if s.len() > out_rank || v.len() != channels {
+        return None;
+    }
+    let caxis = 1 + s.len() as isize - out_rank as isize;
+    if caxis < 0 || s[caxis as usize] != channels {
+        return None;
+    }
+    Some(v)
+}
+
+/// Folds a per-channel or scalar constant `Mul`/`Add` after a `Conv` into it.
+pub fn fold_channel_affine(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let Some(bin) = op_is::<Binary>(g, ix).cloned() else {
+            continue;
+        };
+        if !matches!(bin.kind, BinKind::Mul | BinKind::Add) || bin.activation.is_some() {
+            continue;
+        }
+        let ins = g.dag[ix].inputs.clone();
+        let (Some(a), Some(b)) = (ins[0], ins[1]) else {
+            continue;
+        };
+        let (x, c) = if g.const_value(b).is_some() {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let Some(conv) = g.producer(x) else { continue };
+        if sole_consumer(g, x).is_none() || g.const_value(c).is_none() {
+            continue;
+        }
+        let Some((w, bias)) = plain_conv(g, conv) else {
+            continue;
+        };
+        let oc = w.shape()[0];
+        let Some(v) = per_channel(g.const_value(c).expect("const"), oc, 4) else {
+            continue;
+        };
+        let (m, add) = if bin.kind == BinKind::Mul {
+            (v, vec![0.0; oc])
+        } else {
+            (vec![1.0; oc], v)
+        };
+        let (w2, b2) = affine_conv(&w, bias.as_ref(), &m, &add);
+        set_conv_params(g, conv, w2, b2);
+        let what = if bin.kind == BinKind::Mul {
+            "Mul by a constant folded into the convolution's weights and bias"
+        } else {
+            "Add of a constant folded into the convolution's bias"
+        };
+        merge(g, ix, conv, what.into());
+    }
+}
+
+/// `MatMul(A, B const 2-D)` (+ `Add(bias const)`) to `Gemm`.
+pub fn matmul_to_gemm(g: &mut Graph) {
+    for ix in g.topo_order() {
+        if op_is::<MatMul>(g, ix).is_none() {
+            continue;
+        }
+        let ins = g.dag[ix].inputs.clone();
+        let (Some(a), Some(b)) = (ins[0], ins[1]) else {
+            continue;
+        };
+        if g.fact(a).rank() != 2 || g.fact(a).dtype != DType::F32 {
+            continue;
+        }
+        let Some(bv) = g.const_value(b) else { continue };
+        if bv.shape().len() != 2 {
+            continue;
+        }
+        let n = bv.shape()[1];
+        let gemm = Gemm {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b: false,
+            activation: None,
+        };
+        g.dag[ix].op = Box::new(gemm);
+        let out = g.dag[ix].outputs[0];
+        // A following Add of a constant [N] or [1, N] becomes the bias.
+        if let Some((add, slot)) = sole_consumer(g, out) {
+            let is_add = op_is::<Binary>(g, add)
+                .is_some_and(|b| b.kind == BinKind::Add && b.activation.is_none());
+            if is_add {
+                let other = g.dag[add].inputs[1 - slot];
+                let bias = other
+                    .and_then(|t| g.const_value(t))
+                    .and_then(|t| t.as_f32().ok())
+                    .filter(|c| c.len() == n && (c.shape() == [n] || c.shape() == [1, n]));
+                if let Some(c) = bias {
+                    let c = c
+                        .clone()
+                        .into_shape_with_order(IxDyn(&[n]))
+                        .expect("n elements");
+                    let name = g.dag[ix].name.clone();
+                    let ct = g.add_const(format!("{name}.bias"), Tensor::F32(c));
+                    g.dag[ix].inputs = vec![Some(a), Some(b), Some(ct)];
+                    merge(
+                        g,
+                        add,
+                        ix,
+                        "bias Add merged into the matrix product (Gemm)".into(),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Fuses `Relu` / constant-bound `Clip` into the producing `Conv`, `Gemm` or float `Add`.
+pub fn fuse_activations(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let act = if op_is::<Relu>(g, ix).is_some() {
+            Activation::RELU
+        } else if let Some(c) = op_is::<Clip>(g, ix) {
+            match c.static_bounds(&g.input_infos(ix)) {
+                Some(a) => a,
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        let Some(x) = g.dag[ix].inputs[0] else {
+            continue;
+        };
+        let Some(p) = g.producer(x) else { continue };
+        if sole_consumer(g, x).is_none() || g.fact(x).dtype != DType::F32 {
+            continue;
+        }
+        let op = &mut g.dag[p].op;
+        let any = op.as_any();
+        let fused = if let Some(c) = any.downcast_ref::<Conv>() {
+            let mut c = c.clone();
+            c.activation = Some(c.activation.map_or(act, |a| a.then(act)));
+            Some(Box::new(c) as Box<dyn super::Op>)
+        } else if let Some(c) = any.downcast_ref::<Gemm>() {
+            let mut c = c.clone();
+            c.activation = Some(c.activation.map_or(act, |a| a.then(act)));
+            Some(Box::new(c) as Box<dyn super::Op>)
+        } else if let Some(c) = any
+            .downcast_ref::<Binary>()
+            .filter(|b| b.kind == BinKind::Add)
+        {
+            let mut c = c.clone();
+            c.activation = Some(c.activation.map_or(act, |a| a.then(act)));
+            Some(Box::new(c) as Box<dyn super::Op>)
+        } else {
+            None
+        };
+        if let Some(f) = fused {
+            *op = f;
+            let what = g.dag[ix].op.op_type();
+            merge(g, ix, p, format!("{what} fused as the output clamp"));
+        }
+    }
+}

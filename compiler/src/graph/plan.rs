@@ -1,0 +1,240 @@
+//! The lowered plan the runtime executes: an ordered list of [`Step`]s over tensors
+//! identified by [`ValueId`].
+//!
+//! - [`StepKind::Quantize`]: float32 in, int8 out (the model's input quantization):
+//!   `q = saturate(round_half_even(x / scale) + zero_point)`;
+//! - [`StepKind::Accel`]: one accelerator layer of [`crate::qlayer`] on int8 tensors, with
+//!   the exact semantics of its `reference` function;
+//! - [`StepKind::Cpu`]: a fallback op run on the CPU with exact ONNX semantics (integer ops
+//!   bit-exact, float ops in f32), or an exact representation change (uint8 <-> int8);
+//! - [`StepKind::Dequantize`]: int8 in, float32 out (`x = (q - zero_point) * scale`), so
+//!   the plan's outputs compare directly with the user's framework.
+//!
+//! Every accelerator tensor is int8 in NCHW (activations) order; a uint8 ONNX tensor is held
+//! as `uint8 - 128` (an exact shift of its zero point). Values flagged `constant` are known at
+//! compile time (weights of CPU ops).
+
+use std::fmt;
+use std::sync::Arc;
+
+use super::ops::Op;
+use super::{Fact, Tensor};
+use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
+
+/// Index of a value in [`Plan::values`].
+pub type ValueId = usize;
+
+/// Affine quantization of an int8 plan value: `real = scale * (q - zero_point)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuantParams {
+    pub scale: f32,
+    pub zero_point: i32,
+}
+
+/// A tensor of the plan.
+#[derive(Debug, Clone)]
+pub struct PlanValue {
+    pub name: String,
+    pub fact: Fact,
+    /// For quantized values: what real number each element stands for.
+    pub quant: Option<QuantParams>,
+    /// Compile-time constant (weights or parameters of CPU steps).
+    pub constant: Option<Arc<Tensor>>,
+}
+
+/// One accelerator layer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Layer {
+    /// Input 0: int8 [N, C, H, W]; output int8 [N, O, OH, OW].
+    Conv2d(QConv2d),
+    /// Input 0: int8 [N, K]; output int8 [N, M].
+    Dense(QDense),
+    /// Inputs 0 and 1: int8 of the same shape (rank 2 to 4; read as NCHW with missing
+    /// trailing dimensions of 1, channel axis 1); output the same shape.
+    Add(QAdd),
+    /// Input 0: int8 [N, C, H, W].
+    MaxPool(QMaxPool),
+    /// Input 0: int8 [N, C, H, W]; output [N, C, 1, 1].
+    GlobalAvgPool(QGlobalAvgPool),
+}
+
+impl Layer {
+    /// The layer kind as named in `qlayer` (`"QConv2d"`, ...).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Layer::Conv2d(_) => "QConv2d",
+            Layer::Dense(_) => "QDense",
+            Layer::Add(_) => "QAdd",
+            Layer::MaxPool(_) => "QMaxPool",
+            Layer::GlobalAvgPool(_) => "QGlobalAvgPool",
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Layer::Conv2d(l) => &l.name,
+            Layer::Dense(l) => &l.name,
+            Layer::Add(l) => &l.name,
+            Layer::MaxPool(l) => &l.name,
+            Layer::GlobalAvgPool(l) => &l.name,
+        }
+    }
+}
+
+/// A CPU fallback op: an op of the graph IR with its argument slots (`None` for omitted
+/// optional inputs; constant arguments are plan values with [`PlanValue::constant`]).
+#[derive(Debug, Clone)]
+pub struct CpuOp {
+    pub op: Box<dyn Op>,
+    pub args: Vec<Option<ValueId>>,
+    /// Why this is not on the accelerator.
+    pub reason: String,
+}
+
+/// What a step does.
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    /// float32 -> int8: `q = saturate(round_half_even(x / scale) + zero_point)`.
+    Quantize(QuantParams),
+    /// int8 -> float32: `x = (q - zero_point) * scale`.
+    Dequantize(QuantParams),
+    /// An accelerator layer.
+    Accel(Layer),
+    /// A CPU fallback op.
+    Cpu(CpuOp),
+}
+
+/// One step of the plan.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The ONNX node (or model input/output) the step comes from.
+    pub name: String,
+    /// Values read (constants included), in argument order.
+    pub inputs: Vec<ValueId>,
+    pub outputs: Vec<ValueId>,
+    pub kind: StepKind,
+}
+
+impl Step {
+    /// `"Quantize"`, `"Dequantize"`, the layer kind, or `"Cpu:<op>"`.
+    pub fn kind_name(&self) -> String {
+        match &self.kind {
+            StepKind::Quantize(_) => "Quantize".into(),
+            StepKind::Dequantize(_) => "Dequantize".into(),
+            StepKind::Accel(l) => l.kind().into(),
+            StepKind::Cpu(c) => format!("Cpu:{}", c.op.op_type()),
+        }
+    }
+
+    pub fn is_accel(&self) -> bool {
+        matches!(self.kind, StepKind::Accel(_))
+    }
+}
+
+/// A lowered model.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// The model file, for messages.
+    pub source: String,
+    pub values: Vec<PlanValue>,
+    /// The model's inputs, in ONNX order, with their ONNX types (float32 for float models).
+    pub inputs: Vec<ValueId>,
+    /// The model's outputs, in ONNX order, with their ONNX types.
+    pub outputs: Vec<ValueId>,
+    pub steps: Vec<Step>,
+}
+
+impl Plan {
+    /// Adds a value.
+    pub fn add_value(
+        &mut self,
+        name: impl Into<String>,
+        fact: Fact,
+        quant: Option<QuantParams>,
+    ) -> ValueId {
+        self.values.push(PlanValue {
+            name: name.into(),
+            fact,
+            quant,
+            constant: None,
+        });
+        self.values.len() - 1
+    }
+
+    /// Adds a constant value.
+    pub fn add_constant(&mut self, name: impl Into<String>, t: Arc<Tensor>) -> ValueId {
+        self.values.push(PlanValue {
+            name: name.into(),
+            fact: t.fact(),
+            quant: None,
+            constant: Some(t),
+        });
+        self.values.len() - 1
+    }
+
+    /// The accelerator layers, in order.
+    pub fn layers(&self) -> impl Iterator<Item = &Layer> {
+        self.steps.iter().filter_map(|s| match &s.kind {
+            StepKind::Accel(l) => Some(l),
+            _ => None,
+        })
+    }
+
+    /// Number of accelerator steps and of CPU steps (quantize/dequantize included).
+    pub fn counts(&self) -> (usize, usize) {
+        let a = self.steps.iter().filter(|s| s.is_accel()).count();
+        (a, self.steps.len() - a)
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = |i: &ValueId| {
+            let p = &self.values[*i];
+            if p.constant.is_some() {
+                format!("const {}", p.name)
+            } else {
+                format!("%{i} {}", p.fact)
+            }
+        };
+        writeln!(f, "plan of {}", self.source)?;
+        for i in &self.inputs {
+            writeln!(f, "  input  {} ({})", v(i), self.values[*i].name)?;
+        }
+        for (k, s) in self.steps.iter().enumerate() {
+            let ins: Vec<String> = s
+                .inputs
+                .iter()
+                .filter(|i| self.values[**i].constant.is_none())
+                .map(v)
+                .collect();
+            let outs: Vec<String> = s.outputs.iter().map(v).collect();
+            let extra = match &s.kind {
+                StepKind::Quantize(q) | StepKind::Dequantize(q) => {
+                    format!(" scale {} zp {}", q.scale, q.zero_point)
+                }
+                StepKind::Cpu(c) => {
+                    let sm = c.op.summary();
+                    if sm.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {sm}")
+                    }
+                }
+                StepKind::Accel(_) => String::new(),
+            };
+            writeln!(
+                f,
+                "  {k:3} {:16} {:24} {} -> {}{extra}",
+                s.kind_name(),
+                s.name,
+                ins.join(", "),
+                outs.join(", ")
+            )?;
+        }
+        for o in &self.outputs {
+            writeln!(f, "  output {} ({})", v(o), self.values[*o].name)?;
+        }
+        Ok(())
+    }
+}

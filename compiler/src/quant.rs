@@ -1,1 +1,0 @@
-//! Quantization (in progress).

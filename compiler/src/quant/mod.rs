@@ -1,0 +1,136 @@
+//! Quantization and lowering of a graph to a [`Plan`].
+//!
+//! Three kinds of models are accepted:
+//!
+//! - **float models**: post-training quantization from calibration inputs. Activations are
+//!   per-tensor symmetric int8 (zero point 0, so the accelerator's zero padding is exact),
+//!   scale `max|x| / 127` over the calibration set (after BatchNorm folding and activation
+//!   fusion, so a Relu'd tensor's range is its post-Relu range); weights per output channel
+//!   symmetric int8 (`max|w[o]| / 127`, then widened by at most `1/mul` so that the
+//!   requantization multiplier is exact, see [`requant`]); bias int32 at scale `s_x * s_w[o]`;
+//! - **QDQ models** (QuantizeLinear/DequantizeLinear around float ops, as onnxruntime's
+//!   `quantize_static(..., QuantFormat.QDQ)` writes them): `DQ(x) -> Conv(DQ(w), bias) ->
+//!   [Relu] -> Q` and the same around Gemm/MatMul, Add and GlobalAveragePool become one
+//!   accelerator layer each; MaxPool/Reshape/Flatten on DQ'd tensors work on the int8 data
+//!   directly;
+//! - **QOperator models**: QLinearConv and QLinearMatMul (constant weights) become layers;
+//!   ConvInteger/MatMulInteger (int32 outputs, no requantization) run on the CPU.
+//!
+//! Zero points: int8 activations with zero point 0 map directly; uint8 tensors are held as
+//! `uint8 - 128` (exact), so uint8 with zero point 128 is int8 with zero point 0. Other input
+//! zero points are folded into the bias when the layer has no padding (`sum (x - z) w =
+//! sum x w - z sum w`); with padding they would need a non-zero pad value, so such layers run on
+//! the CPU. Output zero points are the requantization's `zero_point`.
+//!
+//! Requantization: the accelerator's [`crate::qlayer::Requant`] approximates the real
+//! multiplier `M = s_x s_w / s_y` by `mul / 2^(pre + shift)` with round-half-up, while ONNX
+//! rounds `acc * M` (computed in float) half to even. [`RequantFidelity`] chooses what an
+//! imported quantized layer must satisfy to be offloaded: a proven bound below 1 LSB on the
+//! deviation before rounding (two reals less than 1 apart round to integers at most 1 apart,
+//! so results differ from ONNX's by at most 1, and rarely), or bit-exactness. A layer that does not qualify runs on the CPU with ONNX's exact integer
+//! semantics, and the support table says why. Nothing is approximated silently.
+
+pub mod calibrate;
+pub(crate) mod lower;
+pub mod requant;
+
+use ndarray::ArrayD;
+
+use crate::graph::ops::conv_integer::ConvInteger;
+use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::matmul_integer::MatMulInteger;
+use crate::graph::ops::qlinear_conv::QLinearConv;
+use crate::graph::ops::qlinear_matmul::QLinearMatMul;
+use crate::graph::ops::quantize_linear::QuantizeLinear;
+use crate::graph::{FrontendError, Graph, Plan, SupportTable};
+
+pub use calibrate::Stats;
+pub use requant::{choose_requant, AccRange, MulRounding, RequantChoice};
+
+/// What an imported quantized layer (QDQ or QOperator) must satisfy to be offloaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequantFidelity {
+    /// The accelerator's requantization deviates from the exact real product by less than one
+    /// output LSB (bound 0.99) for every reachable accumulator (proven from the integer
+    /// weights and the input range), so outputs differ from ONNX's by at most 1, and only
+    /// where the exact result lies near a rounding boundary. QDQ layers (whose ONNX semantics
+    /// is float arithmetic) are held to the same bound.
+    #[default]
+    WithinOneLsb,
+    /// Offload only layers whose result is bit-identical to ONNX's for every reachable
+    /// accumulator (an integer multiplier, exact); everything else runs on the CPU exactly.
+    BitExact,
+}
+
+/// Options of the front end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrontendOptions {
+    pub fidelity: RequantFidelity,
+    /// `false` runs every node on the CPU (the plan is then the exact ONNX model, after
+    /// post-training quantization is skipped): a debugging aid.
+    pub offload: bool,
+}
+
+impl Default for FrontendOptions {
+    fn default() -> Self {
+        FrontendOptions {
+            fidelity: RequantFidelity::default(),
+            offload: true,
+        }
+    }
+}
+
+/// Whether the graph is already quantized (has Q/DQ or QOperator nodes).
+pub fn is_quantized(g: &Graph) -> bool {
+    g.dag.node_indices().any(|ix| {
+        let a = g.dag[ix].op.as_any();
+        a.is::<QuantizeLinear>()
+            || a.is::<DequantizeLinear>()
+            || a.is::<QLinearConv>()
+            || a.is::<QLinearMatMul>()
+            || a.is::<ConvInteger>()
+            || a.is::<MatMulInteger>()
+    })
+}
+
+/// Quantizes (float models, with `calibration`) and lowers a simplified graph to a plan and
+/// its support table. See [`crate::graph::load_and_plan`].
+pub fn plan_graph(
+    g: &Graph,
+    calibration: &[ArrayD<f32>],
+    cfg: &isa::HwConfig,
+    opts: &FrontendOptions,
+) -> Result<(Plan, SupportTable), FrontendError> {
+    let stats = if !is_quantized(g) && opts.offload {
+        if calibration.is_empty() {
+            return Err(FrontendError::Calibration {
+                file: g.source.clone(),
+                message: "the model is a float model: post-training quantization needs calibration inputs (one or more .npy samples of the model's input)".into(),
+            });
+        }
+        Some(calibrate::calibrate(g, calibration).map_err(|message| {
+            FrontendError::Calibration {
+                file: g.source.clone(),
+                message,
+            }
+        })?)
+    } else {
+        None
+    };
+    lower::lower(g, stats.as_ref(), cfg, opts)
+}
+
+/// Why an accelerator configuration cannot run the int8 layers at all, if it cannot.
+pub fn config_blocker(cfg: &isa::HwConfig) -> Option<String> {
+    if cfg.log_inp_width != 3 || cfg.log_wgt_width != 3 || cfg.log_acc_width != 5 {
+        Some(format!(
+            "config {} has {}-bit inputs, {}-bit weights and {}-bit accumulators; the accelerator layers need int8 inputs and weights with int32 accumulators",
+            cfg.config_string(),
+            1u32 << cfg.log_inp_width,
+            1u32 << cfg.log_wgt_width,
+            1u32 << cfg.log_acc_width
+        ))
+    } else {
+        None
+    }
+}

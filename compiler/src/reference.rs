@@ -1,1 +1,0 @@
-//! Integer reference executor (in progress).

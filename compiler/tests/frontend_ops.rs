@@ -1,0 +1,726 @@
+//! Per-op shape inference, graph passes (BatchNorm folding, activation fusion), and the
+//! offloading of QLinearConv/QLinearMatMul with zero points against ONNX's exact semantics.
+
+use compiler::graph::import::import;
+use compiler::graph::plan::StepKind;
+use compiler::graph::{passes, DType, Fact, FrontendOptions, Graph, Layer, Support, Tensor};
+use compiler::onnx::proto::{
+    attribute_type as at, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
+};
+use compiler::onnx::{decode_model, tensor_to_proto};
+use compiler::quant::plan_graph;
+use compiler::reference::run_plan;
+use ndarray::{ArrayD, IxDyn};
+use prost::Message;
+
+fn vi(name: &str, dt: DType, shape: &[usize]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: dt.onnx_code(),
+                shape: Some(TensorShapeProto {
+                    dim: shape
+                        .iter()
+                        .map(|&d| Dimension {
+                            dim_value: Some(d as i64),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            }),
+            denotation: String::new(),
+        }),
+        doc_string: String::new(),
+    }
+}
+
+enum A {
+    I(i64),
+    Is(Vec<i64>),
+    F(f32),
+    S(&'static str),
+}
+
+fn node(op: &str, ins: &[&str], outs: &[&str], attrs: Vec<(&str, A)>) -> NodeProto {
+    NodeProto {
+        op_type: op.into(),
+        name: format!("{op}_node"),
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: outs.iter().map(|s| s.to_string()).collect(),
+        attribute: attrs
+            .into_iter()
+            .map(|(n, a)| {
+                let mut p = AttributeProto {
+                    name: n.into(),
+                    ..Default::default()
+                };
+                match a {
+                    A::I(i) => (p.r#type, p.i) = (at::INT, i),
+                    A::Is(v) => (p.r#type, p.ints) = (at::INTS, v),
+                    A::F(f) => (p.r#type, p.f) = (at::FLOAT, f),
+                    A::S(s) => (p.r#type, p.s) = (at::STRING, s.as_bytes().to_vec()),
+                }
+                p
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// A deterministic tensor of the given type and shape.
+fn tensor(dt: DType, shape: &[usize], seed: u32) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(12345);
+    let mut next = || {
+        s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+        s >> 8
+    };
+    let sh = IxDyn(shape);
+    match dt {
+        DType::F32 => Tensor::F32(
+            ArrayD::from_shape_vec(
+                sh,
+                (0..n)
+                    .map(|_| (next() % 2001) as f32 / 1000.0 - 1.0)
+                    .collect(),
+            )
+            .unwrap(),
+        ),
+        DType::I8 => Tensor::I8(
+            ArrayD::from_shape_vec(sh, (0..n).map(|_| next() as u8 as i8).collect()).unwrap(),
+        ),
+        DType::U8 => {
+            Tensor::U8(ArrayD::from_shape_vec(sh, (0..n).map(|_| next() as u8).collect()).unwrap())
+        }
+        DType::I32 => Tensor::I32(
+            ArrayD::from_shape_vec(sh, (0..n).map(|_| (next() % 2001) as i32 - 1000).collect())
+                .unwrap(),
+        ),
+        DType::I64 => Tensor::I64(
+            ArrayD::from_shape_vec(sh, (0..n).map(|_| (next() % 100) as i64).collect()).unwrap(),
+        ),
+    }
+}
+
+fn scalar(t: Tensor) -> Tensor {
+    t
+}
+
+/// A model of `nodes` with graph inputs `ins`, initializers `inits` and output `out`.
+fn graph(
+    nodes: Vec<NodeProto>,
+    ins: Vec<ValueInfoProto>,
+    inits: Vec<(&str, Tensor)>,
+    out: &str,
+    opset: i64,
+) -> Result<Graph, String> {
+    let m = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        graph: Some(GraphProto {
+            node: nodes,
+            name: "t".into(),
+            input: ins,
+            output: vec![ValueInfoProto {
+                name: out.into(),
+                ..Default::default()
+            }],
+            initializer: inits.iter().map(|(n, t)| tensor_to_proto(n, t)).collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let m = decode_model(&m.encode_to_vec(), "t.onnx").map_err(|e| e.to_string())?;
+    import(&m, "t.onnx").map_err(|e| e.to_string())
+}
+
+/// Imports a one-node model and returns its output fact, checking that evaluating it gives
+/// a tensor of that fact.
+fn infer(
+    op: &str,
+    attrs: Vec<(&str, A)>,
+    x: (DType, &[usize]),
+    consts: Vec<Tensor>,
+    opset: i64,
+) -> Result<Fact, String> {
+    let mut names = vec!["x".to_string()];
+    let mut inits = Vec::new();
+    for (i, c) in consts.into_iter().enumerate() {
+        let n = format!("c{i}");
+        names.push(n.clone());
+        inits.push((n, c));
+    }
+    let name_refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
+    let inits: Vec<(&str, Tensor)> = inits.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    let g = graph(
+        vec![node(op, &name_refs, &["y"], attrs)],
+        vec![vi("x", x.0, x.1)],
+        inits,
+        "y",
+        opset,
+    )?;
+    let f = g.fact(g.outputs[0]).clone();
+    let y = g.run_outputs(&[tensor(x.0, x.1, 7)])?;
+    assert_eq!(y[0].fact(), f, "{op}: evaluation disagrees with inference");
+    Ok(f)
+}
+
+fn f32s(v: &[f32]) -> Tensor {
+    Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap())
+}
+
+fn i64s(v: &[i64]) -> Tensor {
+    Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap())
+}
+
+fn s_f32(v: f32) -> Tensor {
+    scalar(Tensor::F32(ArrayD::from_elem(IxDyn(&[]), v)))
+}
+
+fn s_u8(v: u8) -> Tensor {
+    Tensor::U8(ArrayD::from_elem(IxDyn(&[]), v))
+}
+
+fn s_i8(v: i8) -> Tensor {
+    Tensor::I8(ArrayD::from_elem(IxDyn(&[]), v))
+}
+
+#[test]
+fn shape_inference_per_op() {
+    use DType::*;
+    let f = |dt, s: &[usize]| Fact::new(dt, s.to_vec());
+    let w = |o, c, k| tensor(F32, &[o, c, k, k], 3);
+    // Conv: stride, padding, groups (depthwise), dilation, auto_pad.
+    assert_eq!(
+        infer(
+            "Conv",
+            vec![
+                ("strides", A::Is(vec![2, 2])),
+                ("pads", A::Is(vec![1, 1, 1, 1]))
+            ],
+            (F32, &[1, 3, 9, 9]),
+            vec![w(8, 3, 3), tensor(F32, &[8], 1)],
+            13
+        ),
+        Ok(f(F32, &[1, 8, 5, 5]))
+    );
+    assert_eq!(
+        infer(
+            "Conv",
+            vec![("group", A::I(4)), ("pads", A::Is(vec![1, 1, 1, 1]))],
+            (F32, &[2, 4, 6, 6]),
+            vec![w(4, 1, 3)],
+            13
+        ),
+        Ok(f(F32, &[2, 4, 6, 6]))
+    );
+    assert_eq!(
+        infer(
+            "Conv",
+            vec![("dilations", A::Is(vec![2, 2]))],
+            (F32, &[1, 1, 7, 7]),
+            vec![w(2, 1, 3)],
+            13
+        ),
+        Ok(f(F32, &[1, 2, 3, 3]))
+    );
+    assert_eq!(
+        infer(
+            "Conv",
+            vec![
+                ("auto_pad", A::S("SAME_UPPER")),
+                ("strides", A::Is(vec![2, 2]))
+            ],
+            (F32, &[1, 1, 7, 7]),
+            vec![w(2, 1, 3)],
+            13
+        ),
+        Ok(f(F32, &[1, 2, 4, 4]))
+    );
+    assert!(
+        infer("Conv", vec![], (F32, &[1, 3, 5, 5]), vec![w(2, 2, 3)], 13)
+            .unwrap_err()
+            .contains("do not agree")
+    );
+    // Gemm, MatMul.
+    assert_eq!(
+        infer(
+            "Gemm",
+            vec![("transB", A::I(1))],
+            (F32, &[2, 5]),
+            vec![tensor(F32, &[3, 5], 1), tensor(F32, &[3], 2)],
+            13
+        ),
+        Ok(f(F32, &[2, 3]))
+    );
+    assert_eq!(
+        infer(
+            "MatMul",
+            vec![],
+            (F32, &[2, 4, 5]),
+            vec![tensor(F32, &[5, 3], 1)],
+            13
+        ),
+        Ok(f(F32, &[2, 4, 3]))
+    );
+    // Element-wise with broadcasting.
+    assert_eq!(
+        infer(
+            "Add",
+            vec![],
+            (F32, &[1, 3, 4, 4]),
+            vec![tensor(F32, &[3, 1, 1], 1)],
+            13
+        ),
+        Ok(f(F32, &[1, 3, 4, 4]))
+    );
+    assert_eq!(
+        infer("Mul", vec![], (F32, &[2, 3]), vec![s_f32(2.0)], 13),
+        Ok(f(F32, &[2, 3]))
+    );
+    assert!(infer(
+        "Add",
+        vec![],
+        (F32, &[2, 3]),
+        vec![tensor(F32, &[4], 1)],
+        13
+    )
+    .unwrap_err()
+    .contains("broadcast"));
+    assert_eq!(
+        infer("Relu", vec![], (F32, &[2, 3]), vec![], 13),
+        Ok(f(F32, &[2, 3]))
+    );
+    assert_eq!(
+        infer(
+            "Clip",
+            vec![],
+            (F32, &[2, 3]),
+            vec![s_f32(0.0), s_f32(6.0)],
+            13
+        ),
+        Ok(f(F32, &[2, 3]))
+    );
+    assert_eq!(
+        infer(
+            "Clip",
+            vec![("min", A::F(0.0)), ("max", A::F(6.0))],
+            (F32, &[2, 3]),
+            vec![],
+            9
+        ),
+        Ok(f(F32, &[2, 3]))
+    );
+    let c = || f32s(&[0.5, 1.0, 2.0]);
+    assert_eq!(
+        infer(
+            "BatchNormalization",
+            vec![],
+            (F32, &[1, 3, 2, 2]),
+            vec![c(), c(), c(), c()],
+            13
+        ),
+        Ok(f(F32, &[1, 3, 2, 2]))
+    );
+    // Pools.
+    let k2 = || ("kernel_shape", A::Is(vec![2, 2]));
+    let s2 = || ("strides", A::Is(vec![2, 2]));
+    assert_eq!(
+        infer(
+            "MaxPool",
+            vec![k2(), s2()],
+            (F32, &[1, 2, 5, 5]),
+            vec![],
+            13
+        ),
+        Ok(f(F32, &[1, 2, 2, 2]))
+    );
+    assert_eq!(
+        infer(
+            "MaxPool",
+            vec![k2(), s2(), ("ceil_mode", A::I(1))],
+            (F32, &[1, 2, 5, 5]),
+            vec![],
+            13
+        ),
+        Ok(f(F32, &[1, 2, 3, 3]))
+    );
+    assert_eq!(
+        infer("MaxPool", vec![k2(), s2()], (U8, &[1, 2, 4, 4]), vec![], 13),
+        Ok(f(U8, &[1, 2, 2, 2]))
+    );
+    assert_eq!(
+        infer(
+            "AveragePool",
+            vec![
+                ("kernel_shape", A::Is(vec![3, 3])),
+                ("pads", A::Is(vec![1, 1, 1, 1]))
+            ],
+            (F32, &[1, 2, 4, 4]),
+            vec![],
+            13
+        ),
+        Ok(f(F32, &[1, 2, 4, 4]))
+    );
+    assert_eq!(
+        infer(
+            "GlobalAveragePool",
+            vec![],
+            (F32, &[2, 5, 3, 3]),
+            vec![],
+            13
+        ),
+        Ok(f(F32, &[2, 5, 1, 1]))
+    );
+    // Layout ops.
+    assert_eq!(
+        infer("Flatten", vec![], (F32, &[2, 3, 4, 5]), vec![], 13),
+        Ok(f(F32, &[2, 60]))
+    );
+    assert_eq!(
+        infer(
+            "Flatten",
+            vec![("axis", A::I(2))],
+            (I8, &[2, 3, 4, 5]),
+            vec![],
+            13
+        ),
+        Ok(f(I8, &[6, 20]))
+    );
+    assert_eq!(
+        infer(
+            "Reshape",
+            vec![],
+            (F32, &[2, 3, 4]),
+            vec![i64s(&[0, -1])],
+            13
+        ),
+        Ok(f(F32, &[2, 12]))
+    );
+    assert_eq!(
+        infer(
+            "Transpose",
+            vec![("perm", A::Is(vec![0, 2, 1]))],
+            (F32, &[2, 3, 4]),
+            vec![],
+            13
+        ),
+        Ok(f(F32, &[2, 4, 3]))
+    );
+    assert_eq!(
+        infer("Unsqueeze", vec![], (F32, &[3, 4]), vec![i64s(&[0])], 13),
+        Ok(f(F32, &[1, 3, 4]))
+    );
+    assert_eq!(
+        infer(
+            "Squeeze",
+            vec![("axes", A::Is(vec![1]))],
+            (F32, &[3, 1, 4]),
+            vec![],
+            11
+        ),
+        Ok(f(F32, &[3, 4]))
+    );
+    assert_eq!(
+        infer(
+            "Concat",
+            vec![("axis", A::I(1))],
+            (F32, &[1, 2, 3]),
+            vec![tensor(F32, &[1, 5, 3], 1)],
+            13
+        ),
+        Ok(f(F32, &[1, 7, 3]))
+    );
+    assert_eq!(
+        infer("Softmax", vec![], (F32, &[2, 10]), vec![], 13),
+        Ok(f(F32, &[2, 10]))
+    );
+    assert_eq!(
+        infer("Cast", vec![("to", A::I(6))], (F32, &[2, 2]), vec![], 13),
+        Ok(f(I32, &[2, 2]))
+    );
+    assert_eq!(
+        infer("Identity", vec![], (U8, &[2, 2]), vec![], 13),
+        Ok(f(U8, &[2, 2]))
+    );
+    // Quantization ops.
+    assert_eq!(
+        infer(
+            "QuantizeLinear",
+            vec![],
+            (F32, &[2, 3]),
+            vec![s_f32(0.1), s_i8(0)],
+            13
+        ),
+        Ok(f(I8, &[2, 3]))
+    );
+    assert_eq!(
+        infer(
+            "QuantizeLinear",
+            vec![],
+            (F32, &[2, 3]),
+            vec![s_f32(0.1)],
+            13
+        ),
+        Ok(f(U8, &[2, 3]))
+    );
+    assert_eq!(
+        infer(
+            "DequantizeLinear",
+            vec![("axis", A::I(1))],
+            (I8, &[2, 3]),
+            vec![
+                f32s(&[0.1, 0.2, 0.3]),
+                Tensor::I8(ArrayD::zeros(IxDyn(&[3])))
+            ],
+            13
+        ),
+        Ok(f(F32, &[2, 3]))
+    );
+    let qc = vec![
+        s_f32(0.02),
+        s_u8(128),
+        tensor(I8, &[4, 2, 3, 3], 5),
+        f32s(&[0.01; 4]),
+        Tensor::I8(ArrayD::zeros(IxDyn(&[4]))),
+        s_f32(0.05),
+        s_u8(10),
+        tensor(I32, &[4], 6),
+    ];
+    assert_eq!(
+        infer(
+            "QLinearConv",
+            vec![("pads", A::Is(vec![1, 1, 1, 1]))],
+            (U8, &[1, 2, 5, 5]),
+            qc,
+            13
+        ),
+        Ok(f(U8, &[1, 4, 5, 5]))
+    );
+    let qm = vec![
+        s_f32(0.02),
+        s_i8(3),
+        tensor(I8, &[6, 4], 5),
+        s_f32(0.01),
+        s_i8(0),
+        s_f32(0.05),
+        s_i8(-2),
+    ];
+    assert_eq!(
+        infer("QLinearMatMul", vec![], (I8, &[3, 6]), qm, 13),
+        Ok(f(I8, &[3, 4]))
+    );
+    assert_eq!(
+        infer(
+            "ConvInteger",
+            vec![],
+            (U8, &[1, 1, 4, 4]),
+            vec![tensor(U8, &[2, 1, 2, 2], 1), s_u8(3)],
+            13
+        ),
+        Ok(f(I32, &[1, 2, 3, 3]))
+    );
+    assert_eq!(
+        infer(
+            "MatMulInteger",
+            vec![],
+            (I8, &[3, 6]),
+            vec![tensor(I8, &[6, 2], 1)],
+            13
+        ),
+        Ok(f(I32, &[3, 2]))
+    );
+    // Unsupported ops and attributes are errors with the reason.
+    assert!(infer("LSTM", vec![], (F32, &[1, 2]), vec![], 13)
+        .unwrap_err()
+        .contains("LSTM is not supported"));
+    assert!(infer(
+        "Conv",
+        vec![("pads", A::Is(vec![1, 1]))],
+        (F32, &[1, 1, 4]),
+        vec![tensor(F32, &[1, 1, 3], 1)],
+        13
+    )
+    .unwrap_err()
+    .contains("2-D"));
+}
+
+#[test]
+fn shape_of_a_static_tensor_is_folded() {
+    // torch's `x.view(x.size(0), -1)`: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("Gather", &["s", "zero"], &["n"], vec![("axis", A::I(0))]),
+        node("Unsqueeze", &["n", "ax"], &["n1"], vec![]),
+        node(
+            "Concat",
+            &["n1", "minus1"],
+            &["shape"],
+            vec![("axis", A::I(0))],
+        ),
+        node("Reshape", &["x", "shape"], &["y"], vec![]),
+    ];
+    let inits = vec![
+        ("zero", Tensor::I64(ArrayD::from_elem(IxDyn(&[]), 0))),
+        ("ax", i64s(&[0])),
+        ("minus1", i64s(&[-1])),
+    ];
+    let g = graph(nodes, vec![vi("x", DType::F32, &[2, 3, 4])], inits, "y", 13).unwrap();
+    assert_eq!(g.node_count(), 1, "everything but the Reshape is folded");
+    assert_eq!(g.fact(g.outputs[0]).shape, vec![2, 12]);
+}
+
+/// Conv -> BatchNormalization -> Relu, then Conv -> Mul(per-channel) -> Add(per-channel).
+fn conv_bn_graph() -> Graph {
+    let nodes = vec![
+        node(
+            "Conv",
+            &["x", "w", "b"],
+            &["c"],
+            vec![("pads", A::Is(vec![1, 1, 1, 1]))],
+        ),
+        node(
+            "BatchNormalization",
+            &["c", "g", "beta", "mean", "var"],
+            &["bn"],
+            vec![("epsilon", A::F(1e-3))],
+        ),
+        node("Relu", &["bn"], &["r"], vec![]),
+        node("Conv", &["r", "w2"], &["c2"], vec![]),
+        node("Mul", &["c2", "m"], &["m2"], vec![]),
+        node("Add", &["m2", "a"], &["y"], vec![]),
+    ];
+    let inits = vec![
+        ("w", tensor(DType::F32, &[4, 3, 3, 3], 1)),
+        ("b", tensor(DType::F32, &[4], 2)),
+        ("g", f32s(&[0.5, 2.0, -1.0, 1.5])),
+        ("beta", f32s(&[0.1, -0.2, 0.3, 0.0])),
+        ("mean", f32s(&[0.05, -0.1, 0.2, 0.0])),
+        ("var", f32s(&[0.5, 1.5, 0.25, 2.0])),
+        ("w2", tensor(DType::F32, &[2, 4, 1, 1], 3)),
+        (
+            "m",
+            Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[1, 2, 1, 1]), vec![0.5, -3.0]).unwrap()),
+        ),
+        (
+            "a",
+            Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[2, 1, 1]), vec![1.0, 2.0]).unwrap()),
+        ),
+    ];
+    graph(
+        nodes,
+        vec![vi("x", DType::F32, &[1, 3, 5, 5])],
+        inits,
+        "y",
+        13,
+    )
+    .unwrap()
+}
+
+#[test]
+fn batch_norm_and_channel_affine_fold_exactly_in_float() {
+    let g0 = conv_bn_graph();
+    let mut g = g0.clone();
+    passes::simplify(&mut g);
+    assert_eq!(
+        g.node_count(),
+        2,
+        "BN, Relu, Mul and Add are folded/fused into the two Convs"
+    );
+    assert_eq!(g.fusions.len(), 4);
+    assert!(g
+        .fusions
+        .iter()
+        .any(|(n, into, how)| n.op_type == "BatchNormalization"
+            && into == "Conv_node"
+            && how.contains("folded")));
+    for seed in 0..5 {
+        let x = tensor(DType::F32, &[1, 3, 5, 5], 100 + seed);
+        let a = g0.run_outputs(std::slice::from_ref(&x)).unwrap();
+        let b = g.run_outputs(&[x]).unwrap();
+        let (a, b) = (a[0].as_f32().unwrap(), b[0].as_f32().unwrap());
+        for (p, q) in a.iter().zip(b) {
+            assert!((p - q).abs() <= 1e-5 * (1.0 + p.abs()), "{p} vs {q}");
+        }
+    }
+}
+
+/// QLinearConv with uint8 activations (zero points 128 in, 100 out), per-channel int8
+/// weights and padding; and QLinearMatMul with an arbitrary input zero point (no padding:
+/// folded into the bias). Offloaded results are within 1 of ONNX's and mostly identical.
+#[test]
+fn qlinear_layers_with_zero_points_are_offloaded_within_one_lsb() {
+    let nodes = vec![
+        node(
+            "QLinearConv",
+            &["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+            &["c"],
+            vec![
+                ("pads", A::Is(vec![1, 1, 1, 1])),
+                ("strides", A::Is(vec![2, 1])),
+            ],
+        ),
+        node("Flatten", &["c"], &["f"], vec![]),
+        node(
+            "QLinearMatMul",
+            &["f", "ys", "yz", "w2", "w2s", "w2z", "zs", "zz"],
+            &["y"],
+            vec![],
+        ),
+    ];
+    let inits = vec![
+        ("xs", s_f32(0.02)),
+        ("xz", s_u8(128)),
+        ("w", tensor(DType::I8, &[6, 4, 3, 3], 11)),
+        ("ws", f32s(&[0.003, 0.001, 0.002, 0.0015, 0.004, 0.0025])),
+        ("wz", Tensor::I8(ArrayD::zeros(IxDyn(&[6])))),
+        ("ys", s_f32(0.37)),
+        ("yz", s_u8(100)),
+        ("b", tensor(DType::I32, &[6], 12)),
+        ("w2", tensor(DType::I8, &[6 * 3 * 6, 5], 13)),
+        ("w2s", s_f32(0.004)),
+        ("w2z", s_i8(0)),
+        ("zs", s_f32(0.9)),
+        ("zz", s_u8(131)),
+    ];
+    let mut g = graph(
+        nodes,
+        vec![vi("x", DType::U8, &[1, 4, 6, 6])],
+        inits,
+        "y",
+        13,
+    )
+    .unwrap();
+    passes::simplify(&mut g);
+    let cfg = isa::HwConfig::preset("default").unwrap();
+    let (plan, table) = plan_graph(&g, &[], &cfg, &FrontendOptions::default()).unwrap();
+    let kinds: Vec<&str> = plan.layers().map(|l| l.kind()).collect();
+    assert_eq!(kinds, ["QConv2d", "QDense"], "{table}");
+    assert!(
+        matches!(&table.get("QLinearMatMul_node").unwrap().support, Support::Accel { note, .. } if note.contains("within 1"))
+    );
+    // The uint8 input enters as int8 (u - 128), the uint8 output leaves as u8.
+    assert!(plan.steps.iter().any(|s| s.kind_name() == "Cpu:U8ToI8"));
+    assert!(plan.steps.iter().any(
+        |s| matches!(&s.kind, StepKind::Accel(Layer::Conv2d(c)) if c.requant.zero_point == -28)
+    ));
+    let (mut diff, mut n, mut total) = (0.0f64, 0, 0);
+    for seed in 0..20 {
+        let x = tensor(DType::U8, &[1, 4, 6, 6], 200 + seed);
+        let want = g.run_outputs(std::slice::from_ref(&x)).unwrap();
+        let got = run_plan(&plan, &[x]).unwrap().outputs(&plan);
+        assert_eq!(got[0].dtype(), DType::U8);
+        for (a, b) in want[0].to_f64_vec().iter().zip(got[0].to_f64_vec()) {
+            diff = diff.max((a - b).abs());
+            n += usize::from(*a != b);
+            total += 1;
+        }
+    }
+    assert!(diff <= 1.0, "max difference {diff}");
+    assert!(n * 10 < total, "{n}/{total} elements differ");
+}
