@@ -1,1 +1,296 @@
-//! Back end: quantized layers to accelerator programs (in progress).
+//! Back end: quantized layers ([`crate::qlayer`]) to accelerator programs, bit-exact with the
+//! layers' `reference` functions on any valid [`HwConfig`] with int8 inputs and weights and
+//! int32 accumulators.
+//!
+//! # Using it
+//!
+//! One layer:
+//!
+//! ```no_run
+//! # use compiler::{backend, qlayer::QConv2d};
+//! # fn f(conv: &QConv2d, x: ndarray::ArrayView4<i8>) -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = isa::HwConfig::default();
+//! let lp = backend::compile_conv(&cfg, conv)?; // Err: run the layer on the CPU instead
+//! let mut dev = drivers::FsimDevice::new(&cfg);
+//! let y = lp.run(&mut dev, x)?; // == conv.reference(x)
+//! # Ok(()) }
+//! ```
+//!
+//! Several layers in one program, activations staying packed in DRAM ([`NetBuilder`]):
+//!
+//! ```no_run
+//! # use compiler::{backend::NetBuilder, qlayer::*};
+//! # fn f(shape: [usize; 4], c1: &QConv2d, c2: &QConv2d, add: &QAdd, pool: &QMaxPool) -> Result<(), compiler::backend::BackendError> {
+//! let mut net = NetBuilder::new(&isa::HwConfig::default())?;
+//! let x = net.input("x", shape); // NCHW
+//! let p = net.max_pool(pool, x)?;
+//! let y = net.conv(c1, p)?;
+//! let y = net.conv(c2, y)?;
+//! let z = net.add(add, y, p)?;
+//! let program = net.finish(&[z])?;
+//! # Ok(()) }
+//! ```
+//!
+//! [`compile_sequence`] does the same for a chain of [`QLayer`]s.
+//!
+//! # What is supported, what is refused
+//!
+//! Every function returns [`BackendError`] instead of a program that would not reproduce the
+//! reference exactly; `Unsupported` and `UnsupportedConfig` mean "run this layer on the CPU".
+//!
+//! - **Configs**: `INP_WIDTH = WGT_WIDTH = 8` and `ACC_WIDTH = 32` (the qlayers are int8 x int8
+//!   -> int32); any tile shape (BATCH, BLOCK_IN != BLOCK_OUT) and buffer sizes. Without
+//!   `ALU_MUL`, requant multipliers must be 0 or powers of two (applied as shifts).
+//! - **Conv**: any kernel size, stride, padding (horizontal padding at most 15, the LOAD pad
+//!   field; vertical padding of any size), channel and batch counts (padded to the blocks),
+//!   groups (block-diagonal weights that keep only the input blocks each output block needs,
+//!   so depthwise convolutions do one block of work per output block), per-tensor and
+//!   per-channel requantization.
+//! - **Dense**: as a 1x1 convolution over a `[N, K, 1, 1]` tensor, tiled over the batch (a
+//!   dense layer after flattening a `[N, C, H, W]` tensor is the `H x W` convolution with the
+//!   reshaped weights, and reads the packed tensor directly).
+//! - **Add**, **MaxPool**, **GlobalAvgPool**: on the ALU (see [`eltwise`]); refused only when
+//!   one tile (a plane of the global pool, a row band of the max pool) does not fit half of
+//!   ACC, or a max pool's horizontal padding exceeds 15.
+//!
+//! # Structure
+//!
+//! - [`layout`]: host packing of activations, weights and constants.
+//! - [`epilogue`]: requantization as ALU instructions.
+//! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
+//! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
+//! - `conv`, [`eltwise`]: the lowerings; [`net`]: programs of several layers.
+//!
+//! # Chaining
+//!
+//! [`NetBuilder`] emits layers into one program: every tensor is a DRAM segment in the packed
+//! layout of [`layout`], a layer reads its inputs' segments and writes its own, and a token
+//! barrier between layers orders one layer's stores before the next layer's loads. The
+//! per-layer emitters (`conv::emit`, `eltwise::emit_*`) take their DRAM segments from the
+//! caller, so other program structures (several programs, segments shared with a host
+//! runtime) can reuse them. Intermediate tensors each get their own segment (no liveness-based
+//! reuse yet), and a convolution cannot read a tensor the accelerator wrote when
+//! `BLOCK_IN != BLOCK_OUT` (its error asks for a host re-layout between programs).
+
+pub mod conv;
+pub mod eltwise;
+pub mod emit;
+pub mod epilogue;
+pub mod layout;
+pub mod net;
+pub mod tiling;
+
+use isa::HwConfig;
+use ndarray::Array4;
+
+use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
+
+pub use layout::ActLayout;
+pub use net::{LayerInfo, LayerKind, LayerProgram, NetBuilder, Tensor, TensorSegment};
+pub use tiling::{CostEstimate, LoopOrder, Tiling};
+
+/// Why a layer could not be compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The config cannot run the qlayers exactly at all.
+    #[error(
+        "config {config} cannot run quantized layers exactly: {reason}; run the network on the CPU"
+    )]
+    UnsupportedConfig { config: String, reason: String },
+    /// The layer itself is malformed (its reference is not defined either).
+    #[error("layer '{layer}' is invalid: {reason}")]
+    InvalidLayer { layer: String, reason: String },
+    /// The accelerator cannot run this layer exactly; run it on the CPU.
+    #[error(
+        "layer '{layer}' cannot run on the accelerator ({config}): {reason}; run it on the CPU"
+    )]
+    Unsupported {
+        layer: String,
+        config: String,
+        reason: String,
+    },
+    /// A tensor is not in the layout a layer needs.
+    #[error("tensor '{tensor}': {reason}")]
+    Layout { tensor: String, reason: String },
+    /// The builder refused the program (a back-end bug).
+    #[error("building the program failed: {0}")]
+    Build(#[from] isa::builder::BuildError),
+    /// An internal invariant failed (a back-end bug).
+    #[error("internal back-end error: {0}")]
+    Internal(String),
+}
+
+/// Why running a compiled program failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the program takes {expected} input tensors, {got} given")]
+    InputCount { expected: usize, got: usize },
+    #[error("input '{name}' has shape {got:?}; the program was compiled for {expected:?}")]
+    InputShape {
+        name: String,
+        expected: [usize; 4],
+        got: Vec<usize>,
+    },
+    #[error(transparent)]
+    Device(#[from] drivers::DeviceError),
+    #[error("the run returned no output segment '{0}'")]
+    MissingOutput(String),
+}
+
+/// Checks that `cfg` computes like the qlayers (int8 x int8 -> int32).
+pub fn check_config(cfg: &HwConfig) -> Result<(), BackendError> {
+    let (i, w, a) = (cfg.inp_width(), cfg.wgt_width(), cfg.acc_width());
+    if i != 8 || w != 8 || a != 32 {
+        return Err(BackendError::UnsupportedConfig {
+            config: cfg.config_string(),
+            reason: format!(
+                "inputs, weights and accumulators are {i}/{w}/{a} bits; the quantized layers \
+                 need 8/8/32"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The 1x1 convolution over `[n, K, 1, 1]` that computes `layer` for a batch of `n`.
+pub fn dense_as_conv(layer: &QDense, n: usize) -> QConv2d {
+    let (m, k) = layer.weight.dim();
+    // (any memory order: the front end may hand over a transposed view)
+    let weight = Array4::from_shape_fn((m, k, 1, 1), |(o, i, _, _)| layer.weight[[o, i]]);
+    QConv2d {
+        name: layer.name.clone(),
+        input_shape: [n, k, 1, 1],
+        weight,
+        bias: layer.bias.clone(),
+        stride: (1, 1),
+        pad: [0; 4],
+        groups: 1,
+        requant: layer.requant.clone(),
+    }
+}
+
+/// A one-layer program for a convolution: input segment `input` (packed NCHW of
+/// `layer.input_shape`), output `<name>.out`.
+pub fn compile_conv(cfg: &HwConfig, layer: &QConv2d) -> Result<LayerProgram, BackendError> {
+    let mut net = NetBuilder::new(cfg)?;
+    let x = net.input("input", layer.input_shape);
+    let y = net.conv(layer, x)?;
+    net.finish(&[y])
+}
+
+/// A one-layer program for a dense layer over a batch of `batch` vectors; it takes and
+/// returns `[N, K, 1, 1]` / `[N, M, 1, 1]` tensors (see [`dense_input`], [`dense_output`]).
+pub fn compile_dense(
+    cfg: &HwConfig,
+    layer: &QDense,
+    batch: usize,
+) -> Result<LayerProgram, BackendError> {
+    let mut net = NetBuilder::new(cfg)?;
+    let x = net.input("input", [batch, layer.weight.dim().1, 1, 1]);
+    let y = net.dense(layer, x)?;
+    net.finish(&[y])
+}
+
+/// `[N, K]` as the `[N, K, 1, 1]` tensor a dense program takes.
+pub fn dense_input(x: &ndarray::Array2<i8>) -> Array4<i8> {
+    let (n, k) = x.dim();
+    Array4::from_shape_fn((n, k, 1, 1), |(b, i, _, _)| x[[b, i]])
+}
+
+/// A dense program's `[N, M, 1, 1]` output as `[N, M]`.
+pub fn dense_output(y: Array4<i8>) -> ndarray::Array2<i8> {
+    let (n, m, _, _) = y.dim();
+    ndarray::Array2::from_shape_fn((n, m), |(b, o)| y[[b, o, 0, 0]])
+}
+
+/// A one-layer program adding inputs `input_a` and `input_b` of logical shape `shape`.
+pub fn compile_add(
+    cfg: &HwConfig,
+    layer: &QAdd,
+    shape: [usize; 4],
+) -> Result<LayerProgram, BackendError> {
+    let mut net = NetBuilder::new(cfg)?;
+    let a = net.input("input_a", shape);
+    let b = net.input("input_b", shape);
+    let y = net.add(layer, a, b)?;
+    net.finish(&[y])
+}
+
+/// A one-layer max-pool program over an input of logical shape `shape`.
+pub fn compile_max_pool(
+    cfg: &HwConfig,
+    layer: &QMaxPool,
+    shape: [usize; 4],
+) -> Result<LayerProgram, BackendError> {
+    let mut net = NetBuilder::new(cfg)?;
+    let x = net.input("input", shape);
+    let y = net.max_pool(layer, x)?;
+    net.finish(&[y])
+}
+
+/// A one-layer global-average-pool program over an input of logical shape `shape`.
+pub fn compile_global_avg_pool(
+    cfg: &HwConfig,
+    layer: &QGlobalAvgPool,
+    shape: [usize; 4],
+) -> Result<LayerProgram, BackendError> {
+    let mut net = NetBuilder::new(cfg)?;
+    let x = net.input("input", shape);
+    let y = net.global_avg_pool(layer, x)?;
+    net.finish(&[y])
+}
+
+/// One layer of a [`compile_sequence`] chain. Each layer reads the previous layer's output
+/// (the first reads the network input); `Add` also reads an earlier tensor: `residual = 0` is
+/// the network input, `residual = k` the output of layer `k - 1`.
+#[derive(Debug, Clone, Copy)]
+pub enum QLayer<'a> {
+    Conv(&'a QConv2d),
+    /// Reads `[N, K, 1, 1]`.
+    Dense(&'a QDense),
+    Add {
+        layer: &'a QAdd,
+        residual: usize,
+    },
+    MaxPool(&'a QMaxPool),
+    GlobalAvgPool(&'a QGlobalAvgPool),
+}
+
+/// One program running `layers` in order on an input of logical shape `input_shape`, with
+/// the intermediate activations kept packed in DRAM; its output is the last layer's.
+pub fn compile_sequence(
+    cfg: &HwConfig,
+    input_shape: [usize; 4],
+    layers: &[QLayer],
+) -> Result<LayerProgram, BackendError> {
+    let mut net = NetBuilder::new(cfg)?;
+    let mut tensors = vec![net.input("input", input_shape)];
+    for (i, l) in layers.iter().enumerate() {
+        let x = tensors[i];
+        let y = match *l {
+            QLayer::Conv(c) => net.conv(c, x)?,
+            QLayer::Dense(d) => net.dense(d, x)?,
+            QLayer::MaxPool(p) => net.max_pool(p, x)?,
+            QLayer::GlobalAvgPool(p) => net.global_avg_pool(p, x)?,
+            QLayer::Add { layer, residual } => {
+                let r = *tensors
+                    .get(residual)
+                    .filter(|_| residual <= i)
+                    .ok_or_else(|| BackendError::InvalidLayer {
+                        layer: layer.name.clone(),
+                        reason: format!("residual {residual} is not an earlier tensor (0..={i})"),
+                    })?;
+                net.add(layer, x, r)?
+            }
+        };
+        tensors.push(y);
+    }
+    let last = *tensors.last().expect("the input");
+    if layers.is_empty() {
+        return Err(BackendError::InvalidLayer {
+            layer: "sequence".into(),
+            reason: "no layers".into(),
+        });
+    }
+    net.finish(&[last])
+}

@@ -1,0 +1,150 @@
+//! `cargo bench -p compiler --bench layers [-- CONFIG...]`: compiles the ResNet-18 convolutions
+//! C2..C11 (VTA's `test_benchmark_topi_conv2d`, batch = BATCH) for a config (default:
+//! `default`), runs each on the functional simulator, checks it against the qlayer reference,
+//! and prints per layer the tiling chosen, compile time, instructions, DRAM traffic (measured,
+//! and the cost model's prediction), GEMM micro-ops and the simulator's run time.
+
+use std::time::Instant;
+
+use compiler::backend::{self, LoopOrder};
+use compiler::qlayer::{QConv2d, Requant};
+use drivers::{FsimDevice, RunTimeout};
+use isa::HwConfig;
+use ndarray::Array4;
+
+/// (name, H=W, Cin, Cout, K, pad, stride), vta.md section 9.2.
+const RESNET: [(&str, usize, usize, usize, usize, usize, usize); 10] = [
+    ("C2", 56, 64, 64, 3, 1, 1),
+    ("C3", 56, 64, 128, 3, 1, 2),
+    ("C4", 56, 64, 128, 1, 0, 2),
+    ("C5", 28, 128, 128, 3, 1, 1),
+    ("C6", 28, 128, 256, 3, 1, 2),
+    ("C7", 28, 128, 256, 1, 0, 2),
+    ("C8", 14, 256, 256, 3, 1, 1),
+    ("C9", 14, 256, 512, 3, 1, 2),
+    ("C10", 14, 256, 512, 1, 0, 2),
+    ("C11", 7, 512, 512, 3, 1, 1),
+];
+
+/// A deterministic pseudo-random int8 stream.
+struct Lcg(u64);
+
+impl Lcg {
+    fn i8(&mut self) -> i8 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 56) as i8
+    }
+}
+
+/// VTA's benchmark layer: conv, then `>> 8`-like requant and a relu clip to [0, 127].
+fn layer(i: usize, batch: usize) -> QConv2d {
+    let (name, hw, cin, cout, k, pad, stride) = RESNET[i];
+    let mut rng = Lcg(i as u64 + 1);
+    QConv2d {
+        name: name.into(),
+        input_shape: [batch, cin, hw, hw],
+        weight: Array4::from_shape_simple_fn((cout, cin, k, k), || rng.i8()),
+        bias: (0..cout).map(|c| (c as i32 - 64) * 37).collect(),
+        stride: (stride, stride),
+        pad: [pad; 4],
+        groups: 1,
+        requant: Requant {
+            pre_shift: 0,
+            mul: vec![1],
+            shift: 8,
+            zero_point: 0,
+            lo: 0,
+            hi: 127,
+        },
+    }
+}
+
+fn kib(b: u64) -> String {
+    format!("{:.1}", b as f64 / 1024.0)
+}
+
+fn bench(cfg_name: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let cfg = HwConfig::preset(cfg_name).or_else(|_| HwConfig::load(cfg_name))?;
+    println!("ResNet-18 conv layers on {cfg_name} ({cfg}); DRAM KiB = bytes loaded by LOAD (INP+WGT+ACC+UOP), prediction in brackets");
+    println!(
+        "{:<4} {:<22} {:<28} {:>8} {:>6} {:>19} {:>8} {:>9} {:>9} {:>8} {:>10} {:>6}",
+        "",
+        "shape",
+        "tiling (tco tci th tw ord)",
+        "comp ms",
+        "insns",
+        "DRAM load KiB",
+        "store",
+        "GEMM uops",
+        "ALU uops",
+        "fsim ms",
+        "model kcyc",
+        "exact"
+    );
+    let mut total_ms = 0.0;
+    for (i, &(name, _, cin, cout, k, _, s)) in RESNET.iter().enumerate() {
+        let l = layer(i, cfg.batch() as usize);
+        let t0 = Instant::now();
+        let lp = backend::compile_conv(&cfg, &l)?;
+        let compile = t0.elapsed().as_secs_f64() * 1e3;
+        let mut x_rng = Lcg(100 + i as u64);
+        let [n, c, h, w] = l.input_shape;
+        let x = Array4::from_shape_simple_fn((n, c, h, w), || x_rng.i8());
+        let mut dev = FsimDevice::new(&cfg);
+        let (out, rep) = lp.run_all(&mut dev, &[x.view()], RunTimeout::default())?;
+        let exact = out[0] == l.reference(x.view());
+        let g = |k: &str| rep.get(k).unwrap_or(0);
+        let loaded =
+            g("inp_load_bytes") + g("wgt_load_bytes") + g("acc_load_bytes") + g("uop_load_bytes");
+        let info = &lp.layers[0];
+        let (t, e) = (info.tiling.unwrap(), info.estimate.unwrap());
+        let ord = if t.order == LoopOrder::CoOuter {
+            "co"
+        } else {
+            "sp"
+        };
+        let run_ms = rep.wall_time.as_secs_f64() * 1e3;
+        total_ms += run_ms;
+        println!(
+            "{:<4} {:<22} {:<28} {:>8.1} {:>6} {:>19} {:>8} {:>9} {:>9} {:>8.1} {:>10.1} {:>6}",
+            name,
+            format!("{h}x{w} {cin}->{cout} k{k} s{s}"),
+            format!("{} {} {} {} {ord}", t.tco, t.tci, t.th, t.tw),
+            compile,
+            lp.program.insns.len(),
+            format!("{} [{}]", kib(loaded), kib(e.load_bytes())),
+            kib(g("out_store_bytes")),
+            g("gemm_uops"),
+            g("alu_uops"),
+            run_ms,
+            e.cycles / 1e3,
+            if exact { "yes" } else { "NO" }
+        );
+        if !exact {
+            return Err(format!("{name}: the output differs from the reference").into());
+        }
+    }
+    println!("total fsim time {total_ms:.1} ms\n");
+    Ok(())
+}
+
+fn main() {
+    let configs: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let configs = if configs.is_empty() {
+        vec!["default".to_string()]
+    } else {
+        configs
+    };
+    for c in &configs {
+        if let Err(e) = bench(c) {
+            eprintln!("benchmark failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,449 @@
+//! Lowering of convolutions (and dense layers, as pixel convolutions) for a chosen tiling.
+//!
+//! Per output tile (see [`super::tiling`]): load the tile's constant rows into its ACC half
+//! (when that half does not hold them already), reset the accumulators, run one GEMM
+//! instruction per reduction chunk, apply the epilogue, store. Per chunk: one INP load per
+//! input-channel block (a 2D strided DMA whose pads are the convolution's zero padding), the
+//! weight tiles of every output-channel block of the tile, and a GEMM whose micro-ops
+//! enumerate (output-channel block, input-channel block, ky, kx) while its two hardware loops
+//! run over output rows and columns (or whichever two dimensions are largest).
+//!
+//! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
+//! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
+//! the tile's constant rows (per-channel tables, `tco_act` rows each, then splat rows).
+
+use isa::builder::{Buf, Operand};
+use isa::{MemType, Uop};
+
+use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
+use super::epilogue::{EpSrc, Epilogue};
+use super::layout::ActLayout;
+use super::tiling::{splits, valid_span, ConvGeom, LoopOrder, Tiling};
+use super::BackendError;
+
+/// DRAM segments a convolution reads and writes.
+#[derive(Debug, Clone, Copy)]
+pub struct ConvBufs {
+    pub input: Buf,
+    pub output: Buf,
+    pub weights: Buf,
+    pub consts: Buf,
+}
+
+/// One output tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tile {
+    nb0: usize,
+    tn: usize,
+    oh0: usize,
+    th: usize,
+    ow0: usize,
+    tw: usize,
+    ob0: usize,
+    tco: usize,
+}
+
+/// What a loaded half holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Inp {
+        nb0: usize,
+        oh0: usize,
+        ow0: usize,
+        th: usize,
+        tw: usize,
+        tn: usize,
+        c0: usize,
+        c1: usize,
+    },
+    Wgt {
+        ob0: usize,
+        tco: usize,
+        c0: usize,
+        c1: usize,
+    },
+    Tab {
+        ob0: usize,
+        tco: usize,
+    },
+}
+
+fn tiles(g: &ConvGeom, t: &Tiling) -> Vec<Tile> {
+    let mut spatial = Vec::new();
+    let n_tiles: Vec<(usize, usize)> = if g.pixel {
+        splits(g.nb, t.tn).collect()
+    } else {
+        (0..g.nb).map(|n| (n, 1)).collect()
+    };
+    for &(nb0, tn) in &n_tiles {
+        for (oh0, th) in splits(g.oh, t.th) {
+            for (ow0, tw) in splits(g.ow, t.tw) {
+                spatial.push((nb0, tn, oh0, th, ow0, tw));
+            }
+        }
+    }
+    let co: Vec<(usize, usize)> = splits(g.cob, t.tco).collect();
+    let mut out = Vec::with_capacity(spatial.len() * co.len());
+    let mk = |s: (usize, usize, usize, usize, usize, usize), c: (usize, usize)| Tile {
+        nb0: s.0,
+        tn: s.1,
+        oh0: s.2,
+        th: s.3,
+        ow0: s.4,
+        tw: s.5,
+        ob0: c.0,
+        tco: c.1,
+    };
+    match t.order {
+        LoopOrder::CoOuter => {
+            for &c in &co {
+                for &s in &spatial {
+                    out.push(mk(s, c));
+                }
+            }
+        }
+        LoopOrder::SpatialOuter => {
+            for &s in &spatial {
+                for &c in &co {
+                    out.push(mk(s, c));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn chunks(g: &ConvGeom, t: &Tiling, tile: &Tile) -> Vec<(usize, usize)> {
+    let (lo, hi) = g.union(tile.ob0, tile.tco);
+    splits(hi - lo, t.tci)
+        .map(|(s, l)| (lo + s, lo + s + l))
+        .collect()
+}
+
+/// Emits convolution `g` with tiling `t` and epilogue `ep`.
+pub fn emit(
+    ctx: &mut Ctx,
+    g: &ConvGeom,
+    t: &Tiling,
+    ep: &Epilogue,
+    bufs: &ConvBufs,
+) -> Result<(), BackendError> {
+    let b = ctx.budget;
+    let inl = ActLayout::inp(&ctx.cfg, [g.n, g.c, g.h, g.w]);
+    let outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
+    let khw = g.kh * g.kw;
+    let tiles = tiles(g, t);
+    let total_chunks = tiles.iter().map(|tile| chunks(g, t, tile).len()).sum();
+    let mut pipe = Pipeline::new(tiles.len(), total_chunks);
+    // Fixed pitches: a tile's channel blocks in ACC, a chunk's channel blocks in INP.
+    let acc_ob = t.th * t.tw;
+    let acc_cap = if g.pixel {
+        t.tn * t.tco
+    } else {
+        t.tco * acc_ob
+    };
+    let inp_pitch = g.in_rows(t.th) * g.in_cols(t.tw, t.col_skip);
+    let (n_tab, n_splat) = (ep.tables.len(), ep.splats.len());
+    for tile in &tiles {
+        let ab = pipe.acc_half() * b.acc_half;
+        let tab = ab + acc_cap;
+        // Constant rows, then the reset.
+        if pipe.begin_tile(
+            ctx,
+            Key::Tab {
+                ob0: tile.ob0,
+                tco: tile.tco,
+            },
+        ) {
+            if n_tab > 0 {
+                ctx.load(Dma {
+                    mem: MemType::Acc,
+                    sram: tab,
+                    buf: bufs.consts,
+                    elem: tile.ob0,
+                    y: n_tab,
+                    x: tile.tco,
+                    stride: g.cob,
+                    pad: [0; 4],
+                })?;
+            }
+            if n_splat > 0 {
+                ctx.load(Dma::row(
+                    MemType::Acc,
+                    tab + n_tab * tile.tco,
+                    bufs.consts,
+                    n_tab * g.cob,
+                    n_splat,
+                ))?;
+            }
+        }
+        // The accumulator region as two dimensions, flagged when they step over channel
+        // blocks (for the epilogue's per-channel tables), for the reset and the epilogue.
+        let region: [(Dim, bool); 2] = if g.pixel {
+            [
+                (Dim::new(tile.tn, tile.tco, 0, 0), false),
+                (Dim::new(tile.tco, 1, 0, 0), true),
+            ]
+        } else {
+            [
+                (Dim::new(tile.tco, acc_ob, 0, 0), true),
+                (Dim::new(tile.th * tile.tw, 1, 0, 0), false),
+            ]
+        };
+        let reset_dims: Vec<Dim> = region.iter().map(|r| r.0).collect();
+        ctx.gemm(
+            &[Uop {
+                dst_idx: ab as u32,
+                src_idx: 0,
+                wgt_idx: 0,
+            }],
+            &reset_dims,
+            true,
+        )?;
+        for (c0, c1) in chunks(g, t, tile) {
+            let ib = pipe.chunk_half() * b.inp_half;
+            let wb = pipe.chunk_half() * b.wgt_half;
+            let inp_key = Key::Inp {
+                nb0: tile.nb0,
+                oh0: tile.oh0,
+                ow0: tile.ow0,
+                th: tile.th,
+                tw: tile.tw,
+                tn: tile.tn,
+                c0,
+                c1,
+            };
+            let wgt_key = Key::Wgt {
+                ob0: tile.ob0,
+                tco: tile.tco,
+                c0,
+                c1,
+            };
+            let (need_inp, need_wgt) = pipe.begin_chunk_loads(ctx, inp_key, wgt_key);
+            // Input tile: geometry of its SRAM image.
+            let (rs, rows, rstep) = g.row_span(tile.oh0, tile.th);
+            let (cs, cols, cstep) = g.col_span(tile.ow0, tile.tw, t.col_skip);
+            if need_inp {
+                if g.pixel {
+                    ctx.load(Dma {
+                        mem: MemType::Inp,
+                        sram: ib,
+                        buf: bufs.input,
+                        elem: tile.nb0 * g.cib + c0,
+                        y: tile.tn,
+                        x: c1 - c0,
+                        stride: g.cib,
+                        pad: [0; 4],
+                    })?;
+                } else {
+                    let (r0, r1) = valid_span(rs, rows, rstep, g.h);
+                    let (q0, q1) = valid_span(cs, cols, cstep, g.w);
+                    let row_at = |r: usize| (rs + (r * rstep) as isize) as usize;
+                    let col_at = |q: usize| (cs + (q * cstep) as isize) as usize;
+                    for cb in c0..c1 {
+                        let sram = ib + (cb - c0) * inp_pitch;
+                        if r1 <= r0 || q1 <= q0 {
+                            ctx.load(Dma {
+                                mem: MemType::Inp,
+                                sram,
+                                buf: bufs.input,
+                                elem: 0,
+                                y: 0,
+                                x: cols,
+                                stride: 0,
+                                pad: [rows, 0, 0, 0],
+                            })?;
+                        } else if !t.col_skip {
+                            ctx.load(Dma {
+                                mem: MemType::Inp,
+                                sram,
+                                buf: bufs.input,
+                                elem: inl.elem_index(tile.nb0, cb, row_at(r0), col_at(q0)),
+                                y: r1 - r0,
+                                x: q1 - q0,
+                                stride: g.w * rstep,
+                                pad: [r0, rows - r1, q0, cols - q1],
+                            })?;
+                        } else {
+                            // One DMA per input row, one DMA row per used column.
+                            for r in 0..rows {
+                                let d = if (r0..r1).contains(&r) {
+                                    Dma {
+                                        mem: MemType::Inp,
+                                        sram: sram + r * cols,
+                                        buf: bufs.input,
+                                        elem: inl.elem_index(tile.nb0, cb, row_at(r), col_at(q0)),
+                                        y: q1 - q0,
+                                        x: 1,
+                                        stride: cstep,
+                                        pad: [q0, cols - q1, 0, 0],
+                                    }
+                                } else {
+                                    Dma {
+                                        mem: MemType::Inp,
+                                        sram: sram + r * cols,
+                                        buf: bufs.input,
+                                        elem: 0,
+                                        y: 0,
+                                        x: cols,
+                                        stride: 0,
+                                        pad: [1, 0, 0, 0],
+                                    }
+                                };
+                                ctx.load(d)?;
+                            }
+                        }
+                    }
+                }
+            }
+            // Weights, and the (src, wgt) micro-op offsets of each output-channel block.
+            let mut wloads = Vec::new();
+            let mut pairs: Vec<Vec<(usize, usize)>> = Vec::with_capacity(tile.tco);
+            let mut woff = 0;
+            for ob_t in 0..tile.tco {
+                let ob = tile.ob0 + ob_t;
+                let (lo, hi) = g.wl.cb_range[ob];
+                let (a, z) = (lo.max(c0), hi.min(c1));
+                let mut p = Vec::new();
+                if z > a {
+                    let len = (z - a) * khw;
+                    wloads.push(Dma::row(
+                        MemType::Wgt,
+                        wb + woff,
+                        bufs.weights,
+                        g.wl.ob_offset[ob] + (a - lo) * khw,
+                        len,
+                    ));
+                    for cb in a..z {
+                        for ky in 0..g.kh {
+                            for kx in 0..g.kw {
+                                let src = if g.pixel {
+                                    cb - c0
+                                } else {
+                                    (cb - c0) * inp_pitch + ky * cols + kx
+                                };
+                                p.push((ib + src, wb + woff + ((cb - a) * g.kh + ky) * g.kw + kx));
+                            }
+                        }
+                    }
+                    woff += len;
+                }
+                pairs.push(p);
+            }
+            if need_wgt {
+                for d in coalesce(wloads) {
+                    ctx.load(d)?;
+                }
+            }
+            pipe.end_chunk_loads(ctx);
+            // Is output-channel block a regular (affine) dimension?
+            let step = |k: usize| -> Option<(isize, isize)> {
+                let (a, z) = (pairs[0].first()?, pairs[k].first()?);
+                Some(((z.0 as isize - a.0 as isize), (z.1 as isize - a.1 as isize)))
+            };
+            let regular = tile.tco == 1
+                || step(1).is_some_and(|(ds, dw)| {
+                    ds >= 0
+                        && dw >= 0
+                        && (1..tile.tco).all(|k| {
+                            pairs[k].len() == pairs[0].len()
+                                && pairs[k].iter().zip(&pairs[0]).all(|(p, q)| {
+                                    p.0 as isize - q.0 as isize == k as isize * ds
+                                        && p.1 as isize - q.1 as isize == k as isize * dw
+                                })
+                        })
+                });
+            let mk = |dst: usize, (s, w): (usize, usize)| Uop {
+                dst_idx: dst as u32,
+                src_idx: s as u32,
+                wgt_idx: w as u32,
+            };
+            let (base, ob_dim) = if regular {
+                let (ds, dw) = if tile.tco > 1 {
+                    step(1)
+                        .map(|(a, b)| (a as usize, b as usize))
+                        .unwrap_or((0, 0))
+                } else {
+                    (0, 0)
+                };
+                let base: Vec<Uop> = pairs[0].iter().map(|&p| mk(ab, p)).collect();
+                (base, (tile.tco, ds, dw))
+            } else {
+                let ob_stride = if g.pixel { 1 } else { acc_ob };
+                let base: Vec<Uop> = (0..tile.tco)
+                    .flat_map(|k| pairs[k].iter().map(move |&p| (k, p)))
+                    .map(|(k, p)| mk(ab + k * ob_stride, p))
+                    .collect();
+                (base, (1, 0, 0))
+            };
+            let dims: Vec<Dim> = if g.pixel {
+                vec![
+                    Dim::new(tile.tn, tile.tco, c1 - c0, 0),
+                    Dim::new(ob_dim.0, 1, ob_dim.1, ob_dim.2),
+                ]
+            } else {
+                let row_src = if g.row_skip { 1 } else { g.sh } * cols;
+                let col_src = if t.col_skip { 1 } else { g.sw };
+                vec![
+                    Dim::new(ob_dim.0, acc_ob, ob_dim.1, ob_dim.2),
+                    Dim::new(tile.th, tile.tw, row_src, 0),
+                    Dim::new(tile.tw, 1, col_src, 0),
+                ]
+            };
+            ctx.gemm(&base, &dims, false)?;
+            pipe.end_chunk(ctx);
+        }
+        // Epilogue.
+        for o in &ep.ops {
+            let (operand, src, on_channel) = match o.src {
+                EpSrc::Imm(v) => (Operand::Imm(v), 0, false),
+                EpSrc::Table(k) => (Operand::Tensor, tab + k * tile.tco, true),
+                EpSrc::Splat(s) => (Operand::Tensor, tab + n_tab * tile.tco + s, false),
+            };
+            let dims: Vec<Dim> = region
+                .iter()
+                .map(|&(d, ch)| Dim::new(d.ext, d.dst, usize::from(ch && on_channel), 0))
+                .collect();
+            ctx.alu(o.op, operand, ab, src, &dims)?;
+        }
+        pipe.results_ready(ctx);
+        let stores = if g.pixel {
+            vec![Dma {
+                mem: MemType::Out,
+                sram: ab,
+                buf: bufs.output,
+                elem: tile.nb0 * g.cob + tile.ob0,
+                y: tile.tn,
+                x: tile.tco,
+                stride: g.cob,
+                pad: [0; 4],
+            }]
+        } else {
+            (0..tile.tco)
+                .map(|ob_t| {
+                    let elem = outl.elem_index(tile.nb0, tile.ob0 + ob_t, tile.oh0, tile.ow0);
+                    let sram = ab + ob_t * acc_ob;
+                    if tile.tw == g.ow {
+                        Dma::row(MemType::Out, sram, bufs.output, elem, tile.th * tile.tw)
+                    } else {
+                        Dma {
+                            mem: MemType::Out,
+                            sram,
+                            buf: bufs.output,
+                            elem,
+                            y: tile.th,
+                            x: tile.tw,
+                            stride: g.ow,
+                            pad: [0; 4],
+                        }
+                    }
+                })
+                .collect()
+        };
+        for d in coalesce(stores) {
+            ctx.store(d)?;
+        }
+        pipe.end_tile(ctx);
+    }
+    pipe.finish()
+}

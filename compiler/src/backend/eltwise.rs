@@ -1,0 +1,547 @@
+//! Layers that run on the ALU alone: residual add, max pooling, global average pooling.
+//!
+//! Their int8 operands are read with ACC8 loads (sign-extended into ACC lanes) straight from
+//! the packed activation layout (BLOCK_OUT lanes per element), and their results are stored
+//! as int8 like a convolution's. Tiles are groups of channel planes (or row bands of one
+//! plane) of one sample block, double-buffered over the two halves of ACC so that the STORE
+//! of one tile overlaps the next; the load module is not used.
+//!
+//! - **QAdd**: `a * mul_a` (MUL imm), `b * mul_b`, `a += b` (ADD tensor), then the requant
+//!   epilogue.
+//! - **QMaxPool**: LOAD pads are zeros while the reference's padding cells never win, so after
+//!   the load every padding cell gets `ADD -128` (it is exactly 0, so it becomes -128, the
+//!   smallest int8, which can only win where the reference also yields -128). The window
+//!   maximum is separable: a horizontal pass (`MAX` over the KW taps into a row buffer) and a
+//!   vertical pass (`MAX` over the KH taps), each started by a reset and an `ADD` copy of the
+//!   first tap.
+//! - **QGlobalAvgPool**: reset one row per plane, `ADD` every pixel into it (one micro-op in a
+//!   loop whose destination step is 0: micro-ops run sequentially, so this is an exact sum),
+//!   then the requant epilogue.
+
+use isa::builder::{Buf, Operand};
+use isa::{AluOp, MemType, Uop};
+
+use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
+use super::epilogue::{shift_for, EpSrc, Epilogue};
+use super::layout::ActLayout;
+use super::tiling::{splits, valid_span, MAX_ITER, MAX_PAD};
+use super::BackendError;
+use crate::qlayer::{QAdd, QGlobalAvgPool, QMaxPool};
+
+/// A tile of `kp` consecutive channel planes of sample block `nb`, pixels `p0 .. p0 + len` of
+/// each plane (or output rows, for pooling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PlaneTile {
+    nb: usize,
+    cb0: usize,
+    kp: usize,
+    p0: usize,
+    len: usize,
+}
+
+fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec<PlaneTile> {
+    let mut v = Vec::new();
+    for n in 0..nb {
+        for (cb0, k) in splits(cb, kp) {
+            for (p0, l) in splits(total, len) {
+                v.push(PlaneTile {
+                    nb: n,
+                    cb0,
+                    kp: k,
+                    p0,
+                    len: l,
+                });
+            }
+        }
+    }
+    v
+}
+
+/// Loads the constant rows of channel blocks `cb0 .. cb0 + kp` at `tab`.
+fn load_tables(
+    ctx: &mut Ctx,
+    ep: &Epilogue,
+    consts: Option<Buf>,
+    tab: usize,
+    cb0: usize,
+    kp: usize,
+    cb: usize,
+) -> Result<(), BackendError> {
+    let Some(consts) = consts else { return Ok(()) };
+    let (t, s) = (ep.tables.len(), ep.splats.len());
+    if t > 0 {
+        ctx.load(Dma {
+            mem: MemType::Acc,
+            sram: tab,
+            buf: consts,
+            elem: cb0,
+            y: t,
+            x: kp,
+            stride: cb,
+            pad: [0; 4],
+        })?;
+    }
+    if s > 0 {
+        ctx.load(Dma::row(MemType::Acc, tab + t * kp, consts, t * cb, s))?;
+    }
+    Ok(())
+}
+
+/// Runs `ep` over `kp` planes of `len` rows at `dst` (planes `pitch` rows apart).
+fn epilogue(
+    ctx: &mut Ctx,
+    ep: &Epilogue,
+    dst: usize,
+    pitch: usize,
+    kp: usize,
+    len: usize,
+    tab: usize,
+) -> Result<(), BackendError> {
+    let nt = ep.tables.len();
+    for o in &ep.ops {
+        let (operand, src, ch) = match o.src {
+            EpSrc::Imm(v) => (Operand::Imm(v), 0, 0),
+            EpSrc::Table(k) => (Operand::Tensor, tab + k * kp, 1),
+            EpSrc::Splat(s) => (Operand::Tensor, tab + nt * kp + s, 0),
+        };
+        ctx.alu(
+            o.op,
+            operand,
+            dst,
+            src,
+            &[Dim::new(kp, pitch, ch, 0), Dim::new(len, 1, 0, 0)],
+        )?;
+    }
+    Ok(())
+}
+
+/// The multiplication `x * m` on ACC rows, exactly (MUL imm, or a shift without ALU MUL).
+fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result<(), BackendError> {
+    if m == 1 {
+        return Ok(());
+    }
+    if ctx.cfg.alu_mul {
+        ctx.alu(AluOp::Mul, Operand::Imm(m), dst, 0, dims)
+    } else if let Some(s) = shift_for(m) {
+        ctx.alu(AluOp::Shr, Operand::Imm(s), dst, 0, dims)
+    } else {
+        Err(BackendError::Unsupported {
+            layer: layer.into(),
+            config: ctx.cfg.config_string(),
+            reason: format!("the operand multiplier {m} needs ALU MUL, which this config lacks"),
+        })
+    }
+}
+
+fn no_fit(ctx: &Ctx, layer: &str, need: usize) -> BackendError {
+    BackendError::Unsupported {
+        layer: layer.into(),
+        config: ctx.cfg.config_string(),
+        reason: format!(
+            "one tile needs {need} ACC rows but half of ACC holds {}",
+            ctx.budget.acc_half
+        ),
+    }
+}
+
+/// Checks ahead of emission that the multipliers can be applied (no instruction emitted).
+pub fn check_add(ctx: &Ctx, layer: &QAdd) -> Result<(), BackendError> {
+    for m in [layer.mul_a, layer.mul_b] {
+        if m != 1 && !ctx.cfg.alu_mul && shift_for(m).is_none() {
+            return Err(BackendError::Unsupported {
+                layer: layer.name.clone(),
+                config: ctx.cfg.config_string(),
+                reason: format!(
+                    "the operand multiplier {m} needs ALU MUL, which this config lacks"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// QAdd over `shape` (`a`, `b` and `out` in the BLOCK_OUT layout).
+#[allow(clippy::too_many_arguments)]
+pub fn emit_add(
+    ctx: &mut Ctx,
+    layer: &QAdd,
+    ep: &Epilogue,
+    shape: [usize; 4],
+    a: Buf,
+    bb: Buf,
+    out: Buf,
+    consts: Option<Buf>,
+) -> Result<usize, BackendError> {
+    check_add(ctx, layer)?;
+    let l = ActLayout::out(&ctx.cfg, shape);
+    let (nb, cb, hw) = (l.n_blocks(), l.c_blocks(), l.plane());
+    let half = ctx.budget.acc_half;
+    let rows = |kp: usize| ep.table_rows(kp);
+    // Whole planes when they fit, else bands of one plane.
+    let (kp, len) = if hw <= MAX_ITER && 2 * hw + rows(1) <= half {
+        let mut kp = cb;
+        while kp > 1 && 2 * kp * hw + rows(kp) > half {
+            kp -= 1;
+        }
+        (cb.div_ceil(cb.div_ceil(kp)), hw)
+    } else {
+        let len = ((half.saturating_sub(rows(1))) / 2).min(MAX_ITER).min(hw);
+        if len == 0 {
+            return Err(no_fit(ctx, &layer.name, 2 + rows(1)));
+        }
+        (1, hw.div_ceil(hw.div_ceil(len)))
+    };
+    let cap = kp * len;
+    let tiles = plane_tiles(nb, cb, kp, hw, len);
+    let mut pipe: Pipeline<(usize, usize)> = Pipeline::new(tiles.len(), 0);
+    for t in &tiles {
+        let ab = pipe.acc_half() * half;
+        let (ra, rb, tab) = (ab, ab + cap, ab + 2 * cap);
+        if pipe.begin_tile(ctx, (t.cb0, t.kp)) {
+            load_tables(ctx, ep, consts, tab, t.cb0, t.kp, cb)?;
+        }
+        for (buf, at) in [(a, ra), (bb, rb)] {
+            let loads = (0..t.kp)
+                .map(|k| {
+                    Dma::row(
+                        MemType::Acc8,
+                        at + k * t.len,
+                        buf,
+                        l.elem_index(t.nb, t.cb0 + k, 0, 0) + t.p0,
+                        t.len,
+                    )
+                })
+                .collect();
+            for d in coalesce(loads) {
+                ctx.load(d)?;
+            }
+        }
+        let dims = [Dim::new(t.kp, t.len, t.len, 0), Dim::new(t.len, 1, 1, 0)];
+        scale(ctx, &layer.name, layer.mul_a, ra, &dims)?;
+        scale(ctx, &layer.name, layer.mul_b, rb, &dims)?;
+        ctx.alu(AluOp::Add, Operand::Tensor, ra, rb, &dims)?;
+        epilogue(ctx, ep, ra, t.len, t.kp, t.len, tab)?;
+        pipe.results_ready(ctx);
+        let stores = (0..t.kp)
+            .map(|k| {
+                Dma::row(
+                    MemType::Out,
+                    ra + k * t.len,
+                    out,
+                    l.elem_index(t.nb, t.cb0 + k, 0, 0) + t.p0,
+                    t.len,
+                )
+            })
+            .collect();
+        for d in coalesce(stores) {
+            ctx.store(d)?;
+        }
+        pipe.end_tile(ctx);
+    }
+    pipe.finish()?;
+    Ok(tiles.len())
+}
+
+/// Validates a max pool over an `[n, c, h, w]` input.
+pub fn check_max_pool(ctx: &Ctx, layer: &QMaxPool, shape: [usize; 4]) -> Result<(), BackendError> {
+    let cfg_name = ctx.cfg.config_string();
+    let [_, _, h, w] = shape;
+    let (kh, kw) = layer.kernel;
+    let (sh, sw) = layer.stride;
+    let p = layer.pad;
+    if kh == 0
+        || kw == 0
+        || sh == 0
+        || sw == 0
+        || h + p[0] + p[2] < kh
+        || w + p[1] + p[3] < kw
+        || shape.contains(&0)
+    {
+        return Err(BackendError::InvalidLayer {
+            layer: layer.name.clone(),
+            reason: format!(
+                "kernel {:?}, stride {:?}, pad {:?} do not fit input {shape:?}",
+                layer.kernel, layer.stride, layer.pad
+            ),
+        });
+    }
+    if p[1] > MAX_PAD || p[3] > MAX_PAD {
+        return Err(BackendError::Unsupported {
+            layer: layer.name.clone(),
+            config: cfg_name,
+            reason: format!(
+                "horizontal padding {}/{} exceeds the LOAD x-pad field (at most {MAX_PAD})",
+                p[1], p[3]
+            ),
+        });
+    }
+    // One output row of one plane: its input rows, their horizontal maxima, the row.
+    let ow = layer.output_hw(h, w).1;
+    let need = kh * ((ow - 1) * sw + kw) + kh * ow + ow;
+    if need > ctx.budget.acc_half {
+        return Err(no_fit(ctx, &layer.name, need));
+    }
+    Ok(())
+}
+
+/// QMaxPool over `shape` (input and output in the BLOCK_OUT layout).
+pub fn emit_max_pool(
+    ctx: &mut Ctx,
+    layer: &QMaxPool,
+    shape: [usize; 4],
+    input: Buf,
+    out: Buf,
+) -> Result<usize, BackendError> {
+    check_max_pool(ctx, layer, shape)?;
+    let [n, c, h, w] = shape;
+    let (kh, kw) = layer.kernel;
+    let (sh, sw) = layer.stride;
+    let p = layer.pad;
+    let (oh, ow) = layer.output_hw(h, w);
+    let il = ActLayout::out(&ctx.cfg, shape);
+    let ol = ActLayout::out(&ctx.cfg, [n, c, oh, ow]);
+    let (nb, cb) = (il.n_blocks(), il.c_blocks());
+    let half = ctx.budget.acc_half;
+    let in_cols = (ow - 1) * sw + kw;
+    let in_rows = |th: usize| (th - 1) * sh + kh;
+    let per_plane = |th: usize| in_rows(th) * in_cols + in_rows(th) * ow + th * ow;
+    // The most output rows one plane's tile can hold, then as many planes as fit.
+    let mut th = oh;
+    while th > 0 && per_plane(th) > half {
+        th -= 1;
+    }
+    if th == 0 {
+        return Err(no_fit(ctx, &layer.name, per_plane(1)));
+    }
+    let th = oh.div_ceil(oh.div_ceil(th));
+    let kp = if th == oh {
+        (half / per_plane(th)).clamp(1, cb)
+    } else {
+        1
+    };
+    let kp = cb.div_ceil(cb.div_ceil(kp));
+    let (ip, tp, op) = (in_rows(th) * in_cols, in_rows(th) * ow, th * ow);
+    let tiles = plane_tiles(nb, cb, kp, oh, th);
+    let mut pipe: Pipeline<()> = Pipeline::new(tiles.len(), 0);
+    for t in &tiles {
+        let ab = pipe.acc_half() * half;
+        let (i0, t0, o0) = (ab, ab + kp * ip, ab + kp * (ip + tp));
+        pipe.begin_tile(ctx, ());
+        let rows = in_rows(t.len);
+        let rs = (t.p0 * sh) as isize - p[0] as isize;
+        let cs = -(p[1] as isize);
+        let (r0, r1) = valid_span(rs, rows, 1, h);
+        let (q0, q1) = valid_span(cs, in_cols, 1, w);
+        let empty = r1 <= r0 || q1 <= q0;
+        for k in 0..t.kp {
+            let sram = i0 + k * ip;
+            let d = if empty {
+                Dma {
+                    mem: MemType::Acc8,
+                    sram,
+                    buf: input,
+                    elem: 0,
+                    y: 0,
+                    x: in_cols,
+                    stride: 0,
+                    pad: [rows, 0, 0, 0],
+                }
+            } else {
+                Dma {
+                    mem: MemType::Acc8,
+                    sram,
+                    buf: input,
+                    elem: il.elem_index(
+                        t.nb,
+                        t.cb0 + k,
+                        (rs + r0 as isize) as usize,
+                        (cs + q0 as isize) as usize,
+                    ),
+                    y: r1 - r0,
+                    x: q1 - q0,
+                    stride: w,
+                    pad: [r0, rows - r1, q0, in_cols - q1],
+                }
+            };
+            ctx.load(d)?;
+        }
+        // Padding cells (exactly 0 after the load) become -128.
+        let planes = Dim::new(t.kp, ip, 0, 0);
+        let fix = Operand::Imm(-128);
+        if empty {
+            ctx.alu(
+                AluOp::Add,
+                fix,
+                i0,
+                0,
+                &[planes, Dim::new(rows * in_cols, 1, 0, 0)],
+            )?;
+        } else {
+            if r0 > 0 {
+                ctx.alu(
+                    AluOp::Add,
+                    fix,
+                    i0,
+                    0,
+                    &[planes, Dim::new(r0 * in_cols, 1, 0, 0)],
+                )?;
+            }
+            if r1 < rows {
+                ctx.alu(
+                    AluOp::Add,
+                    fix,
+                    i0 + r1 * in_cols,
+                    0,
+                    &[planes, Dim::new((rows - r1) * in_cols, 1, 0, 0)],
+                )?;
+            }
+            let band = Dim::new(r1 - r0, in_cols, 0, 0);
+            if q0 > 0 {
+                ctx.alu(
+                    AluOp::Add,
+                    fix,
+                    i0 + r0 * in_cols,
+                    0,
+                    &[planes, band, Dim::new(q0, 1, 0, 0)],
+                )?;
+            }
+            if q1 < in_cols {
+                ctx.alu(
+                    AluOp::Add,
+                    fix,
+                    i0 + r0 * in_cols + q1,
+                    0,
+                    &[planes, band, Dim::new(in_cols - q1, 1, 0, 0)],
+                )?;
+            }
+        }
+        // Horizontal pass: tmp[r][x] = max over kx of in[r][x*sw + kx].
+        let reset = |ctx: &mut Ctx, at: usize, pitch: usize, len: usize| {
+            ctx.gemm(
+                &[Uop {
+                    dst_idx: at as u32,
+                    src_idx: 0,
+                    wgt_idx: 0,
+                }],
+                &[Dim::new(t.kp, pitch, 0, 0), Dim::new(len, 1, 0, 0)],
+                true,
+            )
+        };
+        reset(ctx, t0, tp, rows * ow)?;
+        let hdims = [
+            Dim::new(t.kp, tp, ip, 0),
+            Dim::new(rows, ow, in_cols, 0),
+            Dim::new(ow, 1, sw, 0),
+        ];
+        ctx.alu(AluOp::Add, Operand::Tensor, t0, i0, &hdims)?;
+        for kx in 1..kw {
+            ctx.alu(AluOp::Max, Operand::Tensor, t0, i0 + kx, &hdims)?;
+        }
+        // Vertical pass: out[y][x] = max over ky of tmp[y*sh + ky][x].
+        reset(ctx, o0, op, t.len * ow)?;
+        let vdims = [
+            Dim::new(t.kp, op, tp, 0),
+            Dim::new(t.len, ow, sh * ow, 0),
+            Dim::new(ow, 1, 1, 0),
+        ];
+        ctx.alu(AluOp::Add, Operand::Tensor, o0, t0, &vdims)?;
+        for ky in 1..kh {
+            ctx.alu(AluOp::Max, Operand::Tensor, o0, t0 + ky * ow, &vdims)?;
+        }
+        pipe.results_ready(ctx);
+        let stores = (0..t.kp)
+            .map(|k| {
+                Dma::row(
+                    MemType::Out,
+                    o0 + k * op,
+                    out,
+                    ol.elem_index(t.nb, t.cb0 + k, t.p0, 0),
+                    t.len * ow,
+                )
+            })
+            .collect();
+        for d in coalesce(stores) {
+            ctx.store(d)?;
+        }
+        pipe.end_tile(ctx);
+    }
+    pipe.finish()?;
+    Ok(tiles.len())
+}
+
+/// QGlobalAvgPool over `shape` (input `[n, c, h, w]`, output `[n, c, 1, 1]`, BLOCK_OUT layout).
+pub fn emit_global_avg_pool(
+    ctx: &mut Ctx,
+    layer: &QGlobalAvgPool,
+    ep: &Epilogue,
+    shape: [usize; 4],
+    input: Buf,
+    out: Buf,
+    consts: Option<Buf>,
+) -> Result<usize, BackendError> {
+    let [n, c, _, _] = shape;
+    let il = ActLayout::out(&ctx.cfg, shape);
+    let ol = ActLayout::out(&ctx.cfg, [n, c, 1, 1]);
+    let (nb, cb, hw) = (il.n_blocks(), il.c_blocks(), il.plane());
+    let half = ctx.budget.acc_half;
+    let need = |kp: usize| kp * (hw + 1) + ep.table_rows(kp);
+    if need(1) > half {
+        return Err(no_fit(ctx, &layer.name, need(1)));
+    }
+    let mut kp = cb;
+    while kp > 1 && need(kp) > half {
+        kp -= 1;
+    }
+    let kp = cb.div_ceil(cb.div_ceil(kp));
+    let tiles = plane_tiles(nb, cb, kp, 1, 1);
+    let mut pipe: Pipeline<(usize, usize)> = Pipeline::new(tiles.len(), 0);
+    for t in &tiles {
+        let ab = pipe.acc_half() * half;
+        let (i0, s0, tab) = (ab, ab + kp * hw, ab + kp * (hw + 1));
+        if pipe.begin_tile(ctx, (t.cb0, t.kp)) {
+            load_tables(ctx, ep, consts, tab, t.cb0, t.kp, cb)?;
+        }
+        let loads = (0..t.kp)
+            .map(|k| {
+                Dma::row(
+                    MemType::Acc8,
+                    i0 + k * hw,
+                    input,
+                    il.elem_index(t.nb, t.cb0 + k, 0, 0),
+                    hw,
+                )
+            })
+            .collect();
+        for d in coalesce(loads) {
+            ctx.load(d)?;
+        }
+        ctx.gemm(
+            &[Uop {
+                dst_idx: s0 as u32,
+                src_idx: 0,
+                wgt_idx: 0,
+            }],
+            &[Dim::new(t.kp, 1, 0, 0)],
+            true,
+        )?;
+        ctx.alu(
+            AluOp::Add,
+            Operand::Tensor,
+            s0,
+            i0,
+            &[Dim::new(t.kp, 1, hw, 0), Dim::new(hw, 0, 1, 0)],
+        )?;
+        epilogue(ctx, ep, s0, 1, t.kp, 1, tab)?;
+        pipe.results_ready(ctx);
+        ctx.store(Dma::row(
+            MemType::Out,
+            s0,
+            out,
+            ol.elem_index(t.nb, t.cb0, 0, 0),
+            t.kp,
+        ))?;
+        pipe.end_tile(ctx);
+    }
+    pipe.finish()?;
+    Ok(tiles.len())
+}

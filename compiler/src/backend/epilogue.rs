@@ -1,0 +1,334 @@
+//! ALU epilogues: [`Requant`] (and a bias add) as a sequence of exact ALU instructions.
+//!
+//! `Requant::apply` is, step by step, and each step is one ALU instruction over the tile
+//! (ALU arithmetic wraps at 32 bits exactly as the reference's `wrapping_*` operations; the
+//! shift is arithmetic, `isa::spec` section 8.2):
+//!
+//! | reference                          | ALU                                                        |
+//! |------------------------------------|------------------------------------------------------------|
+//! | `acc + bias[c]` (conv, dense)      | `ADD` tensor: per-channel table row                        |
+//! | `v >> pre_shift`                   | `SHR` imm `pre_shift` (skipped when 0)                      |
+//! | `wrapping_mul(v, mul)`             | `MUL` imm (per tensor) or tensor (per-channel table); skipped when the multiplier is 1. Without `ALU_MUL`, a power of two `2^k` is `SHR -k` and 0 is `SHR -32` (exact: a left shift wraps like the product); other multipliers are refused |
+//! | `wrapping_add(v, 1 << (shift-1))`  | `ADD` imm, or tensor from a splat row when the constant does not fit the 16-bit immediate (`shift > 15`) |
+//! | `>> shift`                         | `SHR` imm `shift`                                           |
+//! | `+ zero_point`                     | `ADD` imm (skipped when 0)                                  |
+//! | `clamp(lo, hi)`                    | `MAX` imm `lo`, `MIN` imm `hi`; the int8 STORE then keeps the low 8 bits, which is exact inside `[lo, hi]` |
+//!
+//! The reference itself is only defined for `pre_shift < 32`, `shift < 32` and `lo <= hi`
+//! (larger shifts overflow in Rust); other values are refused as invalid.
+
+use isa::{AluOp, HwConfig};
+
+use super::BackendError;
+use crate::qlayer::Requant;
+
+/// The second operand of one epilogue instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpSrc {
+    /// A 16-bit immediate.
+    Imm(i16),
+    /// Per-channel table `k`: the ACC row of the tile's channel block.
+    Table(usize),
+    /// Splat row `k`: one ACC row with every lane equal.
+    Splat(usize),
+}
+
+/// One ALU instruction of an epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpOp {
+    pub op: AluOp,
+    pub src: EpSrc,
+}
+
+/// An epilogue: its instructions and the ACC constants they read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Epilogue {
+    pub ops: Vec<EpOp>,
+    /// Per-channel tables (one value per channel), in table order.
+    pub tables: Vec<Vec<i32>>,
+    /// Splat rows, in order.
+    pub splats: Vec<i32>,
+}
+
+impl Epilogue {
+    /// ACC rows of constants a tile of `blocks` channel blocks needs.
+    pub fn table_rows(&self, blocks: usize) -> usize {
+        self.tables.len() * blocks + self.splats.len()
+    }
+
+    fn table(&mut self, values: Vec<i32>) -> EpSrc {
+        self.tables.push(values);
+        EpSrc::Table(self.tables.len() - 1)
+    }
+
+    fn splat(&mut self, v: i32) -> EpSrc {
+        self.splats.push(v);
+        EpSrc::Splat(self.splats.len() - 1)
+    }
+
+    fn op(&mut self, op: AluOp, src: EpSrc) {
+        self.ops.push(EpOp { op, src });
+    }
+}
+
+/// Checks that `r` is a well-defined requantization of `channels` channels.
+pub fn check_requant(layer: &str, r: &Requant, channels: usize) -> Result<(), BackendError> {
+    let invalid = |reason: String| BackendError::InvalidLayer {
+        layer: layer.into(),
+        reason,
+    };
+    if r.mul.len() != 1 && r.mul.len() != channels {
+        return Err(invalid(format!(
+            "requant has {} multipliers for {channels} channels (expected 1 or {channels})",
+            r.mul.len()
+        )));
+    }
+    if r.pre_shift >= 32 || r.shift >= 32 {
+        return Err(invalid(format!(
+            "requant shifts must be below 32 (pre_shift {}, shift {}): the reference \
+             overflows its int32 shift",
+            r.pre_shift, r.shift
+        )));
+    }
+    if r.lo > r.hi {
+        return Err(invalid(format!(
+            "requant clip range is empty (lo {} > hi {})",
+            r.lo, r.hi
+        )));
+    }
+    Ok(())
+}
+
+/// The shift that multiplies like `m` without ALU MUL (`2^k` -> `-k`, `0` -> `-32`).
+pub fn shift_for(m: i16) -> Option<i16> {
+    if m == 0 {
+        Some(-32)
+    } else if m > 0 && (m as u16).is_power_of_two() {
+        Some(-(m.trailing_zeros() as i16))
+    } else {
+        None
+    }
+}
+
+/// Plans the epilogue `requant(acc + bias)` for a layer of `channels` output channels.
+/// `bias` is skipped when absent or all zero.
+pub fn plan(
+    cfg: &HwConfig,
+    layer: &str,
+    r: &Requant,
+    bias: Option<&[i32]>,
+    channels: usize,
+) -> Result<Epilogue, BackendError> {
+    check_requant(layer, r, channels)?;
+    let mut ep = Epilogue::default();
+    if let Some(bias) = bias.filter(|b| b.iter().any(|&v| v != 0)) {
+        let t = ep.table(bias.to_vec());
+        ep.op(AluOp::Add, t);
+    }
+    if r.pre_shift > 0 {
+        ep.op(AluOp::Shr, EpSrc::Imm(i16::from(r.pre_shift)));
+    }
+    let per_tensor = r.mul.iter().all(|&m| m == r.mul[0]);
+    if per_tensor {
+        let m = r.mul[0];
+        if m != 1 {
+            if cfg.alu_mul {
+                ep.op(AluOp::Mul, EpSrc::Imm(m));
+            } else if let Some(s) = shift_for(m) {
+                ep.op(AluOp::Shr, EpSrc::Imm(s));
+            } else {
+                return Err(no_mul(cfg, layer, m));
+            }
+        }
+    } else if cfg.alu_mul {
+        let t = ep.table(r.mul.iter().map(|&m| i32::from(m)).collect());
+        ep.op(AluOp::Mul, t);
+    } else {
+        let shifts = r
+            .mul
+            .iter()
+            .map(|&m| {
+                shift_for(m)
+                    .map(i32::from)
+                    .ok_or_else(|| no_mul(cfg, layer, m))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let t = ep.table(shifts);
+        ep.op(AluOp::Shr, t);
+    }
+    if r.shift > 0 {
+        let round = 1i32 << (r.shift - 1);
+        match i16::try_from(round) {
+            Ok(imm) => ep.op(AluOp::Add, EpSrc::Imm(imm)),
+            Err(_) => {
+                let s = ep.splat(round);
+                ep.op(AluOp::Add, s);
+            }
+        }
+        ep.op(AluOp::Shr, EpSrc::Imm(i16::from(r.shift)));
+    }
+    if r.zero_point != 0 {
+        ep.op(AluOp::Add, EpSrc::Imm(i16::from(r.zero_point)));
+    }
+    ep.op(AluOp::Max, EpSrc::Imm(i16::from(r.lo)));
+    ep.op(AluOp::Min, EpSrc::Imm(i16::from(r.hi)));
+    Ok(ep)
+}
+
+fn no_mul(cfg: &HwConfig, layer: &str, m: i16) -> BackendError {
+    BackendError::Unsupported {
+        layer: layer.into(),
+        config: cfg.config_string(),
+        reason: format!(
+            "the requant multiplier {m} needs ALU MUL, which this config lacks (ALU_MUL = \
+             false); only 0 and positive powers of two can be applied as shifts"
+        ),
+    }
+}
+
+/// Applies `ep` to one value of channel `c` exactly as the ALU does (a model used by tests).
+pub fn simulate(ep: &Epilogue, acc: i32, c: usize) -> i32 {
+    ep.ops.iter().fold(acc, |x, o| {
+        let y = match o.src {
+            EpSrc::Imm(v) => i32::from(v),
+            EpSrc::Table(t) => ep.tables[t][c],
+            EpSrc::Splat(s) => ep.splats[s],
+        };
+        match o.op {
+            AluOp::Min => x.min(y),
+            AluOp::Max => x.max(y),
+            AluOp::Add => x.wrapping_add(y),
+            AluOp::Mul => x.wrapping_mul(y),
+            AluOp::Shr => {
+                // low 6 bits, signed
+                let s = ((y << 26) >> 26) as i64;
+                if s >= 0 {
+                    x >> s
+                } else if -s >= 32 {
+                    0
+                } else {
+                    x.wrapping_shl((-s) as u32)
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rq(pre: u8, mul: Vec<i16>, shift: u8, zp: i8, lo: i8, hi: i8) -> Requant {
+        Requant {
+            pre_shift: pre,
+            mul,
+            shift,
+            zero_point: zp,
+            lo,
+            hi,
+        }
+    }
+
+    const EDGE: [i32; 12] = [
+        0,
+        1,
+        -1,
+        i32::MAX,
+        i32::MIN,
+        i32::MAX - 1,
+        i32::MIN + 1,
+        1 << 30,
+        -(1 << 30),
+        32767,
+        -32768,
+        123_456_789,
+    ];
+
+    #[test]
+    fn the_alu_sequence_matches_apply_on_edge_values() {
+        let cfgs = [
+            HwConfig::default(),
+            HwConfig {
+                alu_mul: false,
+                ..HwConfig::default()
+            },
+        ];
+        let cases = [
+            rq(0, vec![1], 0, 0, -128, 127),
+            rq(3, vec![-7], 5, -3, -100, 100),
+            rq(31, vec![i16::MAX], 31, 127, -128, 127),
+            rq(0, vec![i16::MIN], 16, 0, -128, 127),
+            rq(1, vec![2, 0, 1, 16384], 17, 5, 0, 127),
+            rq(0, vec![1024], 1, -128, -128, -128),
+        ];
+        for cfg in &cfgs {
+            for r in &cases {
+                let ep = match plan(cfg, "t", r, Some(&[5, -9, 0, 1]), 4) {
+                    Ok(ep) => ep,
+                    Err(e) => {
+                        assert!(!cfg.alu_mul, "{e}");
+                        continue;
+                    }
+                };
+                for &a in &EDGE {
+                    for c in 0..4 {
+                        let bias = [5, -9, 0, 1][c];
+                        assert_eq!(
+                            simulate(&ep, a, c),
+                            i32::from(r.apply(a.wrapping_add(bias), c)),
+                            "{r:?} acc {a} channel {c}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn large_rounding_constants_use_a_splat_row() {
+        let ep = plan(
+            &HwConfig::default(),
+            "t",
+            &rq(0, vec![3], 16, 0, -128, 127),
+            None,
+            1,
+        )
+        .unwrap();
+        assert_eq!(ep.splats, vec![1 << 15]);
+        assert!(ep.tables.is_empty());
+    }
+
+    #[test]
+    fn invalid_requants_are_refused() {
+        let cfg = HwConfig::default();
+        for r in [
+            rq(32, vec![1], 0, 0, -128, 127),
+            rq(0, vec![1], 32, 0, -128, 127),
+            rq(0, vec![1], 0, 0, 5, 4),
+            rq(0, vec![1, 2], 0, 0, -128, 127),
+        ] {
+            assert!(matches!(
+                plan(&cfg, "t", &r, None, 3),
+                Err(BackendError::InvalidLayer { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn without_mul_only_shifts_are_accepted() {
+        let cfg = HwConfig {
+            alu_mul: false,
+            ..HwConfig::default()
+        };
+        let e = plan(&cfg, "t", &rq(0, vec![3], 0, 0, -128, 127), None, 1).unwrap_err();
+        assert!(e.to_string().contains("ALU_MUL"), "{e}");
+        let ep = plan(&cfg, "t", &rq(0, vec![8], 0, 0, -128, 127), None, 1).unwrap();
+        assert_eq!(
+            ep.ops[0],
+            EpOp {
+                op: AluOp::Shr,
+                src: EpSrc::Imm(-3)
+            }
+        );
+    }
+}

@@ -1,0 +1,712 @@
+//! Convolution geometry, tilings and the analytic cost model that chooses between them.
+//!
+//! # Tiles
+//!
+//! An output tile is `tn` sample blocks (only for "pixel" convolutions, below) x `tco`
+//! output-channel blocks x `th` output rows x `tw` output columns. Its accumulators live in
+//! one half of ACC (tiles alternate halves, so the epilogue and STORE of one tile overlap the
+//! GEMMs of the next). Its reduction runs over *chunks* of `tci` input-channel blocks; each
+//! chunk's input tile (with its halo: `(th-1)*sh + KH` rows by `(tw-1)*sw + KW` columns per
+//! channel block) and weight tiles are loaded into one half of INP and WGT (chunks alternate
+//! halves, so the loads of chunk `i+1` overlap the GEMMs of chunk `i`: VTA's two virtual
+//! threads). A load is skipped when its half still holds the same data from two chunks
+//! before; this is what makes weights (or inputs) stay resident when a tile needs a single
+//! chunk and consecutive tiles share them.
+//!
+//! Tiles are visited in one of two [`LoopOrder`]s: output-channel tiles outermost (weights
+//! stay resident across the spatial tiles of one channel tile) or spatial tiles outermost
+//! (inputs stay resident across channel tiles).
+//!
+//! *Pixel* convolutions (`H = W = 1`, 1x1 kernel, no padding: dense layers and 1x1 convs
+//! after global pooling) tile over sample blocks instead of pixels, so a dense layer is a GEMM
+//! over the batch whose weights are fetched once per batch tile, not per sample.
+//!
+//! # Cost model
+//!
+//! [`estimate`] predicts, for one tiling, the DRAM bytes of every load and store (exact for
+//! `groups == 1`: the reuse rule above is evaluated analytically from the loop order, and the
+//! zero padding the LOAD pads produce is not counted, as in the simulator's counters), the
+//! instructions of each module, the DMA rows (bursts), and the micro-ops. From these it
+//! models time on a decoupled access-execute machine with one shared AXI port:
+//!
+//! ```text
+//! T_mem     = (bytes + 16 * instructions) / (AXI_DATA_WIDTH / 8) + 8 * dma_rows
+//! T_compute = gemm_uops + reset_uops + alu_uops + 4 * compute_instructions
+//! fill      = time to load the first chunk + time to store the last tile
+//! cycles    = max(T_mem, T_compute) + fill
+//! score     = cycles + 0.5 * T_mem
+//! ```
+//!
+//! `fill` is what double buffering cannot hide (so enormous tiles lose), and the `T_mem`
+//! term makes traffic count even when a layer is compute-bound (DRAM energy, and bandwidth
+//! left to other bus masters), so that among tilings of equal speed the one moving the
+//! fewest bytes wins.
+//! [`choose`] enumerates every feasible tiling whose tile sizes are balanced splits of their
+//! dimension (`ceil(X / k)` for `k = 1..X`), in both loop orders (and, for strided 1x1
+//! kernels, with and without column subsampling), and returns the one with the lowest score.
+//! A tiling is feasible when the input tile fits half of INP, the weights of one chunk half
+//! of WGT, the accumulators plus the tile's constant rows half of ACC, and every loop extent
+//! and DMA field fits its instruction field.
+
+use isa::{HwConfig, MemType};
+
+use super::epilogue::Epilogue;
+use super::layout::WeightLayout;
+use super::BackendError;
+use crate::qlayer::QConv2d;
+
+/// Largest GEMM/ALU loop extent (14-bit fields).
+pub const MAX_ITER: usize = (1 << isa::config::LOOP_ITER_BITS) - 1;
+/// Largest LOAD/STORE size or stride (16-bit fields).
+pub const MAX_DMA: usize = u16::MAX as usize;
+/// Largest LOAD pad (4-bit fields).
+pub const MAX_PAD: usize = 15;
+
+/// Scratchpad capacities (in elements) and element sizes of a config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub inp_half: usize,
+    pub wgt_half: usize,
+    pub acc_half: usize,
+    pub uop_depth: usize,
+    pub inp_eb: usize,
+    pub wgt_eb: usize,
+    pub acc_eb: usize,
+    pub out_eb: usize,
+    pub bus_bytes: f64,
+}
+
+impl Budget {
+    pub fn new(cfg: &HwConfig) -> Self {
+        let d = |m| cfg.depth(m) as usize;
+        let e = |m| cfg.elem_bytes(m) as usize;
+        Budget {
+            inp_half: d(MemType::Inp) / 2,
+            wgt_half: d(MemType::Wgt) / 2,
+            acc_half: d(MemType::Acc) / 2,
+            uop_depth: d(MemType::Uop),
+            inp_eb: e(MemType::Inp),
+            wgt_eb: e(MemType::Wgt),
+            acc_eb: e(MemType::Acc),
+            out_eb: e(MemType::Out),
+            bus_bytes: f64::from(cfg.axi_data_width) / 8.0,
+        }
+    }
+
+    /// Micro-ops per GEMM instruction, so that both halves' kernels and the epilogue's stay
+    /// resident in the micro-op buffer together.
+    pub fn kernel_limit(&self) -> usize {
+        (self.uop_depth / 4).max(1)
+    }
+}
+
+/// Which tiles are outermost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoopOrder {
+    /// Output-channel tiles outermost: a channel tile's weights stay resident across its
+    /// spatial tiles.
+    CoOuter,
+    /// Spatial (and sample) tiles outermost: an input tile stays resident across the
+    /// output-channel tiles.
+    SpatialOuter,
+}
+
+/// One tiling of a convolution (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tiling {
+    /// Sample blocks per tile (pixel convolutions; 1 otherwise).
+    pub tn: usize,
+    /// Output rows per tile.
+    pub th: usize,
+    /// Output columns per tile.
+    pub tw: usize,
+    /// Output-channel blocks per tile.
+    pub tco: usize,
+    /// Input-channel blocks per chunk.
+    pub tci: usize,
+    pub order: LoopOrder,
+    /// Strided 1x1 kernels: load only the used input columns (one DMA row per element)
+    /// instead of whole row segments.
+    pub col_skip: bool,
+}
+
+/// What the cost model predicts for one tiling.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CostEstimate {
+    pub inp_bytes: u64,
+    pub wgt_bytes: u64,
+    pub acc_bytes: u64,
+    pub uop_bytes: u64,
+    pub out_bytes: u64,
+    pub load_insns: u64,
+    pub compute_insns: u64,
+    pub store_insns: u64,
+    pub dma_rows: u64,
+    pub gemm_uops: u64,
+    pub reset_uops: u64,
+    pub alu_uops: u64,
+    pub tiles: u64,
+    pub chunks: u64,
+    pub t_mem: f64,
+    pub t_compute: f64,
+    pub cycles: f64,
+    pub score: f64,
+}
+
+impl CostEstimate {
+    /// Bytes read from DRAM by every LOAD.
+    pub fn load_bytes(&self) -> u64 {
+        self.inp_bytes + self.wgt_bytes + self.acc_bytes + self.uop_bytes
+    }
+    pub fn insns(&self) -> u64 {
+        self.load_insns + self.compute_insns + self.store_insns
+    }
+}
+
+/// The shape of a convolution, checked, in blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConvGeom {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub sh: usize,
+    pub sw: usize,
+    /// [top, left, bottom, right].
+    pub pad: [usize; 4],
+    pub oh: usize,
+    pub ow: usize,
+    pub groups: usize,
+    /// Sample blocks.
+    pub nb: usize,
+    /// Input-channel blocks.
+    pub cib: usize,
+    /// Output-channel blocks.
+    pub cob: usize,
+    /// `H = W = 1`, 1x1 kernel, no padding: tiles run over sample blocks.
+    pub pixel: bool,
+    /// `KH = 1` and a vertical stride: the input tile keeps only the rows used.
+    pub row_skip: bool,
+    pub wl: WeightLayout,
+    /// Per-channel table rows per output-channel block, and splat rows, of the epilogue.
+    pub tables: usize,
+    pub splats: usize,
+    /// ALU instructions of the epilogue.
+    pub ep_ops: usize,
+}
+
+fn invalid(layer: &str, reason: String) -> BackendError {
+    BackendError::InvalidLayer {
+        layer: layer.into(),
+        reason,
+    }
+}
+
+impl ConvGeom {
+    /// Checks `layer` and derives its geometry for `cfg`.
+    pub fn new(cfg: &HwConfig, layer: &QConv2d, ep: &Epilogue) -> Result<Self, BackendError> {
+        let name = layer.name.as_str();
+        let [n, c, h, w] = layer.input_shape;
+        let &[o, cg, kh, kw] = layer.weight.shape() else {
+            return Err(invalid(name, "weight is not 4-D".into()));
+        };
+        let g = layer.groups;
+        if n == 0 || c == 0 || h == 0 || w == 0 || o == 0 || kh == 0 || kw == 0 {
+            return Err(invalid(
+                name,
+                format!(
+                    "empty tensor: input {:?}, weight {:?}",
+                    layer.input_shape,
+                    layer.weight.shape()
+                ),
+            ));
+        }
+        if g == 0 || c % g != 0 || o % g != 0 || cg * g != c {
+            return Err(invalid(
+                name,
+                format!("{c} input channels, {o} output channels and weight {:?} do not match {g} groups", layer.weight.shape()),
+            ));
+        }
+        if layer.bias.len() != o {
+            return Err(invalid(
+                name,
+                format!("{} biases for {o} output channels", layer.bias.len()),
+            ));
+        }
+        let (sh, sw) = layer.stride;
+        if sh == 0 || sw == 0 {
+            return Err(invalid(name, "zero stride".into()));
+        }
+        let pad = layer.pad;
+        if h + pad[0] + pad[2] < kh || w + pad[1] + pad[3] < kw {
+            return Err(invalid(
+                name,
+                "the kernel is larger than the padded input".into(),
+            ));
+        }
+        let unsupported = |reason: String| BackendError::Unsupported {
+            layer: name.into(),
+            config: cfg.config_string(),
+            reason,
+        };
+        if pad[1] > MAX_PAD || pad[3] > MAX_PAD {
+            return Err(unsupported(format!(
+                "horizontal padding {}/{} exceeds the LOAD x-pad field (at most {MAX_PAD})",
+                pad[1], pad[3]
+            )));
+        }
+        let [_, _, oh, ow] = layer.output_shape();
+        let (bb, bi, bo) = (
+            cfg.batch() as usize,
+            cfg.block_in() as usize,
+            cfg.block_out() as usize,
+        );
+        let (nb, cib, cob) = (n.div_ceil(bb), c.div_ceil(bi), o.div_ceil(bo));
+        let pixel = h == 1 && w == 1 && kh == 1 && kw == 1 && pad == [0; 4];
+        let row_skip = kh == 1 && sh > 1;
+        let wl = WeightLayout::new(cfg, o, c, g, kh, kw);
+        // DMA strides must fit their 16-bit fields.
+        let stride_need = [
+            (w * if row_skip { sh } else { 1 }, "input row stride"),
+            (cib, "input channel-block stride"),
+            (ow, "output row stride"),
+            (cob, "output channel-block stride"),
+        ];
+        for (v, what) in stride_need {
+            if v > MAX_DMA {
+                return Err(unsupported(format!(
+                    "{what} {v} exceeds the 16-bit DMA stride field"
+                )));
+            }
+        }
+        Ok(ConvGeom {
+            n,
+            c,
+            h,
+            w,
+            o,
+            kh,
+            kw,
+            sh,
+            sw,
+            pad,
+            oh,
+            ow,
+            groups: g,
+            nb,
+            cib,
+            cob,
+            pixel,
+            row_skip,
+            wl,
+            tables: ep.tables.len(),
+            splats: ep.splats.len(),
+            ep_ops: ep.ops.len(),
+        })
+    }
+
+    /// Input rows a tile of `th` output rows reads (SRAM rows of its input tile).
+    pub fn in_rows(&self, th: usize) -> usize {
+        if self.row_skip {
+            th
+        } else {
+            (th - 1) * self.sh + self.kh
+        }
+    }
+
+    /// Input columns a tile of `tw` output columns reads.
+    pub fn in_cols(&self, tw: usize, col_skip: bool) -> usize {
+        if col_skip {
+            tw
+        } else {
+            (tw - 1) * self.sw + self.kw
+        }
+    }
+
+    /// (first input row, SRAM rows, input-row step) of the tile starting at output row `oh0`.
+    pub fn row_span(&self, oh0: usize, th: usize) -> (isize, usize, usize) {
+        let start = (oh0 * self.sh) as isize - self.pad[0] as isize;
+        let step = if self.row_skip { self.sh } else { 1 };
+        (start, self.in_rows(th), step)
+    }
+
+    /// (first input column, SRAM columns, input-column step) of the tile at output column `ow0`.
+    pub fn col_span(&self, ow0: usize, tw: usize, col_skip: bool) -> (isize, usize, usize) {
+        let start = (ow0 * self.sw) as isize - self.pad[1] as isize;
+        let step = if col_skip { self.sw } else { 1 };
+        (start, self.in_cols(tw, col_skip), step)
+    }
+
+    /// Input-channel blocks `[lo, hi)` read by output-channel blocks `ob0 .. ob0 + tco`.
+    pub fn union(&self, ob0: usize, tco: usize) -> (usize, usize) {
+        let r = &self.wl.cb_range[ob0..ob0 + tco];
+        (
+            r.iter().map(|x| x.0).min().unwrap_or(0),
+            r.iter().map(|x| x.1).max().unwrap_or(0),
+        )
+    }
+
+    /// Weight tiles of output-channel block `ob` that fall in input-channel blocks `[c0, c1)`.
+    pub fn wgt_tiles(&self, ob: usize, c0: usize, c1: usize) -> usize {
+        let (lo, hi) = self.wl.cb_range[ob];
+        hi.min(c1).saturating_sub(lo.max(c0)) * self.kh * self.kw
+    }
+
+    /// GEMM micro-ops of the whole layer (every tiling runs exactly these).
+    pub fn gemm_uops(&self) -> u64 {
+        let per_pixel: usize = (0..self.cob)
+            .map(|ob| self.wgt_tiles(ob, 0, self.cib))
+            .sum();
+        (self.nb * self.oh * self.ow * per_pixel) as u64
+    }
+}
+
+/// Indices `r in 0..count` with `0 <= start + r*step < limit`, as a range.
+pub fn valid_span(start: isize, count: usize, step: usize, limit: usize) -> (usize, usize) {
+    let step = step as isize;
+    let r0 = if start >= 0 {
+        0
+    } else {
+        ((-start) + step - 1) / step
+    } as usize;
+    let r1 = if start >= limit as isize {
+        0
+    } else {
+        (((limit as isize - start) + step - 1) / step) as usize
+    };
+    let r1 = r1.min(count);
+    (r0.min(r1), r1)
+}
+
+/// `(start, len)` of the tiles of size `t` over `0..total`.
+pub fn splits(total: usize, t: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..total)
+        .step_by(t.max(1))
+        .map(move |s| (s, t.min(total - s)))
+}
+
+/// Balanced tile sizes of a dimension: `ceil(x / k)` for `k = 1..=x`.
+pub fn candidates(x: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = (1..=x).map(|k| x.div_ceil(k)).collect();
+    v.dedup();
+    v
+}
+
+/// How many times a chunk is loaded, when its key repeats every `period` positions of a
+/// sequence of `reps` repetitions and loads are skipped when the same key sat `d` positions
+/// back (`d == 0`: never skipped).
+fn loads(reps: usize, period_ok: bool, d: usize) -> usize {
+    if d > 0 && period_ok {
+        reps.min(d)
+    } else {
+        reps
+    }
+}
+
+/// Predicts the cost of `t` for `g`, or `None` when it does not fit the config.
+pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
+    let khw = g.kh * g.kw;
+    let (th, tw, tco, tn) = (t.th, t.tw, t.tco, t.tn);
+    if t.col_skip && !(g.kw == 1 && g.sw > 1) {
+        return None;
+    }
+    if g.pixel && (th != 1 || tw != 1) || !g.pixel && tn != 1 {
+        return None;
+    }
+    // Per output-channel tile: the union of input-channel blocks, chunks, weight tiles.
+    let co_tiles: Vec<(usize, usize)> = splits(g.cob, tco).collect();
+    let mut max_u = 0;
+    let mut max_w = 0;
+    let mut chunk_counts = Vec::with_capacity(co_tiles.len());
+    let mut union_sum = 0;
+    let mut uniform_u = true;
+    let first_u = g.union(0, co_tiles[0].1);
+    for &(ob0, len) in &co_tiles {
+        let (lo, hi) = g.union(ob0, len);
+        uniform_u &= (lo, hi) == first_u;
+        max_u = max_u.max(hi - lo);
+        union_sum += hi - lo;
+        chunk_counts.push((hi - lo).div_ceil(t.tci));
+        if g.groups == 1 {
+            max_w = max_w.max(len * t.tci.min(g.cib) * khw);
+        } else {
+            for (c0, cl) in splits(hi - lo, t.tci) {
+                let wt: usize = (ob0..ob0 + len)
+                    .map(|ob| g.wgt_tiles(ob, lo + c0, lo + c0 + cl))
+                    .sum();
+                max_w = max_w.max(wt);
+            }
+        }
+    }
+    if t.tci > max_u && t.tci != 1 {
+        return None; // equivalent to a smaller tci
+    }
+    let tci = t.tci.min(max_u);
+    let cpt = chunk_counts[0];
+    let uniform_c = chunk_counts.iter().all(|&c| c == cpt);
+    // Capacities.
+    let pitch = if g.pixel {
+        tn
+    } else {
+        g.in_rows(th) * g.in_cols(tw, t.col_skip)
+    };
+    let acc_tile = if g.pixel { tn * tco } else { tco * th * tw };
+    let tab_rows = g.tables * tco + g.splats;
+    if tci * pitch > b.inp_half
+        || max_w > b.wgt_half
+        || acc_tile + tab_rows > b.acc_half
+        || th * tw > MAX_ITER
+        || tco > MAX_ITER
+        || tn > MAX_ITER
+        || tci > MAX_DMA
+    {
+        return None;
+    }
+    // Tile counts.
+    let h_tiles: Vec<(usize, usize)> = splits(g.oh, th).collect();
+    let w_tiles: Vec<(usize, usize)> = splits(g.ow, tw).collect();
+    let n_tiles = if g.pixel { g.nb.div_ceil(tn) } else { g.nb };
+    let s_tiles = n_tiles * h_tiles.len() * w_tiles.len();
+    let k_tiles = co_tiles.len();
+    let tiles = s_tiles * k_tiles;
+    // Valid input rows/columns summed over the spatial tiles.
+    let (mut sum_vr, mut sum_in_rows) = (0usize, 0usize);
+    for &(oh0, len) in &h_tiles {
+        let (s, cnt, st) = g.row_span(oh0, len);
+        let (r0, r1) = valid_span(s, cnt, st, g.h);
+        sum_vr += r1 - r0;
+        sum_in_rows += cnt;
+    }
+    let mut sum_vc = 0usize;
+    for &(ow0, len) in &w_tiles {
+        let (s, cnt, st) = g.col_span(ow0, len, t.col_skip);
+        let (c0, c1) = valid_span(s, cnt, st, g.w);
+        sum_vc += c1 - c0;
+    }
+    // Reuse distance: one chunk per tile reuses the tile two back, two chunks the tile one
+    // back (chunks alternate halves); more chunks never reuse.
+    let d = match (uniform_c, cpt) {
+        (true, 1) => 2,
+        (true, 2) => 1,
+        _ => 0,
+    };
+    // f_inp: loads of each (spatial tile, chunk); f_wgt: loads of each (channel tile, chunk).
+    let (f_inp, f_wgt, f_tab) = match t.order {
+        LoopOrder::CoOuter => (
+            if uniform_u {
+                loads(k_tiles, d % s_tiles.max(1) == 0, d / s_tiles.max(1))
+            } else {
+                k_tiles
+            },
+            loads(s_tiles, true, d),
+            loads(s_tiles, true, 2),
+        ),
+        LoopOrder::SpatialOuter => (
+            if uniform_u {
+                loads(k_tiles, true, d)
+            } else {
+                k_tiles
+            },
+            loads(s_tiles, d % k_tiles == 0, d / k_tiles),
+            loads(s_tiles, 2 % k_tiles == 0, 2 / k_tiles),
+        ),
+    };
+    // With a non-uniform union, every channel tile reads its own input blocks.
+    let inp_blocks_per_pass = if uniform_u { max_u * f_inp } else { union_sum };
+    let (inp_elems, inp_insns, inp_rows) = if g.pixel {
+        let e = g.nb * inp_blocks_per_pass;
+        let loads_n = n_tiles
+            * if uniform_u {
+                cpt * f_inp
+            } else {
+                chunk_counts.iter().sum()
+            };
+        (e, loads_n, g.nb * loads_n / n_tiles.max(1))
+    } else {
+        let per_block = g.nb * sum_vr * sum_vc;
+        let e = per_block * inp_blocks_per_pass;
+        let blocks_loaded = g.nb * h_tiles.len() * w_tiles.len() * inp_blocks_per_pass;
+        if t.col_skip {
+            let insns = g.nb * w_tiles.len() * sum_in_rows * inp_blocks_per_pass;
+            (e, insns, e)
+        } else {
+            (
+                e,
+                blocks_loaded,
+                g.nb * sum_vr * w_tiles.len() * inp_blocks_per_pass,
+            )
+        }
+    };
+    let total_w_tiles: usize = (0..g.cob).map(|ob| g.wgt_tiles(ob, 0, g.cib)).sum();
+    let wgt_elems = total_w_tiles * f_wgt;
+    let chunk_sum: usize = chunk_counts.iter().sum();
+    let wgt_loads = chunk_sum * f_wgt;
+    let regular = g.groups == 1;
+    let wgt_insns = wgt_loads * if regular { 1 } else { tco };
+    let wgt_rows = wgt_loads * if cpt == 1 && regular { 1 } else { tco };
+    // Tables, outputs.
+    let tab_loads = k_tiles * f_tab;
+    let tab_bytes = (g.tables * g.cob * f_tab + g.splats * tab_loads) * b.acc_eb;
+    let tab_insns = tab_loads * (usize::from(g.tables > 0) + usize::from(g.splats > 0));
+    let out_rows_total = g.nb * g.cob * g.oh * g.ow; // output elements
+                                                     // A full tile stores all its channel blocks in one 2D transfer when each block's rows
+                                                     // are one DRAM row (full-width tiles, or one-row tiles); otherwise one per block.
+    let full_h = h_tiles.iter().filter(|h| h.1 == th).count();
+    let full_w = w_tiles.iter().filter(|w| w.1 == tw).count();
+    let store_insns = if g.pixel {
+        tiles
+    } else if tw == g.ow {
+        g.nb * (full_h * k_tiles + (h_tiles.len() - full_h) * g.cob)
+    } else if th == 1 {
+        g.nb * h_tiles.len() * (full_w * k_tiles + (w_tiles.len() - full_w) * g.cob)
+    } else {
+        g.nb * h_tiles.len() * w_tiles.len() * g.cob
+    };
+    let store_rows = if g.pixel {
+        g.nb * k_tiles
+    } else if tw == g.ow {
+        g.nb * h_tiles.len() * g.cob
+    } else {
+        g.nb * g.cob * g.oh * w_tiles.len()
+    };
+    // Micro-ops and the GEMM kernel.
+    let gemm_uops = g.gemm_uops();
+    let reset_uops = out_rows_total as u64;
+    let alu_uops = (out_rows_total * g.ep_ops) as u64;
+    let pairs = if regular { tci * khw } else { tci.min(2) * khw };
+    let mut dims = if g.pixel {
+        vec![tn, tco]
+    } else {
+        vec![tco, th, tw]
+    };
+    dims.sort_unstable();
+    let rest: usize = dims[..dims.len() - 2].iter().product();
+    let kernel = (rest * pairs).min(b.kernel_limit());
+    // Kernels differ per edge-tile shape and per (ACC half, INP/WGT half) pair.
+    let variants = 1
+        + usize::from(h_tiles.len() * th != g.oh)
+        + usize::from(w_tiles.len() * tw != g.ow)
+        + usize::from(k_tiles * tco != g.cob);
+    let halves = if uniform_c && cpt == 1 { 2 } else { 4 };
+    let uop_bytes = (halves * kernel * variants * 4) as u64;
+    let gemm_insns = tiles
+        * if uniform_c {
+            cpt
+        } else {
+            chunk_sum / k_tiles.max(1) + 1
+        };
+    let load_insns = (inp_insns + wgt_insns) as u64;
+    let compute_insns = (gemm_insns + tiles * (1 + g.ep_ops) + tab_insns + 2 * variants) as u64;
+    let store_insns = store_insns as u64;
+    let mut e = CostEstimate {
+        inp_bytes: (inp_elems * b.inp_eb) as u64,
+        wgt_bytes: (wgt_elems * b.wgt_eb) as u64,
+        acc_bytes: tab_bytes as u64,
+        uop_bytes,
+        out_bytes: (out_rows_total * b.out_eb) as u64,
+        load_insns,
+        compute_insns,
+        store_insns,
+        dma_rows: (inp_rows + wgt_rows + store_rows + tab_insns) as u64,
+        gemm_uops,
+        reset_uops,
+        alu_uops,
+        tiles: tiles as u64,
+        chunks: (chunk_sum * s_tiles) as u64,
+        ..Default::default()
+    };
+    let bytes = e.load_bytes() + e.out_bytes;
+    e.t_mem = (bytes + 16 * e.insns()) as f64 / b.bus_bytes + 8.0 * e.dma_rows as f64;
+    e.t_compute = (gemm_uops + reset_uops + alu_uops) as f64 + 4.0 * compute_insns as f64;
+    let first_chunk = (tci * pitch * b.inp_eb + max_w * b.wgt_eb) as f64 / b.bus_bytes;
+    let last_store = (acc_tile * b.out_eb) as f64 / b.bus_bytes;
+    e.cycles = e.t_mem.max(e.t_compute) + first_chunk + last_store;
+    e.score = e.cycles + 0.5 * e.t_mem;
+    Some(e)
+}
+
+/// Every tiling the search considers for `g`.
+pub fn search_space(g: &ConvGeom) -> Vec<Tiling> {
+    let max_u = (0..g.cob)
+        .map(|ob| g.wl.cb_range[ob].1 - g.wl.cb_range[ob].0)
+        .max()
+        .unwrap_or(1);
+    let (ths, tws, tns) = if g.pixel {
+        (vec![1], vec![1], candidates(g.nb))
+    } else {
+        (candidates(g.oh), candidates(g.ow), vec![1])
+    };
+    // A tile of several output blocks reads the union of their input blocks.
+    let tcis = candidates(g.cib.max(max_u));
+    let skips: &[bool] = if g.kw == 1 && g.sw > 1 {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    let mut out = Vec::new();
+    for &tco in &candidates(g.cob) {
+        for &tci in &tcis {
+            for &th in &ths {
+                for &tw in &tws {
+                    for &tn in &tns {
+                        for &col_skip in skips {
+                            for order in [LoopOrder::CoOuter, LoopOrder::SpatialOuter] {
+                                out.push(Tiling {
+                                    tn,
+                                    th,
+                                    tw,
+                                    tco,
+                                    tci,
+                                    order,
+                                    col_skip,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The feasible tiling with the lowest score (ties: fewer instructions, then the first).
+pub fn choose(
+    cfg: &HwConfig,
+    layer: &str,
+    g: &ConvGeom,
+) -> Result<(Tiling, CostEstimate), BackendError> {
+    let b = Budget::new(cfg);
+    let mut best: Option<(Tiling, CostEstimate)> = None;
+    for t in search_space(g) {
+        if let Some(e) = estimate(&b, g, &t) {
+            let better = match &best {
+                None => true,
+                Some((_, be)) => {
+                    e.score < be.score || (e.score == be.score && e.insns() < be.insns())
+                }
+            };
+            if better {
+                best = Some((t, e));
+            }
+        }
+    }
+    best.ok_or_else(|| BackendError::Unsupported {
+        layer: layer.into(),
+        config: cfg.config_string(),
+        reason: format!(
+            "no tiling fits the scratchpads: one output pixel of one channel block needs {} \
+             INP elements (half of INP holds {}), {} weight tiles (half of WGT holds {}) and \
+             {} ACC rows (half of ACC holds {})",
+            g.kh * g.kw,
+            b.inp_half,
+            g.kh * g.kw,
+            b.wgt_half,
+            1 + g.tables + g.splats,
+            b.acc_half
+        ),
+    })
+}

@@ -1,0 +1,96 @@
+//! Host packing: round trips and the exact placement of every value.
+
+use compiler::backend::layout::{pack_acc_rows, ActLayout, WeightLayout};
+use isa::HwConfig;
+use ndarray::Array4;
+use proptest::prelude::*;
+
+fn tensor(shape: [usize; 4], seed: u64) -> Array4<i8> {
+    let [n, c, h, w] = shape;
+    let mut s = seed;
+    Array4::from_shape_simple_fn((n, c, h, w), || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 56) as i8
+    })
+}
+
+proptest! {
+    #[test]
+    fn activations_round_trip_and_pad_with_zeros(
+        n in 1usize..6, c in 1usize..40, h in 1usize..6, w in 1usize..6,
+        log_batch in 0u32..3, log_block in 0u32..5, seed in any::<u64>(),
+    ) {
+        let l = ActLayout::new([n, c, h, w], 1 << log_batch, 1 << log_block);
+        let x = tensor([n, c, h, w], seed);
+        let bytes = l.pack(x.view());
+        prop_assert_eq!(bytes.len(), l.elems() * l.elem_bytes());
+        prop_assert_eq!(l.unpack(&bytes), x.clone());
+        // every value sits at its documented element and lane; everything else is zero
+        let mut expect = vec![0u8; bytes.len()];
+        for ((ni, ci, hi, wi), &v) in x.indexed_iter() {
+            let e = ((ni / l.batch * l.c_blocks() + ci / l.block) * h + hi) * w + wi;
+            expect[e * l.elem_bytes() + (ni % l.batch) * l.block + ci % l.block] = v as u8;
+        }
+        prop_assert_eq!(bytes, expect);
+    }
+
+    #[test]
+    fn weights_are_block_diagonal_tiles(
+        groups in 1usize..5, cg in 1usize..7, og in 1usize..7, k in 1usize..4,
+        preset in 0usize..4, seed in any::<u64>(),
+    ) {
+        let cfg = HwConfig::preset(["default", "batched", "rect", "small"][preset]).unwrap();
+        let (o, c) = (og * groups, cg * groups);
+        let wt = tensor([o, cg, k, k], seed);
+        let wl = WeightLayout::new(&cfg, o, c, groups, k, k);
+        let bytes = wl.pack(wt.view(), groups);
+        prop_assert_eq!(bytes.len(), wl.tiles * wl.tile_bytes());
+        let (bo, bi) = (wl.block_out, wl.block_in);
+        // decode every lane of every stored tile back to a dense [O, C, K, K] weight
+        let mut dense = Array4::<i8>::zeros((o.div_ceil(bo) * bo, c.div_ceil(bi) * bi, k, k));
+        for ob in 0..o.div_ceil(bo) {
+            let (lo, hi) = wl.cb_range[ob];
+            for cb in lo..hi {
+                for ky in 0..k {
+                    for kx in 0..k {
+                        let t = wl.tile_index(ob, cb, ky, kx);
+                        for n in 0..bo {
+                            for kk in 0..bi {
+                                dense[[ob * bo + n, cb * bi + kk, ky, kx]] = bytes[t * bo * bi + n * bi + kk] as i8;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for ((oc, ic, ky, kx), &v) in dense.indexed_iter() {
+            let want = if oc < o && ic < c && oc / og == ic / cg { wt[[oc, ic - (oc / og) * cg, ky, kx]] } else { 0 };
+            prop_assert_eq!(v, want, "lane ({}, {}, {}, {})", oc, ic, ky, kx);
+        }
+        // the stored ranges cover every block each output block's groups need
+        for (ob, &(lo, hi)) in wl.cb_range.iter().enumerate() {
+            for oc in ob * bo..((ob + 1) * bo).min(o) {
+                let g = oc / og;
+                prop_assert!(lo * bi <= g * cg && (g + 1) * cg <= hi * bi);
+            }
+        }
+    }
+}
+
+#[test]
+fn constant_rows_replicate_channels_across_the_batch() {
+    let cfg = HwConfig::preset("rect").unwrap(); // BATCH 2, BLOCK_OUT 8
+    let vals: Vec<i32> = (0..10).map(|i| i * 1000 - 3).collect();
+    let b = pack_acc_rows(&cfg, &vals, 2);
+    let lane = |row: usize, bb: usize, n: usize| {
+        let at = ((row * 2 + bb) * 8 + n) * 4;
+        i32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    };
+    assert_eq!(b.len(), 2 * 2 * 8 * 4);
+    assert_eq!(
+        (lane(0, 1, 3), lane(1, 0, 1), lane(1, 1, 2)),
+        (2997, 8997, 0)
+    );
+}
