@@ -1,0 +1,1 @@
+//! The execution core (in progress).
