@@ -17,9 +17,9 @@ use clap::{Parser, Subcommand};
     about = "Co-design toolkit for VTA-class deep-learning accelerators (Apache TVM's VTA, re-done\n\
              in Rust). Describe an accelerator with a config file (VTA's vta_config.json plus\n\
              extensions) or a built-in preset, inspect every derived parameter, assemble and\n\
-             disassemble programs in VTA's bit-exact 128-bit instruction format, and run them on\n\
-             the functional simulator. Hardware generation, the cycle-accurate simulator and the\n\
-             ONNX compiler are in progress."
+             disassemble programs in VTA's bit-exact 128-bit instruction format, run them on the\n\
+             functional simulator, and compile ONNX networks for an accelerator and run them.\n\
+             Hardware generation and the cycle-accurate simulator are in progress."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -40,6 +40,12 @@ enum Command {
     /// Measure simulator throughput
     #[command(subcommand)]
     Bench(cmd::bench::BenchCmd),
+    /// Compile an ONNX model for an accelerator config into a compiled model file
+    Compile(cmd::compile::CompileArgs),
+    /// Run a compiled model on .npy inputs, with a per-layer breakdown
+    Run(cmd::run::RunArgs),
+    /// Write a reference network (ResNet-18) as an ONNX model
+    Zoo(cmd::zoo::ZooArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +56,9 @@ fn main() -> ExitCode {
         Command::Disasm(d) => cmd::disasm::run(d),
         Command::Sim(s) => cmd::sim::run(s),
         Command::Bench(b) => cmd::bench::run(b),
+        Command::Compile(c) => cmd::compile::run(c),
+        Command::Run(r) => cmd::run::run(r),
+        Command::Zoo(z) => cmd::zoo::run(z),
     };
     match result {
         Ok(text) => {

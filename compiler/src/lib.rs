@@ -9,3 +9,5 @@ pub mod onnx;
 pub mod qlayer;
 pub mod quant;
 pub mod reference;
+pub mod runtime;
+pub mod zoo;

@@ -2,9 +2,12 @@
 
 pub mod asm;
 pub mod bench;
+pub mod compile;
 pub mod config;
 pub mod disasm;
+pub mod run;
 pub mod sim;
+pub mod zoo;
 
 use std::path::Path;
 

@@ -120,6 +120,42 @@ pub fn plan_graph(
     lower::lower(g, stats.as_ref(), cfg, opts)
 }
 
+/// Lowers a simplified graph with calibration statistics computed earlier by
+/// [`calibrate::calibrate`] on the same graph (or stored with a compiled model), instead of
+/// calibration inputs: the same plan as [`plan_graph`] with those inputs, without running the
+/// float model again. `stats` is needed exactly when [`plan_graph`] would need calibration
+/// inputs (a float model with offloading enabled), and must have one entry per graph tensor.
+pub fn plan_graph_with_stats(
+    g: &Graph,
+    stats: Option<&Stats>,
+    cfg: &isa::HwConfig,
+    opts: &FrontendOptions,
+) -> Result<(Plan, SupportTable), FrontendError> {
+    let needed = !is_quantized(g) && opts.offload;
+    let calib_err = |message: String| FrontendError::Calibration {
+        file: g.source.clone(),
+        message,
+    };
+    match stats {
+        None if needed => {
+            return Err(calib_err(
+                "the model is a float model: post-training quantization needs calibration \
+                 statistics"
+                    .into(),
+            ))
+        }
+        Some(s) if s.max_abs.len() != g.tensors.len() => {
+            return Err(calib_err(format!(
+                "the statistics cover {} tensors but the graph has {}",
+                s.max_abs.len(),
+                g.tensors.len()
+            )))
+        }
+        _ => {}
+    }
+    lower::lower(g, stats.filter(|_| needed), cfg, opts)
+}
+
 /// Why an accelerator configuration cannot run the int8 layers at all, if it cannot.
 pub fn config_blocker(cfg: &isa::HwConfig) -> Option<String> {
     if cfg.log_inp_width != 3 || cfg.log_wgt_width != 3 || cfg.log_acc_width != 5 {

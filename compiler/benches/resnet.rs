@@ -1,0 +1,113 @@
+//! `cargo bench -p compiler --bench resnet [-- CONFIG] [--size N] [--no-check]`: ResNet-18
+//! (`compiler::zoo`, torchvision's architecture, 224x224 by default) end to end on a config
+//! (default: `default`): the compile time by phase (goal: under 1 s without calibration, which
+//! runs the float network), the compiled-model file's size and load time, one run on the
+//! functional simulator with its per-layer table, and the layer-by-layer comparison with the
+//! integer reference executor.
+//!
+//! Not here yet: GEMM-core utilization per convolution against the memory model's roofline
+//! needs cycle counts, which only the cycle-accurate (RTL) simulator will report.
+
+use std::time::{Duration, Instant};
+
+use compiler::graph::{FrontendOptions, Tensor};
+use compiler::runtime::Model;
+use compiler::zoo::{self, ResNetOptions};
+use drivers::FsimDevice;
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn bench(cfg_name: &str, size: usize, check: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let cfg = isa::HwConfig::preset(cfg_name).or_else(|_| isa::HwConfig::load(cfg_name))?;
+    let t = Instant::now();
+    let onnx = zoo::resnet18_bytes(&ResNetOptions {
+        size,
+        ..Default::default()
+    })?;
+    println!(
+        "ResNet-18 {size}x{size} on {cfg_name} ({}): ONNX model {:.1} MB built in {}",
+        cfg.config_string(),
+        onnx.len() as f64 / 1e6,
+        ms(t.elapsed())
+    );
+    let x = zoo::sample_input(&[1, 3, size, size], 1);
+    let m = Model::compile(
+        onnx,
+        "resnet18.onnx",
+        std::slice::from_ref(&x),
+        &cfg,
+        &FrontendOptions::default(),
+    )?;
+    let tm = m.times;
+    println!(
+        "compile time: {} (import {}, quantization and lowering {}, back end {} for {} programs); calibration on 1 sample {}",
+        ms(tm.compile()),
+        ms(tm.import),
+        ms(tm.lowering),
+        ms(tm.backend),
+        m.accel.len(),
+        ms(tm.calibration)
+    );
+    let t = Instant::now();
+    let bytes = m.to_bytes()?;
+    let t_write = t.elapsed();
+    let t = Instant::now();
+    let m = Model::from_bytes(&bytes, "resnet18.vtab")?;
+    println!(
+        "compiled model: {:.1} MB, written in {}, loaded (plan rebuilt from the stored ONNX and ranges) in {}",
+        bytes.len() as f64 / 1e6,
+        ms(t_write),
+        ms(t.elapsed())
+    );
+    print!("{}", m.layer_report());
+    let mut dev = FsimDevice::new(&cfg);
+    let inputs = [Tensor::F32(x)];
+    let r = m.run(&mut dev, &inputs)?;
+    println!("run on fsim:");
+    print!("{}", r.table());
+    if check {
+        let t = Instant::now();
+        let c = m.check(&inputs, &r)?;
+        println!("check ({}): {c}", ms(t.elapsed()));
+        if !c.is_exact() {
+            return Err("the run differs from the integer reference".into());
+        }
+    }
+    println!(
+        "(GEMM-core utilization per layer against the roofline needs the cycle-accurate RTL \
+         simulator, which does not exist yet)\n"
+    );
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut size = 224;
+    let mut check = true;
+    let mut configs = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--size" => {
+                size = it.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                    eprintln!("--size needs a number");
+                    std::process::exit(2)
+                })
+            }
+            "--no-check" => check = false,
+            s if s.starts_with("--") => {} // cargo bench's own flags (--bench)
+            s => configs.push(s.to_string()),
+        }
+    }
+    if configs.is_empty() {
+        configs.push("default".into());
+    }
+    for c in &configs {
+        if let Err(e) = bench(c, size, check) {
+            eprintln!("benchmark failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! `vta compile`: an ONNX model to a compiled model file (plan + accelerator programs).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use compiler::graph::{load_calibration_npy, FrontendOptions, RequantFidelity};
+use compiler::runtime::Model;
+
+#[derive(Args)]
+pub struct CompileArgs {
+    /// ONNX model (float32, QDQ or QOperator)
+    model: PathBuf,
+    /// Compiled model to write [default: MODEL with the extension .vtab]
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+    #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
+    config: Option<String>,
+    /// Calibration inputs of a float model (.npy, float32): samples of the model's input, or
+    /// several stacked along the first axis. The ranges found are stored in the compiled model
+    #[arg(long, value_name = "X.npy", num_args = 1..)]
+    calibrate: Vec<PathBuf>,
+    /// Offload a quantized (QDQ/QOperator) layer only when the accelerator's requantization
+    /// is bit-identical to ONNX's; others run on the CPU exactly [default: offload layers
+    /// provably within 1 LSB of ONNX]
+    #[arg(long)]
+    bit_exact: bool,
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+pub fn run(a: CompileArgs) -> Result<String> {
+    let t_all = Instant::now();
+    let cfg = super::load_config(a.config.as_deref())?;
+    let onnx = super::read_input(&a.model)?;
+    let t = Instant::now();
+    let paths: Vec<&Path> = a.calibrate.iter().map(|p| p.as_path()).collect();
+    let calibration = load_calibration_npy(&paths)?;
+    let t_read_calib = t.elapsed();
+    let opts = FrontendOptions {
+        fidelity: if a.bit_exact {
+            RequantFidelity::BitExact
+        } else {
+            RequantFidelity::WithinOneLsb
+        },
+        ..Default::default()
+    };
+    let source = a.model.display().to_string();
+    let model = Model::compile(onnx, &source, &calibration, &cfg, &opts)?;
+    let bytes = model
+        .to_bytes()
+        .with_context(|| format!("{source}: cannot write the compiled model"))?;
+    let path = a.output.unwrap_or_else(|| a.model.with_extension("vtab"));
+    std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
+
+    let mut text = String::new();
+    writeln!(
+        text,
+        "{source}: compiled for {} -> {} ({:.1} KiB)",
+        cfg.config_string(),
+        path.display(),
+        bytes.len() as f64 / 1024.0
+    )?;
+    text.push_str(&model.compile_report());
+    let tm = &model.times;
+    let calib = match &model.calibration {
+        Some(c) => format!(
+            "; calibration {} ({} sample(s), {} file(s) read in {})",
+            ms(tm.calibration),
+            c.samples,
+            a.calibrate.len(),
+            ms(t_read_calib)
+        ),
+        None if !a.calibrate.is_empty() => {
+            "; the calibration inputs were not needed (the model is already quantized)".into()
+        }
+        None => String::new(),
+    };
+    writeln!(
+        text,
+        "compile time: {} (import {}, quantization and lowering {}, back end {}){calib}; {} in all",
+        ms(tm.compile()),
+        ms(tm.import),
+        ms(tm.lowering),
+        ms(tm.backend),
+        ms(t_all.elapsed())
+    )?;
+    Ok(text)
+}

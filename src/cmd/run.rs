@@ -1,0 +1,241 @@
+//! `vta run`: run a compiled model on a backend, with the model's own input and output
+//! tensors, a per-layer breakdown and (`--check`) a layer-by-layer comparison with the
+//! integer reference executor.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, ValueEnum};
+use compiler::graph::Tensor;
+use compiler::runtime::{self, Check, Model, RunResult};
+use drivers::{Device, FsimDevice};
+use isa::npy;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Backend {
+    /// The functional simulator: bit-exact and token-checked, no timing
+    Fsim,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// Compiled model (from `vta compile`)
+    model: PathBuf,
+    /// Input tensor (.npy, the model input's type and shape; several samples may be stacked
+    /// along the first axis). Repeat for each model input, in order, or give NAME=FILE.npy
+    #[arg(long = "input", short = 'i', value_name = "X.npy", required = true)]
+    inputs: Vec<String>,
+    /// Write the model's output to this .npy file (repeat for further outputs, in order)
+    #[arg(long = "output", short = 'o', value_name = "Y.npy")]
+    outputs: Vec<PathBuf>,
+    /// Backend to run on
+    #[arg(long, value_enum, default_value = "fsim")]
+    backend: Backend,
+    /// Run on this config (JSON file or preset) instead of the model's own; the ISA must match
+    #[arg(long, value_name = "FILE|PRESET")]
+    config: Option<String>,
+    /// Also run the integer reference executor and compare every layer's output with it;
+    /// fails at the first mismatching layer and element
+    #[arg(long)]
+    check: bool,
+}
+
+/// Reads the inputs, by position or as NAME=FILE, in the model's input order.
+fn read_inputs(m: &Model, specs: &[String]) -> Result<Vec<Tensor>> {
+    let names: Vec<&str> = m
+        .plan
+        .inputs
+        .iter()
+        .map(|&v| m.plan.values[v].name.as_str())
+        .collect();
+    let mut slots: Vec<Option<Tensor>> = vec![None; names.len()];
+    let mut next = 0;
+    for spec in specs {
+        let (slot, file) = match spec.split_once('=') {
+            Some((name, file)) if names.contains(&name) => {
+                (names.iter().position(|n| *n == name).expect("found"), file)
+            }
+            _ => {
+                while next < slots.len() && slots[next].is_some() {
+                    next += 1;
+                }
+                if next == slots.len() {
+                    bail!(
+                        "--input {spec}: the model has {} input(s) ({}), all already given",
+                        names.len(),
+                        m.input_list()
+                    );
+                }
+                (next, spec.as_str())
+            }
+        };
+        if slots[slot].is_some() {
+            bail!("--input {spec}: input '{}' is given twice", names[slot]);
+        }
+        let arr = npy::read_file(Path::new(file))?;
+        let t = runtime::tensor_from_npy(&arr).map_err(|e| anyhow!("{file}: {e}"))?;
+        slots[slot] = Some(t);
+    }
+    let missing: Vec<String> = slots
+        .iter()
+        .zip(&m.plan.inputs)
+        .filter(|(s, _)| s.is_none())
+        .map(|(_, &v)| format!("'{}' {}", m.plan.values[v].name, m.plan.values[v].fact))
+        .collect();
+    if !missing.is_empty() {
+        bail!("missing --input for {}", missing.join(", "));
+    }
+    Ok(slots.into_iter().map(|s| s.expect("checked")).collect())
+}
+
+/// `top-5: 3 (0.98), ...` for an output that is one vector of scores.
+fn top5(t: &Tensor) -> Option<String> {
+    let Tensor::F32(a) = t else { return None };
+    let s = a.shape();
+    let is_vector = match s {
+        [n] => *n >= 2,
+        [1, n] => *n >= 2,
+        _ => false,
+    };
+    if !is_vector {
+        return None;
+    }
+    let mut v: Vec<(usize, f32)> = a.iter().copied().enumerate().collect();
+    v.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(&y.0)));
+    let shown: Vec<String> = v
+        .iter()
+        .take(5)
+        .map(|(i, x)| format!("{i} ({x:.4})"))
+        .collect();
+    Some(format!("top-5: {}", shown.join(", ")))
+}
+
+pub fn run(a: RunArgs) -> Result<String> {
+    let file = a.model.display().to_string();
+    let bytes = super::read_input(&a.model)?;
+    let model = match &a.config {
+        Some(spec) => Model::from_bytes_for(&bytes, &file, &super::load_config(Some(spec))?),
+        None => Model::from_bytes(&bytes, &file),
+    }?;
+    let inputs = read_inputs(&model, &a.inputs)?;
+    let names: Vec<String> = model
+        .plan
+        .inputs
+        .iter()
+        .map(|&v| model.plan.values[v].name.clone())
+        .collect();
+    let facts: Vec<_> = model
+        .plan
+        .inputs
+        .iter()
+        .map(|&v| model.plan.values[v].fact.clone())
+        .collect();
+    let runs =
+        runtime::split_samples(inputs, &names, &facts).map_err(|e| anyhow!("{file}: {e}"))?;
+    if a.outputs.len() > model.plan.outputs.len() {
+        bail!(
+            "{} --output files given, but the model has {} output(s)",
+            a.outputs.len(),
+            model.plan.outputs.len()
+        );
+    }
+    let mut dev: Box<dyn Device> = match a.backend {
+        Backend::Fsim => Box::new(FsimDevice::new(&model.config)),
+    };
+
+    let mut total: Option<RunResult> = None;
+    let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
+    let mut checked: Option<(usize, usize, usize)> = None;
+    for (i, ins) in runs.iter().enumerate() {
+        let r = model
+            .run(dev.as_mut(), ins)
+            .with_context(|| format!("{file}: run failed on {}", dev.name()))?;
+        if a.check {
+            match model.check(ins, &r)? {
+                Check::BitExact {
+                    layers,
+                    accel_layers,
+                    elements,
+                } => {
+                    let c = checked.get_or_insert((layers, accel_layers, 0));
+                    c.2 += elements;
+                }
+                mismatch => {
+                    let sample = if runs.len() > 1 {
+                        format!(" (sample {i})")
+                    } else {
+                        String::new()
+                    };
+                    bail!("{file}: --check failed{sample}: {mismatch}");
+                }
+            }
+        }
+        for (o, t) in outputs.iter_mut().zip(&r.outputs) {
+            o.push(t.clone());
+        }
+        match &mut total {
+            Some(t) => t.accumulate(&r),
+            None => total = Some(r),
+        }
+    }
+    let total = total.ok_or_else(|| anyhow!("no input samples"))?;
+
+    let mut text = String::new();
+    let (na, nc) = model.counts();
+    writeln!(
+        text,
+        "{file}: {} for {}, {} steps ({na} on the accelerator, {nc} on the CPU), run on {}{}",
+        model.source,
+        model.config.config_string(),
+        model.plan.steps.len(),
+        total.backend,
+        if runs.len() > 1 {
+            format!(", {} samples", runs.len())
+        } else {
+            String::new()
+        }
+    )?;
+    for (k, &v) in model.plan.outputs.iter().enumerate() {
+        let t = if runs.len() == 1 {
+            outputs[k][0].clone()
+        } else {
+            runtime::concat_samples(&outputs[k]).map_err(|e| anyhow!("output {k}: {e}"))?
+        };
+        let pv = &model.plan.values[v];
+        match a.outputs.get(k) {
+            Some(path) => {
+                let (elem, shape, data) = runtime::tensor_to_npy(&t);
+                npy::write_file(path, elem, &shape, &data)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                writeln!(
+                    text,
+                    "output '{}' {} -> {}",
+                    pv.name,
+                    t.fact(),
+                    path.display()
+                )?;
+            }
+            None => writeln!(text, "output '{}' {}", pv.name, t.fact())?,
+        }
+        if runs.len() == 1 {
+            if let Some(s) = top5(&t) {
+                writeln!(text, "  {s}")?;
+            }
+        }
+    }
+    writeln!(text, "per layer:")?;
+    text.push_str(&total.table());
+    if let Some((layers, accel, elements)) = checked {
+        let on = if runs.len() > 1 {
+            format!(" on all {} samples", runs.len())
+        } else {
+            String::new()
+        };
+        writeln!(
+            text,
+            "check: bit-exact{on}: {layers} layers ({accel} on the accelerator), {elements} elements compared with the integer reference"
+        )?;
+    }
+    Ok(text)
+}

@@ -1,0 +1,401 @@
+//! End-to-end tests of `vta compile`, `vta run` and `vta zoo`: the tiny CNN of
+//! `compiler/tests/data` (float, QDQ and QOperator forms) compiled and run on fsim with the
+//! integer-reference check, its accuracy through the `.npy` files a user would compare, ONNX's
+//! quantized-operator test cases, a small ResNet-18 from the zoo, and the error cases.
+
+#[path = "support/cli.rs"]
+mod support;
+
+use std::path::Path;
+
+use compiler::graph::Tensor;
+use compiler::onnx::proto::{
+    attribute_type, data_type, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
+    OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
+};
+use compiler::runtime::{tensor_from_npy, tensor_to_npy};
+use isa::npy::{self, Elem};
+use support::{fails, ok, scratch, vta, vta_in};
+
+fn data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("compiler/tests/data")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn read_npy(path: &Path) -> Tensor {
+    tensor_from_npy(&npy::read_file(path).unwrap()).unwrap()
+}
+
+fn write_npy(path: &Path, t: &Tensor) {
+    let (elem, shape, bytes) = tensor_to_npy(t);
+    npy::write_file(path, elem, &shape, &bytes).unwrap();
+}
+
+fn argmaxes(t: &Tensor) -> Vec<usize> {
+    let a = t.as_f32().unwrap();
+    a.rows()
+        .into_iter()
+        .map(|r| {
+            r.iter()
+                .enumerate()
+                .fold(0, |b, (i, &x)| if x > r[b] { i } else { b })
+        })
+        .collect()
+}
+
+/// The compiled tiny CNN (float model, calibrated) in a scratch directory.
+fn compiled_tiny(dir: &Path) -> String {
+    ok(vta_in(
+        dir,
+        &[
+            "compile",
+            &data("tiny_cnn.onnx"),
+            "--calibrate",
+            &data("digits_calib.npy"),
+            "-o",
+            "tiny.vtab",
+        ],
+    ))
+}
+
+#[test]
+fn tiny_cnn_compiles_runs_bit_exact_and_is_accurate() {
+    let dir = scratch("compile_tiny");
+    let text = compiled_tiny(&dir);
+    // The op-support table (every ONNX node), the tiling of every layer, the compile time.
+    for want in [
+        "compiled for 1x16_i8w8a32_15_15_18_17 -> tiny.vtab",
+        "op support (19 ONNX nodes: 8 accelerator, 8 fused, 2 cpu, 1 removed)",
+        "/c1/Conv                Conv                accelerator   QConv2d (step 1)",
+        "/b1/BatchNormalization  BatchNormalization  fused         into /c1/Conv",
+        "/Softmax                Softmax             cpu           step 11: no accelerator layer for Softmax",
+        "co-outer",
+        "plan: 12 steps, 8 on the accelerator, 4 on the CPU",
+        "compile time: ",
+        "calibration ",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+
+    // All 100 test digits in one call (stacked along the batch axis), checked layer by layer.
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "run",
+            "tiny.vtab",
+            "--input",
+            &data("digits_test.npy"),
+            "--output",
+            "probs.npy",
+            "--check",
+        ],
+    ));
+    assert!(
+        text.contains("check: bit-exact on all 100 samples: 12 layers (8 on the accelerator)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("output 'probs' float[100, 10] -> probs.npy"),
+        "{text}"
+    );
+    let probs = read_npy(&dir.join("probs.npy"));
+    let ours = argmaxes(&probs);
+    let fp32 = argmaxes(&read_npy(Path::new(&data("tiny_cnn_out.npy"))));
+    let labels = npy::read_file(Path::new(&data("digits_test_labels.npy"))).unwrap();
+    let labels: Vec<usize> = labels
+        .data
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()) as usize)
+        .collect();
+    let correct = ours.iter().zip(&labels).filter(|(a, b)| a == b).count();
+    let correct_fp32 = fp32.iter().zip(&labels).filter(|(a, b)| a == b).count();
+    let agree = ours.iter().zip(&fp32).filter(|(a, b)| a == b).count();
+    // Measured: 98/100 for both, the same class as fp32 on 100/100.
+    assert!(
+        correct + 1 >= correct_fp32 && correct >= 96,
+        "{correct} vs {correct_fp32}"
+    );
+    assert!(agree >= 98, "{agree}");
+}
+
+#[test]
+fn one_sample_prints_top5_and_the_per_layer_table() {
+    let dir = scratch("run_one");
+    compiled_tiny(&dir);
+    let all = read_npy(Path::new(&data("digits_test.npy")));
+    let x = all
+        .as_f32()
+        .unwrap()
+        .slice(ndarray::s![0..1, .., .., ..])
+        .to_owned();
+    write_npy(&dir.join("x.npy"), &Tensor::F32(x.into_dyn()));
+    let text = ok(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", "x.npy", "--check"],
+    ));
+    for want in [
+        "12 steps (8 on the accelerator, 4 on the CPU), run on fsim",
+        "top-5: ",
+        "step name",
+        "GEMM uops",
+        "/dw/Conv",
+        "QConv2d        accel",
+        "Cpu:Softmax    cpu",
+        "total: ",
+        "no cycle counts (fsim is not cycle-accurate)",
+        "check: bit-exact: 12 layers (8 on the accelerator), 1214 elements",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Inputs can be given by name.
+    ok(vta_in(&dir, &["run", "tiny.vtab", "-i", "image=x.npy"]));
+}
+
+#[test]
+fn quantized_forms_need_no_calibration_and_run_bit_exact() {
+    let dir = scratch("compile_quantized");
+    for model in ["tiny_cnn_qdq.onnx", "tiny_cnn_qop.onnx"] {
+        let text = ok(vta_in(&dir, &["compile", &data(model), "-o", "m.vtab"]));
+        assert!(text.contains("QConv2d"), "{text}");
+        let text = ok(vta_in(
+            &dir,
+            &["run", "m.vtab", "-i", &data("digits_test.npy"), "--check"],
+        ));
+        assert!(
+            text.contains("check: bit-exact on all 100 samples"),
+            "{text}"
+        );
+    }
+    // --bit-exact keeps QDQ layers whose requantization is not bit-identical to ONNX's on the
+    // CPU; the table says so.
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "compile",
+            &data("tiny_cnn_qdq.onnx"),
+            "--bit-exact",
+            "-o",
+            "b.vtab",
+        ],
+    ));
+    assert!(text.contains("bit-exact mode"), "{text}");
+}
+
+#[test]
+fn onnx_test_cases_run_exactly_through_vta_run() {
+    let dir = scratch("onnx_cases");
+    let cases = Path::new(&data("onnx-testdata")).to_path_buf();
+    let mut n = 0;
+    for entry in std::fs::read_dir(&cases).unwrap() {
+        let case = entry.unwrap().path();
+        if !case.is_dir() {
+            continue;
+        }
+        let name = case.file_name().unwrap().to_str().unwrap().to_string();
+        let model = case.join("model.onnx");
+        let out = dir.join(format!("{name}.vtab"));
+        let text = ok(vta(&[
+            "compile",
+            model.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]));
+        assert!(text.contains("cpu"), "{name}: {text}");
+        let mut args: Vec<String> = vec!["run".into(), out.display().to_string()];
+        for i in 0.. {
+            let pb = case.join(format!("test_data_set_0/input_{i}.pb"));
+            if !pb.exists() {
+                break;
+            }
+            let (_, t) = compiler::onnx::load_tensor_pb(&pb).unwrap();
+            let p = dir.join(format!("{name}_in{i}.npy"));
+            write_npy(&p, &t);
+            args.extend(["--input".into(), p.display().to_string()]);
+        }
+        let y = dir.join(format!("{name}_out.npy"));
+        args.extend(["--output".into(), y.display().to_string(), "--check".into()]);
+        let argv: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        ok(vta(&argv));
+        let (_, want) =
+            compiler::onnx::load_tensor_pb(&case.join("test_data_set_0/output_0.pb")).unwrap();
+        assert_eq!(read_npy(&y), want, "{name}");
+        n += 1;
+    }
+    assert_eq!(n, 11);
+}
+
+#[test]
+fn zoo_resnet18_compiles_and_runs() {
+    let dir = scratch("zoo_resnet");
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "zoo", "resnet18", "--size", "32", "-o", "r.onnx", "--sample", "x.npy",
+        ],
+    ));
+    assert!(
+        text.contains("ResNet-18 (torchvision architecture)"),
+        "{text}"
+    );
+    let text = ok(vta_in(
+        &dir,
+        &["compile", "r.onnx", "--calibrate", "x.npy", "-o", "r.vtab"],
+    ));
+    assert!(
+        text.contains("plan: 34 steps, 31 on the accelerator, 3 on the CPU"),
+        "{text}"
+    );
+    let text = ok(vta_in(&dir, &["run", "r.vtab", "-i", "x.npy", "--check"]));
+    assert!(
+        text.contains("check: bit-exact: 34 layers (31 on the accelerator)"),
+        "{text}"
+    );
+    assert!(text.contains("top-5: "), "{text}");
+    let e = fails(vta_in(&dir, &["zoo", "resnet18", "--size", "8"]));
+    assert!(e.contains("outside 16..=1024"), "{e}");
+}
+
+/// A model with a node the compiler cannot run (Sigmoid after a Conv).
+fn unsupported_model() -> Vec<u8> {
+    let info = |name: &str, shape: &[i64]| ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type: data_type::FLOAT,
+                shape: Some(TensorShapeProto {
+                    dim: shape
+                        .iter()
+                        .map(|&d| Dimension {
+                            dim_value: Some(d),
+                            ..Default::default()
+                        })
+                        .collect(),
+                }),
+            }),
+            denotation: String::new(),
+        }),
+        doc_string: String::new(),
+    };
+    let w = compiler::onnx::tensor_to_proto(
+        "w",
+        &Tensor::F32(ndarray::ArrayD::from_elem(
+            ndarray::IxDyn(&[4, 1, 3, 3]),
+            0.1,
+        )),
+    );
+    let node = |op: &str, ins: &[&str], out: &str| NodeProto {
+        op_type: op.into(),
+        name: format!("my_{}", op.to_lowercase()),
+        input: ins.iter().map(|s| s.to_string()).collect(),
+        output: vec![out.into()],
+        attribute: if op == "Conv" {
+            vec![AttributeProto {
+                name: "pads".into(),
+                r#type: attribute_type::INTS,
+                ints: vec![1, 1, 1, 1],
+                ..Default::default()
+            }]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    };
+    let model = ModelProto {
+        ir_version: 8,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 13,
+        }],
+        graph: Some(GraphProto {
+            node: vec![node("Conv", &["x", "w"], "c"), node("Sigmoid", &["c"], "y")],
+            name: "g".into(),
+            initializer: vec![w],
+            input: vec![info("x", &[1, 1, 8, 8])],
+            output: vec![info("y", &[1, 4, 8, 8])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    compiler::zoo::encode_model(&model)
+}
+
+#[test]
+fn errors_are_one_clear_message() {
+    let dir = scratch("compile_errors");
+    compiled_tiny(&dir);
+    // Missing files.
+    let e = fails(vta_in(&dir, &["compile", "missing.onnx"]));
+    assert!(e.contains("cannot read missing.onnx"), "{e}");
+    let e = fails(vta_in(&dir, &["run", "missing.vtab", "-i", "x.npy"]));
+    assert!(e.contains("cannot read missing.vtab"), "{e}");
+    // Not ONNX.
+    std::fs::write(dir.join("junk.onnx"), b"this is not a model").unwrap();
+    let e = fails(vta_in(&dir, &["compile", "junk.onnx"]));
+    assert!(e.contains("junk.onnx: not an ONNX model"), "{e}");
+    // A float model without calibration data.
+    let e = fails(vta_in(
+        &dir,
+        &["compile", &data("tiny_cnn.onnx"), "-o", "x.vtab"],
+    ));
+    assert!(e.contains("calibration inputs"), "{e}");
+    // Unsupported nodes: the whole support table.
+    std::fs::write(dir.join("sig.onnx"), unsupported_model()).unwrap();
+    let e = fails(vta_in(&dir, &["compile", "sig.onnx"]));
+    assert!(!dir.join("sig.vtab").exists());
+    assert!(e.contains("sig.onnx: 1 node(s) cannot be compiled"), "{e}");
+    assert!(
+        e.contains("my_sigmoid") && e.contains("UNSUPPORTED") && e.contains("my_conv"),
+        "{e}"
+    );
+    // Wrong input shape and type.
+    npy::write_file(&dir.join("flat.npy"), Elem::F32, &[8, 8], &[0; 256]).unwrap();
+    let e = fails(vta_in(&dir, &["run", "tiny.vtab", "-i", "flat.npy"]));
+    assert!(
+        e.contains("input 'image' must be float[1, 1, 8, 8], got float[8, 8]"),
+        "{e}"
+    );
+    npy::write_file(&dir.join("f64.npy"), Elem::F64, &[1, 1, 8, 8], &[0; 512]).unwrap();
+    let e = fails(vta_in(&dir, &["run", "tiny.vtab", "-i", "f64.npy"]));
+    assert!(e.contains("float64 arrays are not model tensors"), "{e}");
+    npy::write_file(&dir.join("i8.npy"), Elem::I8, &[1, 1, 8, 8], &[0; 64]).unwrap();
+    let e = fails(vta_in(&dir, &["run", "tiny.vtab", "-i", "i8.npy"]));
+    assert!(e.contains("the element type must be float"), "{e}");
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", "i8.npy", "-i", "i8.npy"],
+    ));
+    assert!(e.contains("the model has 1 input(s)"), "{e}");
+    // A model compiled for another config.
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", "i8.npy", "--config", "batched"],
+    ));
+    assert!(
+        e.contains("compiled for config 1x16_i8w8a32_15_15_18_17")
+            && e.contains("selected config is 4x8_"),
+        "{e}"
+    );
+    // The wrong kind of file.
+    let e = fails(vta_in(
+        &dir,
+        &["run", &data("tiny_cnn.onnx"), "-i", "i8.npy"],
+    ));
+    assert!(e.contains("compile it with `vta compile` first"), "{e}");
+    // A corrupted compiled model.
+    let mut b = std::fs::read(dir.join("tiny.vtab")).unwrap();
+    let n = b.len() / 2;
+    b[n] ^= 1;
+    std::fs::write(dir.join("bad.vtab"), b).unwrap();
+    let e = fails(vta_in(&dir, &["run", "bad.vtab", "-i", "i8.npy"]));
+    assert!(e.contains("bad.vtab: checksum mismatch"), "{e}");
+}
+
+#[test]
+fn help_texts() {
+    insta::assert_snapshot!("help_compile", ok(vta(&["compile", "--help"])));
+    insta::assert_snapshot!("help_run", ok(vta(&["run", "--help"])));
+    insta::assert_snapshot!("help_zoo", ok(vta(&["zoo", "--help"])));
+}
