@@ -46,6 +46,8 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Write a reference network (ResNet-18) as an ONNX model
     Zoo(cmd::zoo::ZooArgs),
+    /// Compile the embedded trained digits CNN, run its test digits, check and report accuracy
+    Demo(cmd::demo::DemoArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Compile(c) => cmd::compile::run(c),
         Command::Run(r) => cmd::run::run(r),
         Command::Zoo(z) => cmd::zoo::run(z),
+        Command::Demo(d) => cmd::demo::run(d),
     };
     match result {
         Ok(text) => {

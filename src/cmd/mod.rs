@@ -4,6 +4,7 @@ pub mod asm;
 pub mod bench;
 pub mod compile;
 pub mod config;
+pub mod demo;
 pub mod disasm;
 pub mod run;
 pub mod sim;

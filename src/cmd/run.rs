@@ -111,6 +111,68 @@ fn top5(t: &Tensor) -> Option<String> {
     Some(format!("top-5: {}", shown.join(", ")))
 }
 
+/// What running a model on several samples gave.
+pub struct Samples {
+    /// Per model output, one tensor per sample.
+    pub outputs: Vec<Vec<Tensor>>,
+    /// The per-layer breakdown, summed over the samples.
+    pub total: RunResult,
+    /// With checking: (layers, accelerator layers, elements compared), all bit-exact.
+    pub checked: Option<(usize, usize, usize)>,
+}
+
+/// Runs `model` on each sample in turn; with `check`, compares every layer with the integer
+/// reference and fails at the first mismatch.
+pub fn run_samples(
+    model: &Model,
+    dev: &mut dyn Device,
+    runs: &[Vec<Tensor>],
+    check: bool,
+    file: &str,
+) -> Result<Samples> {
+    let mut total: Option<RunResult> = None;
+    let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
+    let mut checked: Option<(usize, usize, usize)> = None;
+    for (i, ins) in runs.iter().enumerate() {
+        let r = model
+            .run(dev, ins)
+            .with_context(|| format!("{file}: run failed on {}", dev.name()))?;
+        if check {
+            match model.check(ins, &r)? {
+                Check::BitExact {
+                    layers,
+                    accel_layers,
+                    elements,
+                } => {
+                    let c = checked.get_or_insert((layers, accel_layers, 0));
+                    c.2 += elements;
+                }
+                mismatch => {
+                    let sample = if runs.len() > 1 {
+                        format!(" (sample {i})")
+                    } else {
+                        String::new()
+                    };
+                    bail!("{file}: --check failed{sample}: {mismatch}");
+                }
+            }
+        }
+        for (o, t) in outputs.iter_mut().zip(&r.outputs) {
+            o.push(t.clone());
+        }
+        match &mut total {
+            Some(t) => t.accumulate(&r),
+            None => total = Some(r),
+        }
+    }
+    let total = total.ok_or_else(|| anyhow!("no input samples"))?;
+    Ok(Samples {
+        outputs,
+        total,
+        checked,
+    })
+}
+
 pub fn run(a: RunArgs) -> Result<String> {
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
@@ -144,42 +206,11 @@ pub fn run(a: RunArgs) -> Result<String> {
         Backend::Fsim => Box::new(FsimDevice::new(&model.config)),
     };
 
-    let mut total: Option<RunResult> = None;
-    let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
-    let mut checked: Option<(usize, usize, usize)> = None;
-    for (i, ins) in runs.iter().enumerate() {
-        let r = model
-            .run(dev.as_mut(), ins)
-            .with_context(|| format!("{file}: run failed on {}", dev.name()))?;
-        if a.check {
-            match model.check(ins, &r)? {
-                Check::BitExact {
-                    layers,
-                    accel_layers,
-                    elements,
-                } => {
-                    let c = checked.get_or_insert((layers, accel_layers, 0));
-                    c.2 += elements;
-                }
-                mismatch => {
-                    let sample = if runs.len() > 1 {
-                        format!(" (sample {i})")
-                    } else {
-                        String::new()
-                    };
-                    bail!("{file}: --check failed{sample}: {mismatch}");
-                }
-            }
-        }
-        for (o, t) in outputs.iter_mut().zip(&r.outputs) {
-            o.push(t.clone());
-        }
-        match &mut total {
-            Some(t) => t.accumulate(&r),
-            None => total = Some(r),
-        }
-    }
-    let total = total.ok_or_else(|| anyhow!("no input samples"))?;
+    let Samples {
+        outputs,
+        total,
+        checked,
+    } = run_samples(&model, dev.as_mut(), &runs, a.check, &file)?;
 
     let mut text = String::new();
     let (na, nc) = model.counts();

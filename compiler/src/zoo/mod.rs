@@ -5,6 +5,7 @@
 //!   exported the way `torch.onnx.export` writes it (opset 13: Conv, BatchNormalization, Relu,
 //!   MaxPool, Add, GlobalAveragePool, Flatten, Gemm; initializer names as in torchvision's
 //!   `state_dict`). `vta zoo resnet18 -o resnet18.onnx` writes it.
+//! - [`digits`]: a small CNN trained on handwritten digits, with its test data, embedded.
 //! - [`sample_input`]: a deterministic pseudo-random input (standard normal, like a normalized
 //!   image), for calibration and runs.
 //!
@@ -15,6 +16,7 @@
 //! well-conditioned range through the eight residual additions. The same seed always gives the
 //! same bytes.
 
+pub mod digits;
 mod resnet;
 mod rng;
 

@@ -1,0 +1,131 @@
+//! `vta demo`: the toolkit's main job on its embedded default — compile a real trained
+//! network (the digits CNN of `compiler::zoo::digits`) for an accelerator config, run its 100
+//! held-out test digits on a backend, check every layer bit-exactly against the integer
+//! reference, and report accuracy against the fp32 model.
+
+use std::fmt::Write as _;
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use compiler::graph::{npy_to_f32, FrontendOptions, Tensor};
+use compiler::runtime::{self, Model};
+use compiler::zoo::digits;
+use drivers::{Device, FsimDevice};
+use isa::npy;
+
+use super::run::{run_samples, Backend, Samples};
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Accelerator config (JSON file or preset) to compile for
+    #[arg(long, value_name = "FILE|PRESET")]
+    config: Option<String>,
+    /// Backend to run on
+    #[arg(long, value_enum, default_value = "fsim")]
+    backend: Backend,
+}
+
+fn embedded(name: &str, bytes: &[u8]) -> Result<npy::Array> {
+    npy::decode(bytes).map_err(|e| anyhow!("embedded {name}: {e}"))
+}
+
+/// Index of the largest score (the first one on ties).
+fn argmax(v: &[f32]) -> usize {
+    (0..v.len())
+        .max_by(|&i, &j| v[i].total_cmp(&v[j]).then(j.cmp(&i)))
+        .unwrap_or(0)
+}
+
+/// The class of each row of a [N, classes] float32 array.
+fn argmax_rows(a: &npy::Array) -> Vec<usize> {
+    let scores: Vec<f32> = a
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .collect();
+    scores.chunks_exact(a.shape[1]).map(argmax).collect()
+}
+
+pub fn run(a: DemoArgs) -> Result<String> {
+    let cfg = super::load_config(a.config.as_deref())?;
+    let calib =
+        npy_to_f32(&embedded("calibration", digits::CALIBRATION_NPY)?).map_err(|e| anyhow!(e))?;
+    let source = "digits CNN (embedded tiny_cnn.onnx)";
+    let model = Model::compile(
+        digits::ONNX.to_vec(),
+        source,
+        &[calib],
+        &cfg,
+        &FrontendOptions::default(),
+    )?;
+
+    let test = embedded("test digits", digits::TEST_NPY)?;
+    let labels = embedded("labels", digits::TEST_LABELS_NPY)?;
+    let labels: Vec<usize> = labels
+        .data
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().expect("8")) as usize)
+        .collect();
+    let fp32 = argmax_rows(&embedded("fp32 outputs", digits::FP32_OUTPUT_NPY)?);
+
+    let input =
+        runtime::tensor_from_npy(&test).map_err(|e| anyhow!("embedded test digits: {e}"))?;
+    let v = model.plan.inputs[0];
+    let runs = runtime::split_samples(
+        vec![input],
+        &[model.plan.values[v].name.clone()],
+        &[model.plan.values[v].fact.clone()],
+    )
+    .map_err(|e| anyhow!("embedded test digits: {e}"))?;
+    let mut dev: Box<dyn Device> = match a.backend {
+        Backend::Fsim => Box::new(FsimDevice::new(&cfg)),
+    };
+    let Samples {
+        outputs,
+        total,
+        checked,
+    } = run_samples(&model, dev.as_mut(), &runs, true, source).context("the demo run failed")?;
+    let ours = outputs[0]
+        .iter()
+        .map(|t| match t {
+            Tensor::F32(a) => Ok(argmax(&a.iter().copied().collect::<Vec<f32>>())),
+            other => Err(anyhow!(
+                "the digits model gave {} instead of float32 scores",
+                other.fact()
+            )),
+        })
+        .collect::<Result<Vec<usize>>>()?;
+
+    let n = labels.len();
+    let right = |p: &[usize]| p.iter().zip(&labels).filter(|(a, b)| a == b).count();
+    let agree = ours.iter().zip(&fp32).filter(|(a, b)| a == b).count();
+    let (na, nc) = model.counts();
+    let mut text = String::new();
+    writeln!(text, "{source}")?;
+    writeln!(
+        text,
+        "compiled for {} in {:.1} ms: {} steps, {na} on the accelerator, {nc} on the CPU",
+        cfg.config_string(),
+        model.times.compile().as_secs_f64() * 1e3,
+        model.plan.steps.len()
+    )?;
+    writeln!(
+        text,
+        "ran {n} test digits on {}; per layer, summed:",
+        total.backend
+    )?;
+    text.push_str(&total.table());
+    if let Some((layers, accel, elements)) = checked {
+        writeln!(
+            text,
+            "bit-exact against the integer reference: {n} digits x {layers} layers ({accel} on the accelerator), {elements} elements"
+        )?;
+    }
+    writeln!(
+        text,
+        "accuracy: accelerator (int8) {}/{n}, fp32 model {}/{n}; same class as fp32 on {agree}/{n}",
+        right(&ours),
+        right(&fp32)
+    )?;
+    Ok(text)
+}
