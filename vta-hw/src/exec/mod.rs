@@ -1,1 +1,210 @@
-//! The execution core (in progress).
+//! The execution core: GEMM and tensor-ALU micro-op loops of [`isa::spec`] section 8, with the
+//! micro-op, accumulator and output scratchpads they own.
+//!
+//! [`exec_core`] builds module `vta_exec` (and two submodules: the dot-product array
+//! `vta_exec_dot_*` and the ALU lane `vta_exec_lane_*`). The compute module's shell feeds it
+//! GEMM/ALU instructions and performs LOAD UOP / LOAD ACC through its write ports; everything
+//! else (fetch, DMA, queues, tokens) lives outside.
+//!
+//! # Ports
+//!
+//! Widths come from the config; `A_x` is `max(1, cfg.log_depth(x))`. Clock `clk` and
+//! synchronous active-high reset `rst` follow the `hdl` crate's convention.
+//!
+//! | port | dir | width | meaning |
+//! |---|---|---|---|
+//! | `insn_valid`, `insn_ready`, `insn` | in, out, in | 1, 1, 128 | a GEMM or ALU instruction, accepted when valid && ready |
+//! | `done` | out | 1 | one-cycle pulse per accepted instruction, in order, once all its ACC/OUT writes are committed |
+//! | `uop_wr_en`, `uop_wr_addr`, `uop_wr_data` | in | 1, A_uop, 32 | LOAD UOP write port |
+//! | `inp_rd_en`, `inp_rd_addr`, `inp_rd_data` | out, out, in | 1, A_inp, elem_bits(INP) | INP read port; data is expected the cycle after `en` (and held until the next `en`) |
+//! | `wgt_rd_en`, `wgt_rd_addr`, `wgt_rd_data` | out, out, in | 1, A_wgt, elem_bits(WGT) | WGT read port, likewise |
+//! | `acc_wr_en`, `acc_wr_addr`, `acc_wr_data` | in | 1, A_acc, elem_bits(ACC) | LOAD ACC/ACC8 write port (also writes the OUT mirror) |
+//! | `out_rd_en`, `out_rd_addr`, `out_rd_data` | in, in, out | 1, A_acc, elem_bits(OUT) | OUT read port for STORE (registered read) |
+//! | `ev_gemm_uop`, `ev_reset_uop`, `ev_alu_uop` | out | 1 each | one pulse per micro-op of that kind (counted when it reaches the write stage) |
+//! | `busy` | out | 1 | an instruction is being issued or is in flight (high up to and including its `done` cycle) |
+//! | `fault` | out | 1 | one pulse per micro-op with an index past its buffer (spec 8: an error); that micro-op writes nothing |
+//!
+//! The shell must not use `uop_wr_*` / `acc_wr_*` while `busy` is high.
+//!
+//! # Pipeline
+//!
+//! One micro-op enters per cycle, and nothing ever stalls: every micro-op takes the same fixed
+//! path, stage by stage (stage `k` = `k` cycles after issue):
+//!
+//! | stage | work |
+//! |---|---|
+//! | 0 | loop generator (`o`, `i`, `u` of spec 8) issues the micro-op: UOP read |
+//! | 1 | `dst`, `src`, `wgt` = micro-op fields + loop offsets, computed exactly; range checks |
+//! | 2 | INP and WGT reads issued; `fault` pulse |
+//! | 3 | INP/WGT data arrive; operand registers |
+//! | 4 | multipliers (DSP `M` register) |
+//! | 5 | post-adder (DSP `P` register) |
+//! | 6 .. W-1 | adder trees, two levels per stage ([`ExecTiming::tree_stages`] stages) |
+//! | W-2 | tensor ALU: ACC read of `src` |
+//! | W-1 | ACC read of `dst` |
+//! | W | forwarding, accumulate / ALU op / reset; result register |
+//! | W+1 | ACC and OUT write, event pulses |
+//! | W+2 | `done` pulse (for the instruction's last micro-op) |
+//!
+//! Sequential semantics (spec 8) with no stall: a micro-op whose `dst` (or tensor `src`) row
+//! is still being written by one of the previous micro-ops takes that value from the result
+//! registers of stages W+1, W+2 (and W+3 for `src`) instead of the ACC read data.
+//!
+//! Rates: GEMM and ALU with an immediate operand issue one micro-op per cycle, whatever their
+//! indices. A tensor ALU micro-op needs two ACC reads and ACC has a single read port (one
+//! block-RAM copy, see below), so tensor ALU micro-ops issue every other cycle (the issue slot
+//! in front of each one stays empty). Instructions follow each other without a gap: the next
+//! instruction is accepted in the cycle the current one issues its last micro-op.
+//! A lone instruction of `N >= 1` micro-ops accepted at cycle `t` pulses `done` at
+//! `t + N + done_latency` (GEMM, immediate ALU) or `t + 2N - 1 + done_latency` (tensor ALU);
+//! one of zero micro-ops at `t + 1 + done_latency`.
+//!
+//! # Resources
+//!
+//! Exactly one memory each for UOP (1 write, 1 read port), ACC (1 write, 1 read) and OUT
+//! (1 write, 1 read), so each maps to one set of block RAMs in simple dual-port mode.
+//!
+//! GEMM multipliers: when the operand widths allow ([`ExecParams::packed`]; int8 x int8 on
+//! the default config), two products that share an input lane, `a*w1` and `a*w2` for output
+//! channels `2j` and `2j+1`, are computed by one 25x18 multiplier as
+//! `P = a * (w2 * 2^S + w1) + 2^(S-1)` with `S = INP_WIDTH + WGT_WIDTH`: the pre-adder, the
+//! product and the constant post-add all fit one DSP48E1. Because `a*w1 + 2^(S-1)` lies in
+//! `[0, 2^S)`, `P[2S-1:S]` is exactly `a*w2` and `P[S-1:0] - 2^(S-1)` (the low field with its
+//! top bit inverted, read as signed) is exactly `a*w1`: no correction logic. Otherwise each
+//! product is a plain signed multiply (4x4 products map to LUTs).
+//!
+//! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7`: 176
+//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 13.6k LUTs (of
+//! which about 7k in the 16 ALU lanes and 4k in the adder trees), 6.1k flip-flops, and 8
+//! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5).
+//!
+//! Timing: the longest path is expected to be ALU MUL in stage W (ACC read data, forwarding
+//! mux, three cascaded DSP48E1 without pipeline registers, result mux), so that micro-op
+//! can issue every cycle and still see its predecessor's result. If it limits the clock,
+//! give MUL two cycles in stage W..W+1 and leave the issue slot behind a MUL empty.
+
+mod alu;
+mod dot;
+mod top;
+
+use hdl::{Design, Module};
+use isa::{HwConfig, MemType};
+
+/// The multiplier-input width of the DSP48E1 25x18 multiplier's wide port.
+const DSP_WIDE: u32 = 25;
+/// Its narrow port.
+const DSP_NARROW: u32 = 18;
+
+/// Sizes of the execution core derived from a config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecParams {
+    /// `BATCH`, `BLOCK_IN`, `BLOCK_OUT`.
+    pub batch: u32,
+    pub block_in: u32,
+    pub block_out: u32,
+    /// Lane widths of INP, WGT, ACC and OUT.
+    pub inp_width: u32,
+    pub wgt_width: u32,
+    pub acc_width: u32,
+    pub out_width: u32,
+    /// Address widths (`max(1, log_depth)`) of UOP, INP, WGT and ACC/OUT.
+    pub a_uop: u32,
+    pub a_inp: u32,
+    pub a_wgt: u32,
+    pub a_acc: u32,
+    /// Buffer depths in elements (an index `>=` its depth is a fault).
+    pub depth_uop: u32,
+    pub depth_inp: u32,
+    pub depth_wgt: u32,
+    pub depth_acc: u32,
+    /// Width of a micro-op's `src_idx` field (the wider of the INP and ACC indices).
+    pub src_bits: u32,
+    pub alu_mul: bool,
+    /// GEMM products are packed two per multiplier (see the module docs).
+    pub packed: bool,
+    /// Levels of each adder tree: `log2(BLOCK_IN)`.
+    pub tree_levels: u32,
+    /// Bits of each dot product leaving the trees (exact, or wrapped to ACC_WIDTH).
+    pub dot_width: u32,
+}
+
+impl ExecParams {
+    /// The parameters of `cfg`.
+    pub fn new(cfg: &HwConfig) -> ExecParams {
+        let aw = |m: MemType| cfg.log_depth(m).max(1);
+        let (iw, ww) = (cfg.inp_width(), cfg.wgt_width());
+        let s = iw + ww;
+        // Two products per multiplier: the packed operand w2 * 2^S + w1 (2 WGT_WIDTH +
+        // INP_WIDTH + 1 bits, signed) on the wide port, the input on the narrow one; only
+        // worth it when a product would take a DSP anyway (9 result bits or more).
+        let packed = cfg.block_out() >= 2 && iw + 2 * ww < DSP_WIDE && iw <= DSP_NARROW && s >= 9;
+        let tree_levels = cfg.log_block_in;
+        ExecParams {
+            batch: cfg.batch(),
+            block_in: cfg.block_in(),
+            block_out: cfg.block_out(),
+            inp_width: iw,
+            wgt_width: ww,
+            acc_width: cfg.acc_width(),
+            out_width: cfg.out_width(),
+            a_uop: aw(MemType::Uop),
+            a_inp: aw(MemType::Inp),
+            a_wgt: aw(MemType::Wgt),
+            a_acc: aw(MemType::Acc),
+            depth_uop: cfg.depth(MemType::Uop),
+            depth_inp: cfg.depth(MemType::Inp),
+            depth_wgt: cfg.depth(MemType::Wgt),
+            depth_acc: cfg.depth(MemType::Acc),
+            src_bits: cfg.uop_src_bits().max(1),
+            alu_mul: cfg.alu_mul,
+            packed,
+            tree_levels,
+            dot_width: (s + tree_levels).min(cfg.acc_width()),
+        }
+    }
+
+    /// Lanes of an ACC/OUT row: `BATCH * BLOCK_OUT`.
+    pub fn lanes(&self) -> u32 {
+        self.batch * self.block_out
+    }
+
+    /// The pipeline's stage numbers.
+    pub fn timing(&self) -> ExecTiming {
+        let tree_stages = self.tree_levels.div_ceil(2);
+        let w = 6 + tree_stages;
+        ExecTiming {
+            tree_stages,
+            compute_stage: w,
+            write_stage: w + 1,
+            done_latency: w + 2,
+        }
+    }
+}
+
+/// Stage numbers of the pipeline, counted in cycles from the micro-op's issue (stage 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecTiming {
+    /// Register stages of the adder trees.
+    pub tree_stages: u32,
+    /// Stage W: forwarding and the accumulate / ALU operation.
+    pub compute_stage: u32,
+    /// Stage W+1: the ACC/OUT write.
+    pub write_stage: u32,
+    /// Cycles from the issue of an instruction's last micro-op to its `done` pulse.
+    pub done_latency: u32,
+}
+
+/// Timing of the core built for `cfg`.
+pub fn exec_timing(cfg: &HwConfig) -> ExecTiming {
+    ExecParams::new(cfg).timing()
+}
+
+/// Builds the execution core `vta_exec` for `cfg` (see the module docs for its ports).
+pub fn exec_core(cfg: &HwConfig) -> Module {
+    top::build(cfg, &ExecParams::new(cfg))
+}
+
+/// [`exec_core`] as a stand-alone design (for linting, synthesis and simulation).
+pub fn exec_design(cfg: &HwConfig) -> Design {
+    Design::new(exec_core(cfg))
+}

@@ -1,0 +1,394 @@
+//! `vta_exec`: instruction decode, the micro-op loop generator, the pipeline's control and
+//! index path, the scratchpads, forwarding, and the write port.
+
+use hdl::{Module, ModuleBuilder, Sig};
+use isa::layout::{Field, Layout, Slot};
+use isa::{Codec, HwConfig, Opcode};
+
+use super::{alu, dot, ExecParams};
+
+/// Bits of the loop iteration counters (`iter_out`, `iter_in`).
+const ITER_BITS: u32 = isa::config::LOOP_ITER_BITS;
+/// Extra bits that make `base + o*factor_out + i*factor_in` exact (no wrap): each product
+/// is below `2^(index bits + 14)`, their sum below `2^(index bits + 15)`.
+const INDEX_EXTRA: u32 = ITER_BITS + 2;
+
+/// A signal registered through consecutive stages: `at(k)` is its value in stage `k`.
+struct Staged<'a> {
+    first: u32,
+    sigs: Vec<Sig<'a>>,
+}
+
+impl<'a> Staged<'a> {
+    /// `value` is the signal in stage `first`; registers carry it up to stage `last`.
+    /// Control bits (`reset`) clear on reset; data registers have none.
+    fn new(
+        m: &'a ModuleBuilder,
+        name: &str,
+        value: Sig<'a>,
+        first: u32,
+        last: u32,
+        reset: bool,
+    ) -> Staged<'a> {
+        let mut sigs = vec![value];
+        for k in first + 1..=last {
+            let n = format!("{name}_s{k}");
+            let r = if reset {
+                m.reg(&n, value.width(), 0)
+            } else {
+                m.reg_noreset(&n, value.width())
+            };
+            m.next(r, *sigs.last().unwrap());
+            sigs.push(r);
+        }
+        Staged { first, sigs }
+    }
+
+    #[track_caller]
+    fn at(&self, k: u32) -> Sig<'a> {
+        assert!(
+            k >= self.first && k < self.first + self.sigs.len() as u32,
+            "stage {k} outside {}..{}",
+            self.first,
+            self.first + self.sigs.len() as u32
+        );
+        self.sigs[(k - self.first) as usize]
+    }
+}
+
+/// The bits of `word` in `slot`; a zero-width field (a buffer of depth 1) reads as a 1-bit 0.
+fn slot_bits<'a>(word: Sig<'a>, slot: Slot) -> Sig<'a> {
+    if slot.width == 0 {
+        word.module().zero(1)
+    } else {
+        word.slice(slot.lsb + slot.width - 1, slot.lsb)
+    }
+}
+
+pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
+    let codec = Codec::new(cfg);
+    let t = p.timing();
+    let w = t.compute_stage;
+    let lanes = p.lanes();
+    let acc_bits = lanes * p.acc_width;
+    let out_bits = lanes * p.out_width;
+    let inp_bits = p.batch * p.block_in * p.inp_width;
+    let wgt_bits = p.block_out * p.block_in * p.wgt_width;
+
+    let dot_mod = dot::dot_module(p);
+    let lane_mod = alu::lane_module(p);
+    let m = ModuleBuilder::new("vta_exec");
+
+    // ----- ports ------------------------------------------------------------------------
+    let insn_valid = m.input("insn_valid", 1);
+    let insn_ready = m.output("insn_ready", 1);
+    let insn = m.input("insn", 128);
+    let done = m.output("done", 1);
+    let uop_wr_en = m.input("uop_wr_en", 1);
+    let uop_wr_addr = m.input("uop_wr_addr", p.a_uop);
+    let uop_wr_data = m.input("uop_wr_data", 32);
+    let inp_rd_en = m.output("inp_rd_en", 1);
+    let inp_rd_addr = m.output("inp_rd_addr", p.a_inp);
+    let inp_rd_data = m.input("inp_rd_data", inp_bits);
+    let wgt_rd_en = m.output("wgt_rd_en", 1);
+    let wgt_rd_addr = m.output("wgt_rd_addr", p.a_wgt);
+    let wgt_rd_data = m.input("wgt_rd_data", wgt_bits);
+    let acc_wr_en = m.input("acc_wr_en", 1);
+    let acc_wr_addr = m.input("acc_wr_addr", p.a_acc);
+    let acc_wr_data = m.input("acc_wr_data", acc_bits);
+    let out_rd_en = m.input("out_rd_en", 1);
+    let out_rd_addr = m.input("out_rd_addr", p.a_acc);
+    let out_rd_data = m.output("out_rd_data", out_bits);
+    let ev_gemm_uop = m.output("ev_gemm_uop", 1);
+    let ev_reset_uop = m.output("ev_reset_uop", 1);
+    let ev_alu_uop = m.output("ev_alu_uop", 1);
+    let busy = m.output("busy", 1);
+    let fault = m.output("fault", 1);
+    m.allow_unused(
+        insn,
+        "dependency flags, layout gaps and opcode bits that do not tell GEMM from ALU: \
+         the shell routes instructions and handles tokens",
+    );
+
+    // ----- decode (field positions from isa::layout only) -------------------------------
+    let field = |l: &Layout, f: Field| slot_bits(insn, l.slot(f));
+    let (lg, la) = (&codec.gemm, &codec.alu);
+    let is_alu = m.named("dec_alu", field(lg, Field::Opcode).eq(Opcode::Alu as u64));
+    // A loop field: one slot if GEMM and ALU agree, else chosen by the opcode; zero-extended
+    // to `width`.
+    let loop_field = |f: Field, width: u32| {
+        let g = field(lg, f).zext(width);
+        if lg.slot(f) == la.slot(f) {
+            g
+        } else {
+            m.mux(is_alu, field(la, f).zext(width), g)
+        }
+    };
+    let uw = p.a_uop + 1; // uop_end is exclusive
+    let dec_reset = loop_field(Field::ResetReg, 1);
+    let dec_bgn = loop_field(Field::UopBgn, p.a_uop);
+    let dec_end = loop_field(Field::UopEnd, uw);
+    let dec_iter_out = loop_field(Field::IterOut, ITER_BITS);
+    let dec_iter_in = loop_field(Field::IterIn, ITER_BITS);
+    let dec_dfo = loop_field(Field::DstFactorOut, p.a_acc);
+    let dec_dfi = loop_field(Field::DstFactorIn, p.a_acc);
+    let dec_sfo = loop_field(Field::SrcFactorOut, p.src_bits);
+    let dec_sfi = loop_field(Field::SrcFactorIn, p.src_bits);
+    let dec_wfo = field(lg, Field::WgtFactorOut).zext(p.a_wgt);
+    let dec_wfi = field(lg, Field::WgtFactorIn).zext(p.a_wgt);
+    let dec_op = field(la, Field::AluOpcode);
+    let dec_use_imm = field(la, Field::UseImm);
+    let dec_imm = field(la, Field::Imm);
+    let dec_empty = dec_bgn.zext(uw).ge(dec_end) | dec_iter_out.eq(0) | dec_iter_in.eq(0);
+
+    // ----- instruction registers, loaded when an instruction is accepted ---------------
+    let accept = m.wire("accept", 1);
+    let load = |name: &str, value: Sig<'_>| {
+        let r = m.reg_noreset(name, value.width());
+        m.next_when(r, accept, value);
+        r
+    };
+    let i_gemm = load("i_gemm", !is_alu);
+    let i_clear = load("i_clear", dec_reset);
+    let i_op = load("i_op", dec_op);
+    let i_use_imm = load("i_use_imm", is_alu & dec_use_imm);
+    let i_imm = load("i_imm", dec_imm);
+    // A tensor ALU micro-op reads ACC twice (dst and src).
+    let i_tensor = load("i_tensor", is_alu & !dec_use_imm & !dec_reset);
+    let i_bgn = load("i_bgn", dec_bgn);
+    let i_end = load("i_end", dec_end);
+    let i_iter_out = load("i_iter_out", dec_iter_out);
+    let i_iter_in = load("i_iter_in", dec_iter_in);
+    let i_empty = load("i_empty", dec_empty);
+    let factors = [
+        (
+            "dst",
+            load("i_dst_fo", dec_dfo),
+            load("i_dst_fi", dec_dfi),
+            p.a_acc,
+        ),
+        (
+            "src",
+            load("i_src_fo", dec_sfo),
+            load("i_src_fi", dec_sfi),
+            p.src_bits,
+        ),
+        (
+            "wgt",
+            load("i_wgt_fo", dec_wfo),
+            load("i_wgt_fi", dec_wfi),
+            p.a_wgt,
+        ),
+    ];
+
+    // ----- loop generator (stage 0) -----------------------------------------------------
+    let active = m.reg("active", 1, 0);
+    let issued_prev = m.reg("issued_prev", 1, 0);
+    let u = m.reg_noreset("loop_u", p.a_uop);
+    let ic = m.reg_noreset("loop_i", ITER_BITS);
+    let oc = m.reg_noreset("loop_o", ITER_BITS);
+    // A tensor micro-op issues only after an idle cycle (see the ACC read port below).
+    let issue = m.named("issue", active & (!i_tensor | !issued_prev));
+    let u_last = m.named("u_last", (u.zext(uw) + 1).eq(i_end));
+    let i_last = m.named("i_last", (ic + 1).eq(i_iter_in));
+    let o_last = m.named("o_last", (oc + 1).eq(i_iter_out));
+    let is_final = m.named("is_final", i_empty | (u_last & i_last & o_last));
+    let step = m.named("step", issue & !i_empty);
+    let finishing = m.named("finishing", issue & is_final);
+    m.assign(insn_ready, !active | finishing);
+    m.assign(accept, insn_valid & insn_ready);
+    m.next(active, accept | (active & !finishing));
+    m.next(issued_prev, issue);
+    let inner_wrap = step & u_last;
+    let outer_wrap = inner_wrap & i_last;
+    m.next_when(
+        u,
+        accept | step,
+        m.mux(accept, dec_bgn, m.mux(u_last, i_bgn, u + 1)),
+    );
+    m.next_when(
+        ic,
+        accept | inner_wrap,
+        m.mux(accept, 0, m.mux(i_last, 0, ic + 1)),
+    );
+    m.next_when(oc, accept | outer_wrap, m.mux(accept, 0, oc + 1));
+    // Offsets o*factor_out + i*factor_in, exact: `base` is o*factor_out, `cur` adds i*factor_in.
+    let mut offsets = vec![];
+    for (name, fo, fi, bits) in factors {
+        let ow = bits + INDEX_EXTRA;
+        let base = m.reg_noreset(&format!("{name}_off_base"), ow);
+        let cur = m.reg_noreset(&format!("{name}_off"), ow);
+        let next_base = base + fo.zext(ow);
+        m.next_when(base, accept | outer_wrap, m.mux(accept, 0, next_base));
+        m.next_when(
+            cur,
+            accept | inner_wrap,
+            m.mux(accept, 0, m.mux(i_last, next_base, cur + fi.zext(ow))),
+        );
+        offsets.push(cur);
+    }
+
+    if [Field::DstIdx, Field::SrcIdx, Field::WgtIdx]
+        .iter()
+        .all(|&f| codec.uop.slot(f).width == 0)
+    {
+        // Every buffer holds one element: micro-ops carry no bits and UOP is never read.
+        for port in [uop_wr_en, uop_wr_addr, uop_wr_data] {
+            m.allow_unused(port, "micro-ops have no index bits in this config");
+        }
+    }
+    let uop_mem = m.mem("uop_mem", 32, 1 << p.a_uop);
+    uop_mem.write(uop_wr_en, uop_wr_addr, uop_wr_data);
+    let uop = uop_mem.read_en(step, u);
+
+    // ----- per-micro-op control, stage 1 onwards -----------------------------------------
+    let wb = t.write_stage;
+    // `occ`: a slot holds a micro-op or an instruction's end marker; `v`: a micro-op.
+    let occ = Staged::new(&m, "occ", issue, 0, wb, true);
+    let v = Staged::new(&m, "v", step, 0, wb, true);
+    let last = Staged::new(&m, "last", finishing, 0, wb + 1, true);
+    let gemm = Staged::new(&m, "gemm", i_gemm, 0, wb, false);
+    let clear = Staged::new(&m, "clear", i_clear, 0, wb, false);
+    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 1, false);
+    let op = Staged::new(&m, "op", i_op, 0, w, false);
+    let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w, false);
+    let imm = Staged::new(&m, "imm", i_imm, 0, w, false);
+    let offs: Vec<Staged> = ["dst_off", "src_off", "wgt_off"]
+        .iter()
+        .zip(&offsets)
+        .map(|(n, o)| Staged::new(&m, n, *o, 0, 1, false))
+        .collect();
+
+    // Stage 1: exact indices and their range checks (spec 8: only used indices count).
+    let uf = |f: Field| slot_bits(uop, codec.uop.slot(f));
+    let [dst_x, src_x, wgt_x] = [
+        ("dst_exact", Field::DstIdx),
+        ("src_exact", Field::SrcIdx),
+        ("wgt_exact", Field::WgtIdx),
+    ]
+    .into_iter()
+    .zip(&offs)
+    .map(|((name, f), off)| {
+        let o = off.at(1);
+        m.named(name, uf(f).zext(o.width()) + o)
+    })
+    .collect::<Vec<_>>()
+    .try_into()
+    .expect("three indices");
+    let (g1, c1) = (gemm.at(1), clear.at(1));
+    let uses_src = !c1 & (g1 | !use_imm.at(1));
+    let uses_wgt = g1 & !c1;
+    let src_bad = m.mux(g1, src_x.ge(p.depth_inp), src_x.ge(p.depth_acc));
+    let bad = dst_x.ge(p.depth_acc) | (uses_src & src_bad) | (uses_wgt & wgt_x.ge(p.depth_wgt));
+    let faulty = Staged::new(&m, "fault", m.named("bad_index", bad), 1, wb, false);
+    let dst = Staged::new(&m, "dst", dst_x.trunc(p.a_acc), 1, wb + 1, false);
+    let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 1, false);
+    let wgt = Staged::new(&m, "wgt", wgt_x.trunc(p.a_wgt), 1, 2, false);
+
+    // Stage 2: operand reads and the fault pulse.
+    let gemm_rd = v.at(2) & gemm.at(2) & !clear.at(2);
+    m.assign(inp_rd_en, gemm_rd);
+    m.assign(inp_rd_addr, src.at(2).resize(p.a_inp));
+    m.assign(wgt_rd_en, gemm_rd);
+    m.assign(wgt_rd_addr, wgt.at(2));
+    m.assign(fault, v.at(2) & faulty.at(2));
+
+    // Stages 3 .. W-1: the dot-product array.
+    let dot_inst = m.instance("gemm_array", &dot_mod);
+    dot_inst.connect("inp", inp_rd_data);
+    dot_inst.connect("wgt", wgt_rd_data);
+    let dot = dot_inst.output("dot");
+
+    // ----- ACC: one read port, one write port --------------------------------------------
+    // Stage W-1 reads dst; a tensor ALU micro-op reads src one stage earlier, in the slot
+    // left free in front of it.
+    let acc_mem = m.mem("acc_mem", acc_bits, 1 << p.a_acc);
+    let rd_src = m.named("acc_rd_src", v.at(w - 2) & tensor.at(w - 2));
+    let rd_dst = m.named("acc_rd_dst", v.at(w - 1) & !clear.at(w - 1));
+    let acc_raddr = m.mux(rd_src, src.at(w - 2).resize(p.a_acc), dst.at(w - 1));
+    let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
+    // The src row, held for stage W while the port reads dst.
+    let src_row = m.reg_noreset("src_row", acc_bits);
+    m.next(src_row, acc_rdata);
+
+    // Forwarding: results of stages W+1..W+3 not yet visible to a read issued in stage W-1
+    // (dst) or W-2 (src). `we` marks a slot that writes.
+    let we = Staged::new(
+        &m,
+        "we",
+        m.named("we_w", v.at(w) & !faulty.at(w)),
+        w,
+        w + 2,
+        true,
+    );
+    let res1 = m.reg_noreset("res1", acc_bits);
+    let res2 = m.reg_noreset("res2", acc_bits);
+    let res3 = m.reg_noreset("res3", acc_bits);
+    m.next(res2, res1);
+    m.next(res3, res2);
+    // Which result register holds the row a micro-op needs, decided one stage ahead.
+    let (d_next, s_next) = (dst.at(w - 1), src.at(w - 1).resize(p.a_acc));
+    let hit = |name: &str, stage: u32, idx: Sig<'_>| {
+        let r = m.reg(name, 1, 0);
+        m.next(r, we.at(stage) & dst.at(stage).eq(idx));
+        r
+    };
+    let dst_in_res1 = hit("dst_in_res1", w, d_next);
+    let dst_in_res2 = hit("dst_in_res2", w + 1, d_next);
+    // A tensor micro-op has an empty slot in front of it: res1 never holds its src.
+    let src_in_res2 = hit("src_in_res2", w + 1, s_next);
+    let src_in_res3 = hit("src_in_res3", w + 2, s_next);
+    let x_row = m.named(
+        "x_row",
+        m.mux(dst_in_res1, res1, m.mux(dst_in_res2, res2, acc_rdata)),
+    );
+    let y_row = m.named(
+        "y_row",
+        m.mux(src_in_res2, res2, m.mux(src_in_res3, res3, src_row)),
+    );
+
+    // Stage W: the lanes.
+    let imm_w = imm.at(w).as_signed().sext(p.acc_width).as_unsigned();
+    let mut results = vec![];
+    for l in 0..lanes {
+        let lane = m.instance(&format!("lane{l}"), &lane_mod);
+        lane.connect("x", x_row.lane(l, p.acc_width));
+        lane.connect("y", m.mux(use_imm.at(w), imm_w, y_row.lane(l, p.acc_width)));
+        let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
+        lane.connect("d", d.as_unsigned());
+        lane.connect("gemm", gemm.at(w));
+        lane.connect("clear", clear.at(w));
+        lane.connect("op", op.at(w));
+        results.push(lane.output("r"));
+    }
+    m.next(res1, m.pack(&results));
+
+    // Stage W+1: write ACC and its OUT mirror; the shell's LOAD ACC writes when idle.
+    let wr = we.at(wb);
+    let acc_we = wr | acc_wr_en;
+    let acc_waddr = m.named("acc_waddr", m.mux(wr, dst.at(wb), acc_wr_addr));
+    let acc_wdata = m.named("acc_wdata", m.mux(wr, res1, acc_wr_data));
+    acc_mem.write(acc_we, acc_waddr, acc_wdata);
+    let out_mem = m.mem("out_mem", out_bits, 1 << p.a_acc);
+    let out_lanes: Vec<Sig> = (0..lanes)
+        .map(|l| acc_wdata.lane(l, p.acc_width).trunc(p.out_width))
+        .collect();
+    out_mem.write(acc_we, acc_waddr, m.pack(&out_lanes));
+    m.assign(out_rd_data, out_mem.read_en(out_rd_en, out_rd_addr));
+
+    let (vw, gw, cw) = (v.at(wb), gemm.at(wb), clear.at(wb));
+    m.assign(ev_gemm_uop, vw & gw & !cw);
+    m.assign(ev_reset_uop, vw & cw);
+    m.assign(ev_alu_uop, vw & !gw & !cw);
+
+    // Stage W+2: done. Busy while anything is issued or in flight.
+    let done_q = last.at(wb + 1);
+    m.assign(done, done_q);
+    let mut any = active | done_q;
+    for k in 1..=wb {
+        any = any | occ.at(k);
+    }
+    m.assign(busy, any);
+
+    m.finish().expect("vta_exec is well formed")
+}

@@ -1,0 +1,280 @@
+//! The register map of the AXI4-Lite control port `s_axi_control`: 32-bit registers at
+//! byte offsets, as Rust constants and as JSON ([`json()`]) for drivers.
+//!
+//! Host sequence for one run: write [`INSN_ADDR`] (byte address of the first 128-bit
+//! instruction, 16-byte aligned) and [`INSN_COUNT`], write [`CONTROL_START`] to [`CONTROL`],
+//! then poll [`CONTROL`] until [`CONTROL_DONE`] is set (with a bound of the host's choice),
+//! and read the counters. All counters restart from zero at every start and stop counting
+//! when the run is done; each wraps at 2^32.
+//!
+//! Check [`VERSION`] against [`VERSION_VALUE`] and [`ISA_HASH_LO`]/[`ISA_HASH_HI`] against
+//! `HwConfig::isa_hash()` before running a program on a bitstream.
+
+use serde_json::{json, Value};
+
+/// Width of the control port's byte addresses.
+pub const ADDR_BITS: u32 = 8;
+
+/// CONTROL: write [`CONTROL_START`] to start a run (ignored while one is running); read
+/// [`CONTROL_RUNNING`], [`CONTROL_DONE`] (sticky until the next start) and [`CONTROL_ERROR`].
+pub const CONTROL: u32 = 0x00;
+/// VERSION: reads [`VERSION_VALUE`].
+pub const VERSION: u32 = 0x04;
+/// INSN_ADDR: byte address of the instruction stream (read/write).
+pub const INSN_ADDR: u32 = 0x08;
+/// INSN_COUNT: number of 128-bit instructions to run (read/write).
+pub const INSN_COUNT: u32 = 0x0c;
+/// ISA_HASH_LO: low 32 bits of the config's `isa_hash()`.
+pub const ISA_HASH_LO: u32 = 0x10;
+/// ISA_HASH_HI: high 32 bits of the config's `isa_hash()`.
+pub const ISA_HASH_HI: u32 = 0x14;
+/// CYCLES: clock cycles from start to done.
+pub const CYCLES: u32 = 0x18;
+/// LOAD_BUSY: cycles the load module had an instruction in progress (stalls included).
+pub const LOAD_BUSY: u32 = 0x1c;
+/// COMPUTE_BUSY: the same for the compute module.
+pub const COMPUTE_BUSY: u32 = 0x20;
+/// STORE_BUSY: the same for the store module.
+pub const STORE_BUSY: u32 = 0x24;
+/// LOAD_STALL: cycles the load module waited on a token (pop empty or push full).
+pub const LOAD_STALL: u32 = 0x28;
+/// COMPUTE_STALL: the same for the compute module.
+pub const COMPUTE_STALL: u32 = 0x2c;
+/// STORE_STALL: the same for the store module.
+pub const STORE_STALL: u32 = 0x30;
+/// DMA_BUSY: cycles with a DRAM transfer requested or in flight.
+pub const DMA_BUSY: u32 = 0x34;
+/// GEMM_UOPS: GEMM micro-op iterations without reset (low 32 bits).
+pub const GEMM_UOPS: u32 = 0x38;
+/// ALU_UOPS: ALU micro-op iterations without reset (low 32 bits).
+pub const ALU_UOPS: u32 = 0x3c;
+/// RESET_UOPS: GEMM and ALU micro-op iterations with `reset_reg` (low 32 bits).
+pub const RESET_UOPS: u32 = 0x40;
+/// INSNS: instructions fetched from DRAM in this run.
+pub const INSNS: u32 = 0x44;
+
+/// CONTROL bit 0, written: start a run. Read: a run is in progress.
+pub const CONTROL_START: u32 = 1 << 0;
+/// CONTROL bit 0, read: a run is in progress.
+pub const CONTROL_RUNNING: u32 = 1 << 0;
+/// CONTROL bit 1, read: the last run retired its FINISH (sticky until the next start).
+pub const CONTROL_DONE: u32 = 1 << 1;
+/// CONTROL bit 2, read: since the last start, an AXI error response was seen or the
+/// execution core reported a fault (a micro-op index past its buffer).
+pub const CONTROL_ERROR: u32 = 1 << 2;
+
+/// What [`VERSION`] reads: `"VTA"` in the top bytes and the register-map version (1) in the
+/// low byte.
+pub const VERSION_VALUE: u32 = 0x5654_4101;
+
+/// How software may access a register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and write.
+    ReadWrite,
+    /// Read only; writes are ignored.
+    ReadOnly,
+    /// CONTROL: writes act (start), reads return status.
+    Control,
+}
+
+impl Access {
+    /// `"rw"`, `"ro"` or `"control"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::ReadWrite => "rw",
+            Access::ReadOnly => "ro",
+            Access::Control => "control",
+        }
+    }
+}
+
+/// One register of the map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reg {
+    /// Upper-case name, as in this module's constants.
+    pub name: &'static str,
+    /// Byte offset.
+    pub offset: u32,
+    /// Access kind.
+    pub access: Access,
+    /// One-line description.
+    pub doc: &'static str,
+}
+
+/// Every register, in offset order (consecutive, from 0).
+pub const MAP: &[Reg] = &[
+    Reg {
+        name: "CONTROL",
+        offset: CONTROL,
+        access: Access::Control,
+        doc: "write bit 0 = start (ignored while running); read bit 0 running, bit 1 done \
+              (sticky until the next start), bit 2 error since the last start (AXI error \
+              response or core fault)",
+    },
+    Reg {
+        name: "VERSION",
+        offset: VERSION,
+        access: Access::ReadOnly,
+        doc: "0x56544101: 'VTA' and register-map version 1",
+    },
+    Reg {
+        name: "INSN_ADDR",
+        offset: INSN_ADDR,
+        access: Access::ReadWrite,
+        doc: "byte address of the first instruction (16-byte aligned)",
+    },
+    Reg {
+        name: "INSN_COUNT",
+        offset: INSN_COUNT,
+        access: Access::ReadWrite,
+        doc: "number of 128-bit instructions",
+    },
+    Reg {
+        name: "ISA_HASH_LO",
+        offset: ISA_HASH_LO,
+        access: Access::ReadOnly,
+        doc: "low 32 bits of the config's isa_hash()",
+    },
+    Reg {
+        name: "ISA_HASH_HI",
+        offset: ISA_HASH_HI,
+        access: Access::ReadOnly,
+        doc: "high 32 bits of the config's isa_hash()",
+    },
+    Reg {
+        name: "CYCLES",
+        offset: CYCLES,
+        access: Access::ReadOnly,
+        doc: "clock cycles from start to done",
+    },
+    Reg {
+        name: "LOAD_BUSY",
+        offset: LOAD_BUSY,
+        access: Access::ReadOnly,
+        doc: "cycles the load module had an instruction in progress (stalls included)",
+    },
+    Reg {
+        name: "COMPUTE_BUSY",
+        offset: COMPUTE_BUSY,
+        access: Access::ReadOnly,
+        doc: "cycles the compute module had an instruction in progress (stalls included)",
+    },
+    Reg {
+        name: "STORE_BUSY",
+        offset: STORE_BUSY,
+        access: Access::ReadOnly,
+        doc: "cycles the store module had an instruction in progress (stalls included)",
+    },
+    Reg {
+        name: "LOAD_STALL",
+        offset: LOAD_STALL,
+        access: Access::ReadOnly,
+        doc: "cycles the load module waited on a token (pop empty or push full)",
+    },
+    Reg {
+        name: "COMPUTE_STALL",
+        offset: COMPUTE_STALL,
+        access: Access::ReadOnly,
+        doc: "cycles the compute module waited on a token (pop empty or push full)",
+    },
+    Reg {
+        name: "STORE_STALL",
+        offset: STORE_STALL,
+        access: Access::ReadOnly,
+        doc: "cycles the store module waited on a token (pop empty or push full)",
+    },
+    Reg {
+        name: "DMA_BUSY",
+        offset: DMA_BUSY,
+        access: Access::ReadOnly,
+        doc: "cycles with a DRAM read or write requested or in flight",
+    },
+    Reg {
+        name: "GEMM_UOPS",
+        offset: GEMM_UOPS,
+        access: Access::ReadOnly,
+        doc: "GEMM micro-op iterations without reset_reg (low 32 bits)",
+    },
+    Reg {
+        name: "ALU_UOPS",
+        offset: ALU_UOPS,
+        access: Access::ReadOnly,
+        doc: "ALU micro-op iterations without reset_reg (low 32 bits)",
+    },
+    Reg {
+        name: "RESET_UOPS",
+        offset: RESET_UOPS,
+        access: Access::ReadOnly,
+        doc: "GEMM and ALU micro-op iterations with reset_reg (low 32 bits)",
+    },
+    Reg {
+        name: "INSNS",
+        offset: INSNS,
+        access: Access::ReadOnly,
+        doc: "instructions fetched in this run",
+    },
+];
+
+/// The register by name.
+pub fn by_name(name: &str) -> Option<&'static Reg> {
+    MAP.iter().find(|r| r.name == name)
+}
+
+/// The register map as JSON for drivers: the port, address width, version value, the
+/// config it was generated for (string, ISA hash) and every register with its offset,
+/// access and description, plus CONTROL's bits.
+pub fn json(cfg: &isa::HwConfig) -> String {
+    let regs: Vec<Value> = MAP
+        .iter()
+        .map(|r| {
+            json!({
+                "name": r.name,
+                "offset": r.offset,
+                "offset_hex": format!("0x{:02x}", r.offset),
+                "access": r.access.name(),
+                "description": r.doc,
+            })
+        })
+        .collect();
+    let hash = cfg.isa_hash();
+    let v = json!({
+        "port": "s_axi_control",
+        "addr_bits": ADDR_BITS,
+        "data_bits": 32,
+        "version_value": VERSION_VALUE,
+        "config_string": cfg.config_string(),
+        "isa_hash": format!("{hash:016x}"),
+        "isa_hash_lo": hash as u32,
+        "isa_hash_hi": (hash >> 32) as u32,
+        "control_bits": {
+            "start": CONTROL_START,
+            "running": CONTROL_RUNNING,
+            "done": CONTROL_DONE,
+            "error": CONTROL_ERROR,
+        },
+        "registers": regs,
+    });
+    serde_json::to_string_pretty(&v).expect("register map serializes") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_are_consecutive_words_and_fit_the_address_space() {
+        for (i, r) in MAP.iter().enumerate() {
+            assert_eq!(r.offset, 4 * i as u32, "{}", r.name);
+        }
+        assert!((MAP.len() as u32) * 4 <= 1 << ADDR_BITS);
+    }
+
+    #[test]
+    fn json_names_every_register() {
+        let cfg = isa::HwConfig::default();
+        let v: Value = serde_json::from_str(&json(&cfg)).unwrap();
+        assert_eq!(v["registers"].as_array().unwrap().len(), MAP.len());
+        assert_eq!(v["isa_hash"], format!("{:016x}", cfg.isa_hash()));
+    }
+}

@@ -1,0 +1,322 @@
+//! Resource use of a generated design: synthesis with yosys (`synth_xilinx`) and a report
+//! of LUTs, flip-flops, DSP48E1s and block RAMs against an FPGA part's totals.
+//!
+//! LUTs count every LUT1..LUT6 and inverter plus the LUTs inside distributed-RAM and
+//! shift-register primitives (a RAM64M is four LUTs, ...), as Vivado's "Slice LUTs" does. Block RAM is
+//! counted in 36 Kb units: RAMB36E1 + RAMB18E1 / 2.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// An FPGA part's resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// Part name, e.g. `xc7z020`.
+    pub name: &'static str,
+    /// yosys `synth_xilinx -family` value.
+    pub family: &'static str,
+    pub luts: u64,
+    pub ffs: u64,
+    pub dsps: u64,
+    /// Block RAM in 36 Kb units.
+    pub bram36: u64,
+}
+
+/// The parts `vta hw report --part` knows.
+pub const PARTS: &[Part] = &[
+    Part {
+        name: "xc7z020",
+        family: "xc7",
+        luts: 53_200,
+        ffs: 106_400,
+        dsps: 220,
+        bram36: 140,
+    },
+    Part {
+        name: "xc7z010",
+        family: "xc7",
+        luts: 17_600,
+        ffs: 35_200,
+        dsps: 80,
+        bram36: 60,
+    },
+    Part {
+        name: "xc7z045",
+        family: "xc7",
+        luts: 218_600,
+        ffs: 437_200,
+        dsps: 900,
+        bram36: 545,
+    },
+];
+
+/// The part called `name`.
+pub fn part(name: &str) -> Option<Part> {
+    PARTS
+        .iter()
+        .copied()
+        .find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+/// Resource use after synthesis.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Utilization {
+    pub luts: u64,
+    /// LUTs used as distributed RAM or shift registers (included in `luts`).
+    pub lutram: u64,
+    pub ffs: u64,
+    pub dsps: u64,
+    pub ramb36: u64,
+    pub ramb18: u64,
+    /// Every cell type and its count, as yosys' `stat` lists them.
+    pub cells: BTreeMap<String, u64>,
+}
+
+impl Utilization {
+    /// Block RAM in 36 Kb units (RAMB36 + RAMB18 / 2).
+    pub fn bram36(&self) -> f64 {
+        self.ramb36 as f64 + self.ramb18 as f64 / 2.0
+    }
+}
+
+/// LUTs a distributed-RAM or shift-register primitive occupies.
+fn lut_cost(cell: &str) -> Option<u64> {
+    Some(match cell {
+        // An inverter yosys leaves unabsorbed becomes a LUT1 in the FPGA.
+        "LUT1" | "LUT2" | "LUT3" | "LUT4" | "LUT5" | "LUT6" | "INV" => return None,
+        "RAM32X1S" | "RAM64X1S" | "SRL16E" | "SRLC16E" | "SRLC32E" => 1,
+        "RAM32X1D" | "RAM64X1D" | "RAM128X1S" => 2,
+        "RAM32M" | "RAM64M" | "RAM128X1D" | "RAM256X1S" => 4,
+        "RAM32M16" | "RAM64M8" => 8,
+        _ => return Some(0),
+    })
+}
+
+/// Reads the cell counts of the last `Number of cells` block of yosys' `stat` output (the
+/// whole design when it is flat).
+pub fn parse_stat(text: &str) -> Utilization {
+    let start = text.rfind("Number of cells").unwrap_or(0);
+    let mut u = Utilization::default();
+    for line in text[start..].lines().skip(1) {
+        let mut f = line.split_whitespace();
+        let (Some(name), Some(n), None) = (f.next(), f.next(), f.next()) else {
+            if line.trim().is_empty() {
+                continue;
+            }
+            break;
+        };
+        let Ok(n) = n.parse::<u64>() else { break };
+        u.cells.insert(name.to_string(), n);
+    }
+    for (name, &n) in &u.cells {
+        match lut_cost(name) {
+            None => u.luts += n,
+            Some(c) if c > 0 => {
+                u.luts += c * n;
+                u.lutram += c * n;
+            }
+            _ => {}
+        }
+        if name.starts_with("FD") {
+            u.ffs += n;
+        }
+        if name.starts_with("DSP48") {
+            u.dsps += n;
+        }
+        if name.starts_with("RAMB36") || name.starts_with("FIFO36") {
+            u.ramb36 += n;
+        }
+        if name.starts_with("RAMB18") || name.starts_with("FIFO18") {
+            u.ramb18 += n;
+        }
+    }
+    u
+}
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// yosys is not installed.
+    #[error("`yosys` is needed for the resource report but could not be run ({0}); install it with `apt-get install yosys` (Debian/Ubuntu)")]
+    YosysMissing(String),
+    /// yosys failed.
+    #[error("yosys failed (exit status {status}); the end of its log:\n{log}")]
+    YosysFailed { status: String, log: String },
+    /// A work file could not be written or read.
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ReportError + 'a {
+    move |source| ReportError::Io {
+        what,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The yosys version string, checking that yosys runs.
+pub fn yosys_version() -> Result<String, ReportError> {
+    let out = Command::new("yosys")
+        .arg("-V")
+        .output()
+        .map_err(|e| ReportError::YosysMissing(e.to_string()))?;
+    if !out.status.success() {
+        return Err(ReportError::YosysMissing(format!(
+            "`yosys -V` exited with {}",
+            out.status
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Synthesizes `verilog` (top `top`) for `family` with yosys in `work_dir` and returns the
+/// flat design's cell counts. `progress` receives the major synthesis steps as yosys
+/// reaches them (with the elapsed time).
+pub fn synthesize(
+    verilog: &str,
+    top: &str,
+    family: &str,
+    work_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Utilization, ReportError> {
+    yosys_version()?;
+    std::fs::create_dir_all(work_dir).map_err(io("creating", work_dir))?;
+    let src = work_dir.join(format!("{top}.v"));
+    std::fs::write(&src, verilog).map_err(io("writing", &src))?;
+    let stat = work_dir.join("stat.txt");
+    let log = work_dir.join("yosys.log");
+    let script = format!(
+        "read_verilog {src}; synth_xilinx -family {family} -top {top} -flatten; tee -o {stat} stat",
+        src = src.display(),
+        stat = stat.display()
+    );
+    let t = Instant::now();
+    let mut child = Command::new("yosys")
+        .arg("-l")
+        .arg(&log)
+        .arg("-p")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| ReportError::YosysMissing(e.to_string()))?;
+    let mut tail: Vec<String> = vec![];
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            // Top-level steps and the synth_xilinx script's own steps: "4.12. Executing X".
+            if let Some(rest) = line.strip_prefix(|c: char| c.is_ascii_digit()) {
+                let depth = line.split(' ').next().unwrap_or("").matches('.').count();
+                if depth <= 2 && rest.contains("Executing") {
+                    progress(&format!(
+                        "[{:6.1}s] {}",
+                        t.elapsed().as_secs_f64(),
+                        line.trim()
+                    ));
+                }
+            }
+            tail.push(line);
+            if tail.len() > 40 {
+                tail.remove(0);
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| ReportError::YosysMissing(e.to_string()))?;
+    if !status.success() {
+        return Err(ReportError::YosysFailed {
+            status: status.to_string(),
+            log: tail.join("\n"),
+        });
+    }
+    progress(&format!("[{:6.1}s] done", t.elapsed().as_secs_f64()));
+    let text = std::fs::read_to_string(&stat).map_err(io("reading", &stat))?;
+    Ok(parse_stat(&text))
+}
+
+/// The report table: each resource, used, available and percentage.
+pub fn format_report(u: &Utilization, p: &Part, title: &str) -> String {
+    let mut s = format!(
+        "{title}\nresource use on {} (yosys synth_xilinx -family {})\n",
+        p.name, p.family
+    );
+    let pct = |used: f64, total: u64| 100.0 * used / total as f64;
+    let rows: [(&str, f64, u64, String); 4] = [
+        (
+            "LUT",
+            u.luts as f64,
+            p.luts,
+            format!("{} as distributed RAM/SRL", u.lutram),
+        ),
+        ("FF", u.ffs as f64, p.ffs, String::new()),
+        ("DSP48E1", u.dsps as f64, p.dsps, String::new()),
+        (
+            "BRAM36",
+            u.bram36(),
+            p.bram36,
+            format!("{} RAMB36 + {} RAMB18", u.ramb36, u.ramb18),
+        ),
+    ];
+    let _ = writeln!(
+        s,
+        "{:<8} {:>9} {:>9} {:>7}",
+        "resource", "used", "available", "use"
+    );
+    for (name, used, total, note) in rows {
+        let used_s = if used.fract() == 0.0 {
+            format!("{used:.0}")
+        } else {
+            format!("{used:.1}")
+        };
+        let _ = writeln!(
+            s,
+            "{name:<8} {used_s:>9} {total:>9} {:>6.1}%{}",
+            pct(used, total),
+            if note.is_empty() {
+                String::new()
+            } else {
+                format!("  ({note})")
+            }
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_is_parsed_and_lutram_counted() {
+        let text = "\n=== design hierarchy ===\n\n   Number of cells:                 10\n     \
+                    CARRY4                          2\n     DSP48E1                         3\n     \
+                    FDRE                          100\n     FDSE                            2\n     \
+                    LUT2                           10\n     LUT6                           20\n     \
+                    RAM64M                          5\n     RAMB18E1                        3\n     \
+                    RAMB36E1                        4\n\n";
+        let u = parse_stat(text);
+        assert_eq!(u.luts, 10 + 20 + 20);
+        assert_eq!(u.lutram, 20);
+        assert_eq!(u.ffs, 102);
+        assert_eq!(u.dsps, 3);
+        assert_eq!(u.bram36(), 5.5);
+        let r = format_report(&u, &part("xc7z020").unwrap(), "t");
+        assert!(r.contains("BRAM36"), "{r}");
+    }
+
+    #[test]
+    fn missing_yosys_says_how_to_install() {
+        let e = ReportError::YosysMissing("not found".into()).to_string();
+        assert!(e.contains("apt-get install yosys"), "{e}");
+    }
+}

@@ -1,0 +1,131 @@
+//! The instruction sequencer shared by the load, compute and store modules: take the next
+//! instruction from the module's command queue, pop its tokens, run it, push its tokens
+//! (spec section 5.3).
+//!
+//! ```text
+//!   IDLE --queue head's popped queues all non-empty: take it, pop--> EXEC
+//!   EXEC --done, pushed queues all below capacity: push--> IDLE
+//!   EXEC --done, a pushed queue full--> PUSH --all below capacity: push--> IDLE
+//! ```
+//!
+//! The pops of an instruction happen together, in the cycle it leaves the queue, before it
+//! starts; its pushes together, after it completes; only then is the next instruction
+//! taken. In EXEC the module starts its work with `launch` (a pulse, when `can_launch`
+//! allows) and says when the work is complete with `done` (which may be high in the launch
+//! cycle itself for work that completes at once). An instruction without tokens takes two
+//! cycles of sequencing.
+
+use hdl::{ModuleBuilder, Sig};
+use isa::layout::{Codec, Field};
+
+use crate::util::flag;
+
+/// The sequencer's signals, for the module that owns it.
+pub(crate) struct Sequencer<'a> {
+    /// The instruction being executed (held from IDLE until the next one is taken).
+    pub insn: Sig<'a>,
+    /// High in EXEC.
+    pub in_exec: Sig<'a>,
+    /// One-cycle pulse in EXEC when the work starts.
+    pub launch: Sig<'a>,
+    /// The work has started (high in EXEC after `launch`).
+    pub launched: Sig<'a>,
+    /// One-cycle pulse when the work is complete (leaving EXEC).
+    pub retire: Sig<'a>,
+    /// An instruction is in progress (not IDLE).
+    pub busy: Sig<'a>,
+    /// Waiting on a token: a popped queue empty or a pushed queue full.
+    pub stall: Sig<'a>,
+}
+
+const IDLE: u64 = 0;
+const EXEC: u64 = 1;
+const PUSH: u64 = 2;
+
+/// Builds the sequencer in `m`: declares the queue ports `q_valid`, `q_ready`, `q_data`,
+/// and for each `(flag, queue)` of `pops` the ports `<queue>_can_pop` / `<queue>_pop`, of
+/// `pushes` the ports `<queue>_can_push` / `<queue>_push`. `can_launch` and `done` are
+/// wires the caller drives (they may depend on the returned signals).
+pub(crate) fn sequencer<'a>(
+    m: &'a ModuleBuilder,
+    codec: &Codec,
+    pops: &[(Field, &str)],
+    pushes: &[(Field, &str)],
+    can_launch: Sig<'a>,
+    done: Sig<'a>,
+) -> Sequencer<'a> {
+    let l = &codec.mem;
+    let q_valid = m.input("q_valid", 1);
+    let q_data = m.input("q_data", 128);
+    let state = m.reg("state", 2, IDLE);
+    let insn = m.reg_noreset("insn", 128);
+    let idle = m.named("idle", state.eq(IDLE));
+
+    // Pops, checked on the queue's head.
+    let mut pops_ok = m.bit(true);
+    let mut pop_flags = vec![];
+    for &(f, q) in pops {
+        let set = flag(q_data, l, f);
+        let can = m.input(&format!("{q}_can_pop"), 1);
+        pops_ok = pops_ok & (!set | can);
+        pop_flags.push((q, set));
+    }
+    let pops_ok = m.named("pops_ok", pops_ok);
+    let q_ready = m.output_from("q_ready", idle & pops_ok);
+    let take = m.named("take", q_valid & q_ready);
+    m.next_when(insn, take, q_data);
+    for (q, set) in pop_flags {
+        m.output_from(&format!("{q}_pop"), take & set);
+    }
+
+    let in_exec = m.named("in_exec", state.eq(EXEC));
+    let launched = m.reg("launched", 1, 0);
+    let launch = m.named("launch", in_exec & !launched & can_launch);
+    m.next(launched, in_exec & !done & (launched | launch));
+    let retire = m.named("retire", in_exec & done);
+
+    // Pushes, in the retiring cycle or later in PUSH.
+    let mut push_ok = m.bit(true);
+    let mut push_flags = vec![];
+    for &(f, q) in pushes {
+        let set = flag(insn, l, f);
+        let can = m.input(&format!("{q}_can_push"), 1);
+        push_ok = push_ok & (!set | can);
+        push_flags.push((q, set));
+    }
+    let push_ok = m.named("pushes_ok", push_ok);
+    let in_push = m.named("in_push", state.eq(PUSH));
+    let push_go = m.named("push_go", (retire | in_push) & push_ok);
+    for (q, set) in push_flags {
+        m.output_from(&format!("{q}_push"), push_go & set);
+    }
+
+    let next = m.case(
+        state,
+        &[
+            (IDLE, m.mux(take, m.lit(EXEC, 2), m.lit(IDLE, 2))),
+            (
+                EXEC,
+                m.mux(
+                    retire,
+                    m.mux(push_ok, m.lit(IDLE, 2), m.lit(PUSH, 2)),
+                    m.lit(EXEC, 2),
+                ),
+            ),
+        ],
+        m.mux(push_ok, m.lit(IDLE, 2), m.lit(PUSH, 2)),
+    );
+    m.next(state, next);
+    let waiting_pop = m.named("waiting_pop", idle & q_valid & !pops_ok);
+    let stall = m.named("stall_q", waiting_pop | (in_push & !push_ok));
+    let busy = m.named("busy_q", !idle | waiting_pop);
+    Sequencer {
+        insn,
+        in_exec,
+        launch,
+        launched,
+        retire,
+        busy,
+        stall,
+    }
+}

@@ -1,0 +1,935 @@
+//! Shared support of the execution-core tests (included by the `exec_*` test binaries with
+//! `#[path = "exec_common.rs"] mod common;`): configs, a reference model written from
+//! `isa::spec` sections 8-9, a Verilator harness that plays the shell and the INP/WGT
+//! memories, and a random instruction generator.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use hdl::verilator::{Model, PortId};
+use isa::{AluInsn, AluOp, Codec, DepFlags, GemmInsn, HwConfig, Insn, MemType, Uop, UopLoop};
+use vta_hw::exec::{exec_design, exec_timing};
+
+// ----- configs -----------------------------------------------------------------------------
+
+fn cfg_json(body: &str) -> String {
+    format!(r#"{{"TARGET":"sim","HW_VER":"0.0.2",{body}}}"#)
+}
+
+/// Configs beyond the presets, one per datapath variant.
+pub fn extra_configs() -> Vec<(String, HwConfig)> {
+    let list = [
+        // 4-bit inputs and weights (LUT multipliers), 16-bit ACC, batch 2, BLOCK_IN != BLOCK_OUT.
+        (
+            "i4w4a16",
+            r#""LOG_INP_WIDTH":2,"LOG_WGT_WIDTH":2,"LOG_ACC_WIDTH":4,"LOG_BATCH":1,
+               "LOG_BLOCK_IN":3,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
+        ),
+        // int8 x int4 packed two per multiplier (S = 12), batch 4, no ALU MUL.
+        (
+            "i8w4nomul",
+            r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":2,"LOG_ACC_WIDTH":5,"LOG_BATCH":2,
+               "LOG_BLOCK_IN":1,"LOG_BLOCK_OUT":3,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":10,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":13,"ALU_MUL":false"#,
+        ),
+        // int16 x int16 into 16-bit ACC (products wrap), BLOCK_OUT 1 (no packing).
+        (
+            "i16w16a16",
+            r#""LOG_INP_WIDTH":4,"LOG_WGT_WIDTH":4,"LOG_ACC_WIDTH":4,"LOG_BATCH":0,
+               "LOG_BLOCK_IN":2,"LOG_BLOCK_OUT":0,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":10,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
+        ),
+        // BLOCK_IN 1 (no adder tree), int4 x int8 packed, batch 8.
+        (
+            "i4w8bi1",
+            r#""LOG_INP_WIDTH":2,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,"LOG_BATCH":3,
+               "LOG_BLOCK_IN":0,"LOG_BLOCK_OUT":1,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
+               "LOG_WGT_BUFF_SIZE":9,"LOG_ACC_BUFF_SIZE":12"#,
+        ),
+        // Buffers of a single element (zero-width indices): ACC and WGT of depth 1.
+        (
+            "depth1",
+            r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,"LOG_BATCH":0,
+               "LOG_BLOCK_IN":2,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":5,"LOG_INP_BUFF_SIZE":3,
+               "LOG_WGT_BUFF_SIZE":4,"LOG_ACC_BUFF_SIZE":4"#,
+        ),
+    ];
+    list.iter()
+        .map(|(name, body)| {
+            let cfg = HwConfig::from_json_str(&cfg_json(body), name)
+                .unwrap_or_else(|e| panic!("test config {name}: {e}"));
+            (name.to_string(), cfg)
+        })
+        .collect()
+}
+
+/// A config by name: a preset or one of [`extra_configs`].
+pub fn config(name: &str) -> HwConfig {
+    HwConfig::preset(name).unwrap_or_else(|_| {
+        extra_configs()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no test config {name}"))
+            .1
+    })
+}
+
+// ----- numbers -----------------------------------------------------------------------------
+
+/// `v` reduced modulo `2^bits` into the signed range.
+pub fn wrap(v: i128, bits: u32) -> i64 {
+    let m = 1i128 << bits;
+    let r = v.rem_euclid(m);
+    (if r >= m / 2 { r - m } else { r }) as i64
+}
+
+/// Lanes of `width` bits packed little-endian into 32-bit words (spec section 2).
+pub fn pack(lanes: &[i64], width: u32) -> Vec<u32> {
+    let bits = lanes.len() as u32 * width;
+    let mut words = vec![0u32; bits.div_ceil(32) as usize];
+    for (l, &v) in lanes.iter().enumerate() {
+        for b in 0..width {
+            if (v >> b) & 1 != 0 {
+                let pos = l as u32 * width + b;
+                words[(pos / 32) as usize] |= 1 << (pos % 32);
+            }
+        }
+    }
+    words
+}
+
+/// The inverse of [`pack`]: `n` signed lanes of `width` bits.
+pub fn unpack(words: &[u32], n: usize, width: u32) -> Vec<i64> {
+    (0..n)
+        .map(|l| {
+            let mut v: i128 = 0;
+            for b in 0..width {
+                let pos = l as u32 * width + b;
+                if (words[(pos / 32) as usize] >> (pos % 32)) & 1 != 0 {
+                    v |= 1 << b;
+                }
+            }
+            wrap(v, width)
+        })
+        .collect()
+}
+
+// ----- reference model ---------------------------------------------------------------------
+
+/// Counters of spec section 11 that the core reports as events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub gemm_uops: u64,
+    pub reset_uops: u64,
+    pub alu_uops: u64,
+}
+
+/// The scratchpads the core owns or reads, and spec 8's micro-op loop over them.
+#[derive(Clone)]
+pub struct Reference {
+    pub cfg: HwConfig,
+    /// `acc[row][lane]`, lane `b*BLOCK_OUT + n`.
+    pub acc: Vec<Vec<i64>>,
+    /// `inp[row][lane]`, lane `b*BLOCK_IN + k`.
+    pub inp: Vec<Vec<i64>>,
+    /// `wgt[tile][lane]`, lane `n*BLOCK_IN + k`.
+    pub wgt: Vec<Vec<i64>>,
+    pub uop: Vec<Uop>,
+    pub counts: Counts,
+}
+
+/// The micro-op iterations of one instruction: `(u, dst, src, wgt)` in loop order.
+pub fn iterations(lp: &UopLoop, uops: &[Uop], wgt_f: (u16, u16)) -> Vec<(usize, u64, u64, u64)> {
+    let mut v = vec![];
+    for o in 0..u64::from(lp.iter_out) {
+        for i in 0..u64::from(lp.iter_in) {
+            for u in lp.uop_bgn..lp.uop_end.max(lp.uop_bgn) {
+                let x = uops[u as usize];
+                v.push((
+                    u as usize,
+                    u64::from(x.dst_idx)
+                        + o * u64::from(lp.dst_factor_out)
+                        + i * u64::from(lp.dst_factor_in),
+                    u64::from(x.src_idx)
+                        + o * u64::from(lp.src_factor_out)
+                        + i * u64::from(lp.src_factor_in),
+                    u64::from(x.wgt_idx) + o * u64::from(wgt_f.0) + i * u64::from(wgt_f.1),
+                ));
+            }
+        }
+    }
+    v
+}
+
+impl Reference {
+    pub fn new(cfg: &HwConfig) -> Reference {
+        let lanes = |m: MemType| -> usize {
+            match m {
+                MemType::Inp => (cfg.batch() * cfg.block_in()) as usize,
+                MemType::Wgt => (cfg.block_out() * cfg.block_in()) as usize,
+                _ => (cfg.batch() * cfg.block_out()) as usize,
+            }
+        };
+        Reference {
+            cfg: cfg.clone(),
+            acc: vec![vec![0; lanes(MemType::Acc)]; cfg.depth(MemType::Acc) as usize],
+            inp: vec![vec![0; lanes(MemType::Inp)]; cfg.depth(MemType::Inp) as usize],
+            wgt: vec![vec![0; lanes(MemType::Wgt)]; cfg.depth(MemType::Wgt) as usize],
+            uop: vec![Uop::default(); cfg.depth(MemType::Uop) as usize],
+            counts: Counts::default(),
+        }
+    }
+
+    /// OUT row `r`: the low OUT_WIDTH bits of each ACC lane (spec 9).
+    pub fn out_row(&self, r: usize) -> Vec<i64> {
+        let ow = self.cfg.out_width();
+        self.acc[r].iter().map(|&v| wrap(v as i128, ow)).collect()
+    }
+
+    /// Micro-op iterations of `insn` with an index past its buffer (spec 8: an error).
+    pub fn faults(&self, insn: &Insn) -> u64 {
+        let (lp, gemm, use_imm, wf) = match insn {
+            Insn::Gemm(g) => (&g.lp, true, false, (g.wgt_factor_out, g.wgt_factor_in)),
+            Insn::Alu(a) => (&a.lp, false, a.use_imm, (0, 0)),
+            _ => unreachable!(),
+        };
+        let c = &self.cfg;
+        let (da, di, dw) = (
+            u64::from(c.depth(MemType::Acc)),
+            u64::from(c.depth(MemType::Inp)),
+            u64::from(c.depth(MemType::Wgt)),
+        );
+        iterations(lp, &self.uop, wf)
+            .into_iter()
+            .filter(|&(_, d, s, w)| {
+                let uses_src = !lp.reset_reg && (gemm || !use_imm);
+                let uses_wgt = gemm && !lp.reset_reg;
+                d >= da || (uses_src && s >= if gemm { di } else { da }) || (uses_wgt && w >= dw)
+            })
+            .count() as u64
+    }
+
+    /// Executes a GEMM or ALU instruction; panics on an index error (tests generate none
+    /// unless they check faults, and then do not execute on the reference).
+    pub fn exec(&mut self, insn: &Insn) {
+        assert_eq!(
+            self.faults(insn),
+            0,
+            "the reference does not execute erroneous {insn:?}"
+        );
+        let aw = self.cfg.acc_width();
+        let (bsz, bi, bo) = (
+            self.cfg.batch() as usize,
+            self.cfg.block_in() as usize,
+            self.cfg.block_out() as usize,
+        );
+        match insn {
+            Insn::Gemm(g) => {
+                for (_, d, s, w) in
+                    iterations(&g.lp, &self.uop, (g.wgt_factor_out, g.wgt_factor_in))
+                {
+                    let (d, s, w) = (d as usize, s as usize, w as usize);
+                    if g.lp.reset_reg {
+                        self.counts.reset_uops += 1;
+                        self.acc[d].iter_mut().for_each(|x| *x = 0);
+                        continue;
+                    }
+                    self.counts.gemm_uops += 1;
+                    for b in 0..bsz {
+                        for n in 0..bo {
+                            let mut sum = i128::from(self.acc[d][b * bo + n]);
+                            for k in 0..bi {
+                                sum += i128::from(self.inp[s][b * bi + k])
+                                    * i128::from(self.wgt[w][n * bi + k]);
+                            }
+                            self.acc[d][b * bo + n] = wrap(sum, aw);
+                        }
+                    }
+                }
+            }
+            Insn::Alu(a) => {
+                let log_aw = self.cfg.log_acc_width;
+                for (_, d, s, _) in iterations(&a.lp, &self.uop, (0, 0)) {
+                    let (d, s) = (d as usize, s as usize);
+                    if a.lp.reset_reg {
+                        self.counts.reset_uops += 1;
+                        self.acc[d].iter_mut().for_each(|x| *x = 0);
+                        continue;
+                    }
+                    self.counts.alu_uops += 1;
+                    let src_row = if a.use_imm {
+                        None
+                    } else {
+                        Some(self.acc[s].clone())
+                    };
+                    for l in 0..bsz * bo {
+                        let x = self.acc[d][l];
+                        let y = match &src_row {
+                            None => i64::from(a.imm),
+                            Some(r) => r[l],
+                        };
+                        self.acc[d][l] = match a.op {
+                            AluOp::Min => x.min(y),
+                            AluOp::Max => x.max(y),
+                            AluOp::Add => wrap(i128::from(x) + i128::from(y), aw),
+                            AluOp::Mul => wrap(i128::from(x) * i128::from(y), aw),
+                            AluOp::Shr => {
+                                let s = wrap(i128::from(y), log_aw + 1);
+                                if s >= 0 {
+                                    x >> s
+                                } else {
+                                    wrap(i128::from(x) << (-s), aw)
+                                }
+                            }
+                        };
+                    }
+                }
+            }
+            _ => unreachable!("the core runs GEMM and ALU only"),
+        }
+    }
+}
+
+// ----- random numbers ----------------------------------------------------------------------
+
+/// xorshift64*: deterministic and seedable.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in `0..n` (0 when n is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+    /// Uniform in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    /// A random signed value of `bits` bits.
+    pub fn signed(&mut self, bits: u32) -> i64 {
+        wrap(i128::from(self.next_u64()), bits)
+    }
+    /// Like [`signed`](Self::signed), but often an extreme value.
+    pub fn edgy(&mut self, bits: u32) -> i64 {
+        let max = (1i64 << (bits - 1)) - 1;
+        match self.below(8) {
+            0 => max,
+            1 => -max - 1,
+            2 => self.signed(3),
+            _ => self.signed(bits),
+        }
+    }
+}
+
+// ----- the harness -------------------------------------------------------------------------
+
+/// Models built in this test binary, by config name; each test takes a fresh instance.
+static MODELS: Mutex<Option<HashMap<String, Model>>> = Mutex::new(None);
+
+fn cache_dir() -> PathBuf {
+    // The same cache as the hdl crate's simulation tests: Verilator's runtime is compiled
+    // once per target directory.
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hdl-cache")
+}
+
+/// A fresh instance of the core built for config `name`, in reset.
+pub fn model(name: &str) -> Model {
+    let mut guard = MODELS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = guard.get_or_insert_with(HashMap::new);
+    if !map.contains_key(name) {
+        let design = exec_design(&config(name));
+        let start = Instant::now();
+        let m = Model::build(&design, &cache_dir(), &mut |stage| {
+            eprintln!(
+                "[vta_exec {name}] {stage} ({:.1}s)",
+                start.elapsed().as_secs_f64()
+            )
+        })
+        .unwrap_or_else(|e| panic!("building the Verilator model of vta_exec ({name}): {e}"));
+        map.insert(name.to_string(), m);
+    }
+    let mut m = map[name].new_instance();
+    m.reset(2);
+    m
+}
+
+struct Ports {
+    insn_valid: PortId,
+    insn_ready: PortId,
+    insn: PortId,
+    done: PortId,
+    uop_wr_en: PortId,
+    uop_wr_addr: PortId,
+    uop_wr_data: PortId,
+    inp_rd_en: PortId,
+    inp_rd_addr: PortId,
+    inp_rd_data: PortId,
+    wgt_rd_en: PortId,
+    wgt_rd_addr: PortId,
+    wgt_rd_data: PortId,
+    acc_wr_en: PortId,
+    acc_wr_addr: PortId,
+    acc_wr_data: PortId,
+    out_rd_en: PortId,
+    out_rd_addr: PortId,
+    out_rd_data: PortId,
+    ev_gemm_uop: PortId,
+    ev_reset_uop: PortId,
+    ev_alu_uop: PortId,
+    busy: PortId,
+    fault: PortId,
+}
+
+/// One instruction's life in the core, as observed.
+#[derive(Clone, Debug)]
+pub struct Issued {
+    pub insn: Insn,
+    /// First cycle `insn_valid` was high with it.
+    pub presented: u64,
+    /// Cycle it was accepted (valid && ready).
+    pub accepted: u64,
+    /// Cycle of its `done` pulse.
+    pub done: Option<u64>,
+}
+
+/// The core under test plus the bench around it: the INP/WGT memories, the shell's write
+/// ports, an instruction feeder, and event monitors.
+pub struct Core {
+    pub name: String,
+    pub cfg: HwConfig,
+    pub codec: Codec,
+    pub sim: Model,
+    p: Ports,
+    /// INP/WGT contents as port words, per element.
+    inp_words: Vec<Vec<u32>>,
+    wgt_words: Vec<Vec<u32>>,
+    pub cycle: u64,
+    pub log: Vec<Issued>,
+    /// Index in `log` of the next instruction expecting `done`.
+    next_done: usize,
+    pub events: Counts,
+    pub faults: u64,
+    pub max_busy_gap: u64,
+}
+
+impl Core {
+    pub fn new(name: &str) -> Core {
+        let cfg = config(name);
+        let sim = model(name);
+        let port = |n: &str| sim.port(n);
+        let p = Ports {
+            insn_valid: port("insn_valid"),
+            insn_ready: port("insn_ready"),
+            insn: port("insn"),
+            done: port("done"),
+            uop_wr_en: port("uop_wr_en"),
+            uop_wr_addr: port("uop_wr_addr"),
+            uop_wr_data: port("uop_wr_data"),
+            inp_rd_en: port("inp_rd_en"),
+            inp_rd_addr: port("inp_rd_addr"),
+            inp_rd_data: port("inp_rd_data"),
+            wgt_rd_en: port("wgt_rd_en"),
+            wgt_rd_addr: port("wgt_rd_addr"),
+            wgt_rd_data: port("wgt_rd_data"),
+            acc_wr_en: port("acc_wr_en"),
+            acc_wr_addr: port("acc_wr_addr"),
+            acc_wr_data: port("acc_wr_data"),
+            out_rd_en: port("out_rd_en"),
+            out_rd_addr: port("out_rd_addr"),
+            out_rd_data: port("out_rd_data"),
+            ev_gemm_uop: port("ev_gemm_uop"),
+            ev_reset_uop: port("ev_reset_uop"),
+            ev_alu_uop: port("ev_alu_uop"),
+            busy: port("busy"),
+            fault: port("fault"),
+        };
+        let di = cfg.depth(MemType::Inp) as usize;
+        let dw = cfg.depth(MemType::Wgt) as usize;
+        let wi = cfg.elem_bits(MemType::Inp).div_ceil(32) as usize;
+        let ww = cfg.elem_bits(MemType::Wgt).div_ceil(32) as usize;
+        Core {
+            name: name.to_string(),
+            codec: Codec::new(&cfg),
+            cfg,
+            sim,
+            p,
+            inp_words: vec![vec![0; wi]; di],
+            wgt_words: vec![vec![0; ww]; dw],
+            cycle: 0,
+            log: vec![],
+            next_done: 0,
+            events: Counts::default(),
+            faults: 0,
+            max_busy_gap: 0,
+        }
+    }
+
+    /// Sets the bench's INP and WGT memories from the reference's.
+    pub fn set_operands(&mut self, r: &Reference) {
+        let (iw, ww) = (self.cfg.inp_width(), self.cfg.wgt_width());
+        for (dst, row) in self.inp_words.iter_mut().zip(&r.inp) {
+            *dst = pack(row, iw);
+        }
+        for (dst, row) in self.wgt_words.iter_mut().zip(&r.wgt) {
+            *dst = pack(row, ww);
+        }
+    }
+
+    /// One clock cycle: evaluate, monitor the outputs, tick, and answer INP/WGT reads (the
+    /// memories are registered: data for a read issued now is visible next cycle).
+    fn clock(&mut self) {
+        self.sim.eval();
+        let get = |s: &Model, p: PortId| s.get(p) != 0;
+        if get(&self.sim, self.p.done) {
+            let i = self.next_done;
+            assert!(
+                i < self.log.len(),
+                "{}: done without an instruction at cycle {}",
+                self.name,
+                self.cycle
+            );
+            self.log[i].done = Some(self.cycle);
+            self.next_done += 1;
+        }
+        self.events.gemm_uops += self.sim.get(self.p.ev_gemm_uop);
+        self.events.reset_uops += self.sim.get(self.p.ev_reset_uop);
+        self.events.alu_uops += self.sim.get(self.p.ev_alu_uop);
+        self.faults += self.sim.get(self.p.fault);
+        let inp =
+            get(&self.sim, self.p.inp_rd_en).then(|| self.sim.get(self.p.inp_rd_addr) as usize);
+        let wgt =
+            get(&self.sim, self.p.wgt_rd_en).then(|| self.sim.get(self.p.wgt_rd_addr) as usize);
+        self.sim.tick();
+        self.cycle += 1;
+        if let Some(a) = inp {
+            let words = self
+                .inp_words
+                .get(a)
+                .cloned()
+                .unwrap_or_else(|| vec![0; self.inp_words[0].len()]);
+            self.sim.set_wide(self.p.inp_rd_data, &words);
+        }
+        if let Some(a) = wgt {
+            let words = self
+                .wgt_words
+                .get(a)
+                .cloned()
+                .unwrap_or_else(|| vec![0; self.wgt_words[0].len()]);
+            self.sim.set_wide(self.p.wgt_rd_data, &words);
+        }
+    }
+
+    fn busy(&mut self) -> bool {
+        self.sim.eval();
+        self.sim.get(self.p.busy) != 0
+    }
+
+    /// LOAD UOP through the write port (the core must be idle).
+    pub fn write_uops(&mut self, base: usize, uops: &[Uop]) {
+        assert!(!self.busy(), "writing UOP while busy");
+        for (i, u) in uops.iter().enumerate() {
+            let word = u32::from_le_bytes(self.codec.encode_uop(u).expect("micro-op fits"));
+            self.sim.set(self.p.uop_wr_en, 1);
+            self.sim.set(self.p.uop_wr_addr, (base + i) as u64);
+            self.sim.set(self.p.uop_wr_data, u64::from(word));
+            self.clock();
+        }
+        self.sim.set(self.p.uop_wr_en, 0);
+    }
+
+    /// LOAD ACC through the write port (the core must be idle).
+    pub fn write_acc(&mut self, base: usize, rows: &[Vec<i64>]) {
+        assert!(!self.busy(), "writing ACC while busy");
+        let aw = self.cfg.acc_width();
+        for (i, row) in rows.iter().enumerate() {
+            self.sim.set(self.p.acc_wr_en, 1);
+            self.sim.set(self.p.acc_wr_addr, (base + i) as u64);
+            self.sim.set_wide(self.p.acc_wr_data, &pack(row, aw));
+            self.clock();
+        }
+        self.sim.set(self.p.acc_wr_en, 0);
+    }
+
+    /// Reads OUT rows `0..n` through the store port, one per cycle.
+    pub fn read_out(&mut self, n: usize) -> Vec<Vec<i64>> {
+        let lanes = (self.cfg.batch() * self.cfg.block_out()) as usize;
+        let ow = self.cfg.out_width();
+        let mut rows = vec![];
+        for r in 0..n {
+            self.sim.set(self.p.out_rd_en, 1);
+            self.sim.set(self.p.out_rd_addr, r as u64);
+            self.clock();
+            rows.push(unpack(&self.sim.get_wide(self.p.out_rd_data), lanes, ow));
+        }
+        self.sim.set(self.p.out_rd_en, 0);
+        rows
+    }
+
+    /// Encodes an instruction as the 4 words of the `insn` port.
+    pub fn words(&self, insn: &Insn) -> [u32; 4] {
+        let b = self.codec.encode(insn).expect("encodable instruction");
+        let w = u128::from_le_bytes(b);
+        [
+            w as u32,
+            (w >> 32) as u32,
+            (w >> 64) as u32,
+            (w >> 96) as u32,
+        ]
+    }
+
+    /// Feeds `insns` in order, waiting `gaps[k]` idle cycles (valid low) before offering
+    /// instruction k, then runs until the core is idle. Returns the log entries.
+    pub fn run(&mut self, insns: &[Insn], gaps: &[u64]) -> &[Issued] {
+        let start = self.log.len();
+        for (k, insn) in insns.iter().enumerate() {
+            for _ in 0..gaps.get(k).copied().unwrap_or(0) {
+                self.clock();
+            }
+            let words = self.words(insn);
+            self.sim.set(self.p.insn_valid, 1);
+            self.sim.set_wide(self.p.insn, &words);
+            let presented = self.cycle;
+            loop {
+                self.sim.eval();
+                let ready = self.sim.get(self.p.insn_ready) != 0;
+                if ready {
+                    self.log.push(Issued {
+                        insn: *insn,
+                        presented,
+                        accepted: self.cycle,
+                        done: None,
+                    });
+                }
+                self.clock();
+                if ready {
+                    break;
+                }
+                assert!(
+                    self.cycle - presented < 1_000_000,
+                    "{}: instruction never accepted",
+                    self.name
+                );
+            }
+            self.sim.set(self.p.insn_valid, 0);
+        }
+        let mut idle_since = self.cycle;
+        while self.busy() {
+            self.clock();
+            assert!(
+                self.cycle - idle_since < 10_000_000,
+                "{}: core never idle",
+                self.name
+            );
+        }
+        idle_since = self.cycle;
+        let _ = idle_since;
+        assert_eq!(
+            self.next_done,
+            self.log.len(),
+            "{}: {} instructions accepted but {} done pulses",
+            self.name,
+            self.log.len(),
+            self.next_done
+        );
+        &self.log[start..]
+    }
+}
+
+// ----- timing model ------------------------------------------------------------------------
+
+/// Micro-op iterations of an instruction: `iter_out * iter_in * max(0, end - bgn)`.
+pub fn uop_count(insn: &Insn) -> u64 {
+    let lp = match insn {
+        Insn::Gemm(g) => &g.lp,
+        Insn::Alu(a) => &a.lp,
+        _ => unreachable!(),
+    };
+    u64::from(lp.iter_out)
+        * u64::from(lp.iter_in)
+        * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn))
+}
+
+/// A tensor ALU instruction: two ACC reads per micro-op, so one issue every other cycle.
+pub fn is_tensor(insn: &Insn) -> bool {
+    matches!(insn, Insn::Alu(a) if !a.use_imm && !a.lp.reset_reg)
+}
+
+/// Checks the observed accept and done cycles of `log` (instructions fed in order, each
+/// offered from its `presented` cycle) against the documented issue rule: one micro-op (or
+/// the end marker of an empty instruction) per cycle, a tensor ALU micro-op only after a
+/// cycle without issue, the next instruction accepted in the cycle the previous one issues
+/// its last micro-op, and `done` exactly `done_latency` cycles after that last issue.
+pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
+    let lat = u64::from(exec_timing(cfg).done_latency);
+    let mut last_issue: Option<u64> = None; // cycle of the most recent issue
+    let mut free_from = 0u64; // first cycle a new instruction could be accepted
+    for (k, e) in log.iter().enumerate() {
+        let accept = e.presented.max(free_from);
+        assert_eq!(
+            e.accepted, accept,
+            "instruction {k} ({:?}) accepted late: {log:#?}",
+            e.insn
+        );
+        let slots = uop_count(&e.insn).max(1);
+        let mut c = accept + 1;
+        for _ in 0..slots {
+            if is_tensor(&e.insn) && last_issue == Some(c - 1) {
+                c += 1;
+            }
+            last_issue = Some(c);
+            c += 1;
+        }
+        let li = last_issue.unwrap();
+        free_from = li;
+        // Accepted no earlier than the previous instruction's last issue: when offered
+        // earlier, exactly then.
+        assert_eq!(
+            e.done,
+            Some(li + lat),
+            "instruction {k} ({:?}): done at {:?}, expected {}",
+            e.insn,
+            e.done,
+            li + lat
+        );
+    }
+}
+
+// ----- random programs ---------------------------------------------------------------------
+
+/// Random scratchpad contents and micro-ops, with hazards made likely: half of all indices
+/// fall in a small window of rows.
+pub fn randomize(r: &mut Reference, rng: &mut Rng, uops: usize) {
+    let c = r.cfg.clone();
+    let (iw, ww, aw) = (c.inp_width(), c.wgt_width(), c.acc_width());
+    for row in r.inp.iter_mut() {
+        row.iter_mut().for_each(|x| *x = rng.edgy(iw));
+    }
+    for row in r.wgt.iter_mut() {
+        row.iter_mut().for_each(|x| *x = rng.edgy(ww));
+    }
+    for row in r.acc.iter_mut() {
+        row.iter_mut().for_each(|x| *x = rng.edgy(aw));
+    }
+    let (da, di, dw) = (
+        u64::from(c.depth(MemType::Acc)),
+        u64::from(c.depth(MemType::Inp)),
+        u64::from(c.depth(MemType::Wgt)),
+    );
+    let src_depth = da.min(di);
+    for u in r.uop.iter_mut().take(uops) {
+        let near = rng.chance(50);
+        let pick = |rng: &mut Rng, depth: u64| {
+            if near {
+                rng.below(depth.min(4))
+            } else {
+                rng.below(depth)
+            }
+        };
+        *u = Uop {
+            dst_idx: pick(rng, da) as u32,
+            src_idx: pick(rng, src_depth) as u32,
+            wgt_idx: pick(rng, dw) as u32,
+        };
+    }
+}
+
+/// A random loop over `uops[0..n_uops]` whose indices stay in range for the given kind
+/// (`gemm`, or ALU reading src unless `use_imm`).
+fn random_loop(
+    r: &Reference,
+    rng: &mut Rng,
+    n_uops: usize,
+    gemm: bool,
+    reads_src: bool,
+) -> (UopLoop, (u16, u16)) {
+    let c = &r.cfg;
+    let (da, di, dw) = (
+        u64::from(c.depth(MemType::Acc)),
+        u64::from(c.depth(MemType::Inp)),
+        u64::from(c.depth(MemType::Wgt)),
+    );
+    let bgn = rng.below(n_uops as u64);
+    let len = match rng.below(10) {
+        0 => 0,
+        1 => rng.range(1, 12),
+        _ => rng.range(1, 4),
+    };
+    let mut end = (bgn + len).min(n_uops as u64);
+    if rng.chance(3) {
+        end = bgn.saturating_sub(1); // empty: end before begin
+    }
+    let iter = |rng: &mut Rng| match rng.below(12) {
+        0 => 0,
+        1 => rng.range(5, 9),
+        _ => rng.range(1, 4),
+    };
+    let (io, ii) = (iter(rng), iter(rng));
+    let span = |rng: &mut Rng, max0: u64, depth: u64| -> (u16, u16) {
+        // o*fo + i*fi <= depth - 1 - max0 for every o < io, i < ii.
+        let budget = depth.saturating_sub(1 + max0);
+        let pick = |rng: &mut Rng, n: u64| -> u64 {
+            if n <= 1 {
+                return rng.below(3).min(budget / 2);
+            }
+            let limit = budget / 2 / (n - 1);
+            match rng.below(4) {
+                0 => 0,
+                1 => rng.below(2).min(limit),
+                _ => rng.below(limit + 1),
+            }
+        };
+        (pick(rng, io) as u16, pick(rng, ii) as u16)
+    };
+    let range = bgn as usize..(end.max(bgn)) as usize;
+    let max = |f: fn(&Uop) -> u32| {
+        r.uop[range.clone()]
+            .iter()
+            .map(|u| u64::from(f(u)))
+            .max()
+            .unwrap_or(0)
+    };
+    let (dfo, dfi) = span(rng, max(|u| u.dst_idx), da);
+    let (sfo, sfi) = if gemm {
+        span(rng, max(|u| u.src_idx), di)
+    } else if reads_src {
+        span(rng, max(|u| u.src_idx), da)
+    } else {
+        // Unused: anything that fits the field.
+        let m = da - 1;
+        ((rng.below(4) & m) as u16, (rng.below(4) & m) as u16)
+    };
+    let wf = if gemm {
+        span(rng, max(|u| u.wgt_idx), dw)
+    } else {
+        (0, 0)
+    };
+    (
+        UopLoop {
+            reset_reg: false,
+            uop_bgn: bgn as u16,
+            uop_end: end as u16,
+            iter_out: io as u16,
+            iter_in: ii as u16,
+            dst_factor_out: dfo,
+            dst_factor_in: dfi,
+            src_factor_out: sfo,
+            src_factor_in: sfi,
+        },
+        wf,
+    )
+}
+
+/// A random, error-free GEMM or ALU instruction over `uops[0..n_uops]`.
+pub fn random_insn(r: &Reference, rng: &mut Rng, n_uops: usize) -> Insn {
+    let c = &r.cfg;
+    loop {
+        let gemm = rng.chance(45);
+        let reset = rng.chance(8);
+        let insn = if gemm {
+            let (mut lp, wf) = random_loop(r, rng, n_uops, true, true);
+            lp.reset_reg = reset;
+            Insn::Gemm(GemmInsn {
+                deps: DepFlags::NONE,
+                lp,
+                wgt_factor_out: wf.0,
+                wgt_factor_in: wf.1,
+            })
+        } else {
+            let ops: &[AluOp] = if c.alu_mul {
+                &AluOp::ALL
+            } else {
+                &AluOp::ALL[..4]
+            };
+            let op = ops[rng.below(ops.len() as u64) as usize];
+            let use_imm = rng.chance(50);
+            let (mut lp, _) = random_loop(r, rng, n_uops, false, !use_imm && !reset);
+            lp.reset_reg = reset;
+            let imm = match op {
+                AluOp::Shr if rng.chance(80) => rng.range(0, 80) as i16 - 40,
+                _ => rng.edgy(16) as i16,
+            };
+            Insn::Alu(AluInsn {
+                deps: DepFlags::NONE,
+                lp,
+                op,
+                use_imm,
+                imm,
+            })
+        };
+        if r.faults(&insn) == 0 {
+            return insn;
+        }
+    }
+}
+
+/// Checks every bit of every ACC row against the reference: OUT (the low OUT_WIDTH bits),
+/// then repeatedly an ALU `SHR` by OUT_WIDTH over all of ACC (on the core and on the
+/// reference) and OUT again, until every bit was seen. Destroys ACC; uses UOP entry
+/// `depth(UOP) - 1`.
+pub fn check_all_acc(core: &mut Core, r: &mut Reference, what: &str) {
+    let c = core.cfg.clone();
+    let rows = c.depth(MemType::Acc) as usize;
+    let u = c.depth(MemType::Uop) as usize - 1;
+    core.write_uops(u, &[Uop::default()]);
+    r.uop[u] = Uop::default();
+    let (io, ii) = if rows <= 8192 {
+        (1, rows)
+    } else {
+        (rows / 8192, 8192)
+    };
+    let shift = Insn::Alu(AluInsn {
+        deps: DepFlags::NONE,
+        lp: UopLoop {
+            reset_reg: false,
+            uop_bgn: u as u16,
+            uop_end: u as u16 + 1,
+            iter_out: io as u16,
+            iter_in: ii as u16,
+            dst_factor_out: if io > 1 { ii as u16 } else { 0 },
+            dst_factor_in: u16::from(rows > 1),
+            src_factor_out: 0,
+            src_factor_in: 0,
+        },
+        op: AluOp::Shr,
+        use_imm: true,
+        imm: c.out_width() as i16,
+    });
+    let passes = c.acc_width().div_ceil(c.out_width());
+    for pass in 0..passes {
+        if pass > 0 {
+            core.run(&[shift], &[0]);
+            r.exec(&shift);
+        }
+        let got = core.read_out(rows);
+        for (row, g) in got.iter().enumerate() {
+            let want = r.out_row(row);
+            assert_eq!(
+                *g, want,
+                "{}: {what}: ACC row {row} bits [{}..{}) differ (pass {pass}): got {g:?}, want {want:?}",
+                core.name,
+                pass * c.out_width(),
+                (pass + 1) * c.out_width()
+            );
+        }
+    }
+}

@@ -1,0 +1,397 @@
+//! The execution core in Verilator against a reference written from `isa::spec`: random
+//! GEMM/ALU programs (every ALU op, immediate and tensor operands, resets, empty loops,
+//! micro-op sequences that hit the same rows back to back), exact ACC and OUT contents,
+//! event counts, faults, and the issue rate checked cycle by cycle.
+//!
+//! Each config's model is built once per test binary (the default config takes a minute or
+//! two the first time; later runs load it from the cache).
+
+#[path = "exec_common.rs"]
+mod common;
+
+use common::*;
+use isa::{AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemType, Uop, UopLoop};
+use vta_hw::exec::exec_timing;
+
+fn verilator_available() -> bool {
+    let ok = hdl::verilator::verilator_version().is_ok();
+    if !ok {
+        eprintln!("verilator not installed: skipping");
+    }
+    ok
+}
+
+/// Loads fresh random contents into the core and the reference.
+fn setup(core: &mut Core, r: &mut Reference, rng: &mut Rng, n_uops: usize) {
+    randomize(r, rng, n_uops);
+    core.set_operands(r);
+    core.write_uops(0, &r.uop[..n_uops]);
+    core.write_acc(0, &r.acc);
+    // LOAD ACC writes the OUT mirror too (spec 9).
+    let rows = r.acc.len();
+    for (row, got) in core.read_out(rows).iter().enumerate() {
+        assert_eq!(
+            *got,
+            r.out_row(row),
+            "{}: OUT row {row} after LOAD ACC",
+            core.name
+        );
+    }
+}
+
+fn random_programs(name: &str, rounds: usize, insns: usize, seed: u64) {
+    if !verilator_available() {
+        return;
+    }
+    let mut core = Core::new(name);
+    let mut r = Reference::new(&core.cfg);
+    let mut rng = Rng::new(seed);
+    let n_uops = (core.cfg.depth(MemType::Uop) as usize - 1).min(48);
+    let mut uops_run = 0;
+    for round in 0..rounds {
+        setup(&mut core, &mut r, &mut rng, n_uops);
+        let prog: Vec<Insn> = (0..insns)
+            .map(|_| random_insn(&r, &mut rng, n_uops))
+            .collect();
+        // Mostly back to back; sometimes the shell is slow.
+        let gaps: Vec<u64> = prog
+            .iter()
+            .map(|_| if rng.chance(15) { rng.below(14) } else { 0 })
+            .collect();
+        let log = core.run(&prog, &gaps).to_vec();
+        for i in &prog {
+            r.exec(i);
+        }
+        uops_run += prog.iter().map(uop_count).sum::<u64>();
+        check_timing(&core.cfg, &log);
+        assert_eq!(core.faults, 0, "{name}: unexpected fault");
+        assert_eq!(
+            core.events, r.counts,
+            "{name}: event counts (round {round})"
+        );
+        check_all_acc(&mut core, &mut r, &format!("round {round}"));
+    }
+    eprintln!(
+        "[{name}] {rounds} rounds, {} instructions, {uops_run} micro-ops, {} cycles",
+        rounds * insns,
+        core.cycle
+    );
+}
+
+fn gemm(lp: UopLoop, wgt_factor_out: u16, wgt_factor_in: u16) -> Insn {
+    Insn::Gemm(GemmInsn {
+        deps: DepFlags::NONE,
+        lp,
+        wgt_factor_out,
+        wgt_factor_in,
+    })
+}
+
+fn alu(lp: UopLoop, op: AluOp, use_imm: bool, imm: i16) -> Insn {
+    Insn::Alu(AluInsn {
+        deps: DepFlags::NONE,
+        lp,
+        op,
+        use_imm,
+        imm,
+    })
+}
+
+fn lp(bgn: u16, end: u16, iter_out: u16, iter_in: u16) -> UopLoop {
+    UopLoop {
+        reset_reg: false,
+        uop_bgn: bgn,
+        uop_end: end,
+        iter_out,
+        iter_in,
+        ..UopLoop::default()
+    }
+}
+
+/// Back-to-back micro-ops on the same rows, within and across instructions: every result
+/// must be as if executed one at a time, and nothing may stall.
+fn hazards(name: &str) {
+    if !verilator_available() {
+        return;
+    }
+    let mut core = Core::new(name);
+    let mut r = Reference::new(&core.cfg);
+    let mut rng = Rng::new(7);
+    setup(&mut core, &mut r, &mut rng, 0);
+    let ops: Vec<AluOp> = if core.cfg.alu_mul {
+        AluOp::ALL.to_vec()
+    } else {
+        AluOp::ALL[..4].to_vec()
+    };
+    // uop 0: row 3 <- inp 1 x wgt 2; uop 1: row 3 again; uop 2: row 4 from row 3;
+    // uop 3: row 3 from row 4; uop 4: row 3 from row 3.
+    let uops = [
+        Uop {
+            dst_idx: 3,
+            src_idx: 1,
+            wgt_idx: 2,
+        },
+        Uop {
+            dst_idx: 3,
+            src_idx: 0,
+            wgt_idx: 1,
+        },
+        Uop {
+            dst_idx: 4,
+            src_idx: 3,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 3,
+            src_idx: 4,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 3,
+            src_idx: 3,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 4,
+            src_idx: 1,
+            wgt_idx: 2,
+        },
+        Uop {
+            dst_idx: 5,
+            src_idx: 0,
+            wgt_idx: 0,
+        },
+    ];
+    core.write_uops(0, &uops);
+    r.uop[..uops.len()].copy_from_slice(&uops);
+    let mut prog = vec![
+        // 15 accumulations into row 3 in a row, then more from another uop.
+        gemm(lp(0, 1, 3, 5), 0, 1),
+        gemm(lp(0, 2, 2, 2), 1, 0),
+        // ALU reading what the GEMM just wrote, back to back.
+        alu(lp(2, 4, 1, 3), AluOp::Add, false, 0),
+        alu(lp(4, 5, 2, 2), AluOp::Add, false, 0),
+        gemm(lp(0, 1, 1, 1), 0, 0),
+        alu(lp(2, 3, 1, 1), AluOp::Max, false, 0),
+        alu(lp(3, 4, 1, 1), AluOp::Min, false, 0),
+    ];
+    for &op in &ops {
+        let imm = if op == AluOp::Shr { -3 } else { 5 };
+        prog.push(alu(lp(0, 2, 2, 3), op, true, imm));
+        prog.push(alu(lp(2, 5, 1, 2), op, false, 0));
+        prog.push(gemm(lp(1, 2, 1, 2), 0, 0));
+    }
+    let mut reset = lp(0, 1, 1, 1);
+    reset.reset_reg = true;
+    prog.push(gemm(reset, 0, 0));
+    prog.push(alu(lp(3, 5, 1, 1), AluOp::Add, false, 0));
+    prog.push(alu(reset, AluOp::Add, false, 0));
+    prog.push(gemm(lp(0, 2, 1, 1), 0, 0));
+    // A tensor operand written 2 and 3 issue slots earlier (the result registers of stages
+    // W+2 and W+3).
+    prog.extend([
+        gemm(lp(5, 6, 1, 1), 0, 0),
+        alu(lp(3, 4, 1, 1), AluOp::Add, false, 0),
+        gemm(lp(5, 6, 1, 1), 0, 0),
+        alu(lp(6, 7, 1, 1), AluOp::Add, true, 9),
+        alu(lp(3, 4, 1, 1), AluOp::Add, false, 0),
+    ]);
+    let log = core.run(&prog, &[]).to_vec();
+    for i in &prog {
+        r.exec(i);
+    }
+    check_timing(&core.cfg, &log);
+    assert_eq!(core.events, r.counts);
+    check_all_acc(&mut core, &mut r, "hazards");
+}
+
+/// Indices past their buffer pulse `fault` once per micro-op; only used indices count.
+fn faults(name: &str) {
+    if !verilator_available() {
+        return;
+    }
+    let mut core = Core::new(name);
+    let mut r = Reference::new(&core.cfg);
+    let mut rng = Rng::new(3);
+    setup(&mut core, &mut r, &mut rng, 0);
+    let c = core.cfg.clone();
+    let (da, di, dw) = (
+        c.depth(MemType::Acc),
+        c.depth(MemType::Inp),
+        c.depth(MemType::Wgt),
+    );
+    let max_src = (1u32 << c.uop_src_bits()) - 1;
+    let uops = [
+        Uop {
+            dst_idx: da - 1,
+            src_idx: 0,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 0,
+            src_idx: di - 1,
+            wgt_idx: dw - 1,
+        },
+        Uop {
+            dst_idx: 0,
+            src_idx: da - 1,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 0,
+            src_idx: max_src,
+            wgt_idx: 0,
+        },
+    ];
+    core.write_uops(0, &uops);
+    r.uop[..uops.len()].copy_from_slice(&uops);
+    let with = |mut l: UopLoop, f: &dyn Fn(&mut UopLoop)| {
+        f(&mut l);
+        l
+    };
+    let cases = vec![
+        // dst past ACC on the 2nd and 3rd inner iterations.
+        gemm(with(lp(0, 1, 1, 3), &|l| l.dst_factor_in = 1), 0, 0),
+        // src past INP, wgt past WGT (outer iterations).
+        gemm(with(lp(1, 2, 3, 1), &|l| l.src_factor_out = 1), 0, 0),
+        gemm(lp(1, 2, 2, 2), 1, 0),
+        // A reset uses dst only.
+        gemm(with(lp(1, 2, 2, 2), &|l| l.reset_reg = true), 1, 1),
+        // ALU: src past ACC counts for tensor operands only.
+        alu(
+            with(lp(2, 3, 2, 1), &|l| l.src_factor_out = 1),
+            AluOp::Add,
+            false,
+            0,
+        ),
+        alu(
+            with(lp(2, 3, 2, 1), &|l| l.src_factor_out = 1),
+            AluOp::Add,
+            true,
+            1,
+        ),
+        alu(lp(3, 4, 1, 1), AluOp::Max, false, 0),
+        alu(lp(3, 4, 1, 1), AluOp::Max, true, 0),
+        // Offsets far past the depth (exact arithmetic, no wrap back into range).
+        alu(
+            with(lp(0, 1, 3, 3), &|l| {
+                l.dst_factor_out = (da - 1) as u16;
+                l.dst_factor_in = (da - 1) as u16;
+            }),
+            AluOp::Min,
+            true,
+            0,
+        ),
+    ];
+    let mut expected_total = 0;
+    for insn in &cases {
+        let expected = r.faults(insn);
+        let before = core.faults;
+        core.run(&[*insn], &[0]);
+        assert_eq!(
+            core.faults - before,
+            expected,
+            "{name}: fault pulses of {insn:?}"
+        );
+        expected_total += expected;
+    }
+    assert!(
+        expected_total >= 10,
+        "the cases exercise faults ({expected_total})"
+    );
+    assert_eq!(core.log.len(), cases.len(), "every instruction completes");
+}
+
+/// Accept-to-done latency of lone instructions, and streams of back-to-back instructions.
+fn rates(name: &str) {
+    if !verilator_available() {
+        return;
+    }
+    let mut core = Core::new(name);
+    let mut r = Reference::new(&core.cfg);
+    let mut rng = Rng::new(11);
+    setup(&mut core, &mut r, &mut rng, 0);
+    let lat = u64::from(exec_timing(&core.cfg).done_latency);
+    let uops = [
+        Uop {
+            dst_idx: 1,
+            src_idx: 0,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 1,
+            src_idx: 1,
+            wgt_idx: 1,
+        },
+    ];
+    core.write_uops(0, &uops);
+    let n = 2 * 4 * 6; // same dst on every micro-op: a hazard each cycle
+    let lone = [
+        (gemm(lp(0, 2, 4, 6), 0, 0), n),
+        (alu(lp(0, 2, 4, 6), AluOp::Add, true, 1), n),
+        (alu(lp(0, 2, 4, 6), AluOp::Add, false, 0), 2 * n - 1),
+        (gemm(lp(1, 1, 4, 6), 0, 0), 1),
+        (alu(lp(0, 2, 0, 6), AluOp::Add, false, 0), 1),
+    ];
+    for (insn, cycles) in lone {
+        let e = core.run(&[insn], &[3])[0].clone();
+        assert_eq!(
+            e.done.unwrap() - e.accepted,
+            cycles + lat,
+            "{name}: lone {insn:?}"
+        );
+    }
+    // A stream of one-micro-op GEMMs and immediate ALUs: one per cycle, no gap.
+    let stream: Vec<Insn> = (0..40)
+        .map(|k| {
+            if k % 3 == 2 {
+                alu(lp(k % 2, k % 2 + 1, 1, 1), AluOp::Shr, true, 1)
+            } else {
+                gemm(lp(k % 2, k % 2 + 1, 1, 1), 0, 0)
+            }
+        })
+        .collect();
+    let log = core.run(&stream, &[]).to_vec();
+    assert_eq!(
+        log.last().unwrap().done.unwrap() - log[0].accepted,
+        40 + lat,
+        "{name}: stream of 40 single-micro-op instructions"
+    );
+    check_timing(&core.cfg, &log);
+}
+
+macro_rules! config_tests {
+    ($module:ident, $name:literal, $rounds:expr, $insns:expr) => {
+        mod $module {
+            #[test]
+            fn random_programs() {
+                super::random_programs($name, $rounds, $insns, 0x5eed ^ $rounds as u64);
+            }
+            #[test]
+            fn hazards() {
+                super::hazards($name);
+            }
+            #[test]
+            fn faults() {
+                super::faults($name);
+            }
+            #[test]
+            fn rates() {
+                super::rates($name);
+            }
+        }
+    };
+}
+
+config_tests!(small, "small", 16, 200);
+config_tests!(default, "default", 6, 160);
+config_tests!(i4w4a16, "i4w4a16", 8, 200);
+config_tests!(i8w4nomul, "i8w4nomul", 6, 160);
+config_tests!(i16w16a16, "i16w16a16", 8, 200);
+config_tests!(i4w8bi1, "i4w8bi1", 6, 160);
+
+#[test]
+fn depth1_random_programs() {
+    // ACC and WGT of one element: every dst and wgt index is 0.
+    random_programs("depth1", 3, 80, 0xd1);
+}
