@@ -46,6 +46,9 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Write a reference network (ResNet-18) as an ONNX model
     Zoo(cmd::zoo::ZooArgs),
+    /// Generate the accelerator's Verilog, or estimate its FPGA resources
+    #[command(subcommand)]
+    Hw(cmd::hw::HwCmd),
     /// Compile the embedded trained digits CNN, run its test digits, check and report accuracy
     Demo(cmd::demo::DemoArgs),
 }
@@ -62,6 +65,7 @@ fn main() -> ExitCode {
         Command::Run(r) => cmd::run::run(r),
         Command::Zoo(z) => cmd::zoo::run(z),
         Command::Demo(d) => cmd::demo::run(d),
+        Command::Hw(h) => cmd::hw::run(h),
     };
     match result {
         Ok(text) => {

@@ -1,0 +1,129 @@
+//! `vta hw`: generate the accelerator's Verilog for a config, and report its resource use
+//! on an FPGA part after synthesis with yosys.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Subcommand};
+
+#[derive(Subcommand)]
+pub enum HwCmd {
+    /// Write the accelerator's Verilog (DIR/vta_top.v), its control register map
+    /// (DIR/regs.json) and its port manifest (DIR/ports.json)
+    Verilog(VerilogArgs),
+    /// Synthesize the accelerator with yosys and report LUT, FF, DSP and BRAM use against
+    /// an FPGA part (takes minutes on the larger configs)
+    Report(ReportArgs),
+}
+
+#[derive(Args)]
+pub struct VerilogArgs {
+    #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
+    config: Option<String>,
+    /// Output directory (created if missing)
+    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+pub struct ReportArgs {
+    #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
+    config: Option<String>,
+    /// FPGA part to compare against (xc7z020, xc7z010, xc7z045)
+    #[arg(long, default_value = "xc7z020")]
+    part: String,
+    /// Keep yosys' input, log and statistics in DIR (default: a temporary directory,
+    /// removed afterwards)
+    #[arg(long, value_name = "DIR")]
+    work_dir: Option<PathBuf>,
+}
+
+pub fn run(c: HwCmd) -> Result<String> {
+    match c {
+        HwCmd::Verilog(a) => verilog(a),
+        HwCmd::Report(a) => report(a),
+    }
+}
+
+fn generate(config: Option<&str>) -> Result<vta_hw::Generated> {
+    let cfg = super::load_config(config)?;
+    Ok(vta_hw::generate(&cfg)?)
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
+fn verilog(a: VerilogArgs) -> Result<String> {
+    let g = generate(a.config.as_deref())?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let v = write(&a.out, "vta_top.v", &g.verilog)?;
+    let r = write(&a.out, "regs.json", &g.regs_json)?;
+    let p = write(&a.out, "ports.json", &g.ports_json)?;
+    let modules = g.design.definitions().len();
+    Ok(format!(
+        "{} (isa hash {:016x}), AXI {} bits\n\
+         wrote {} ({} lines, {modules} modules, top vta_top)\n\
+         wrote {} ({} control registers)\n\
+         wrote {}\n",
+        g.config.config_string(),
+        g.config.isa_hash(),
+        g.config.axi_data_width,
+        v.display(),
+        g.verilog.lines().count(),
+        r.display(),
+        vta_hw::regs::MAP.len(),
+        p.display()
+    ))
+}
+
+fn report(a: ReportArgs) -> Result<String> {
+    let part = vta_hw::report::part(&a.part).ok_or_else(|| {
+        let known: Vec<&str> = vta_hw::report::PARTS.iter().map(|p| p.name).collect();
+        anyhow!(
+            "unknown part '{}'; known parts: {}",
+            a.part,
+            known.join(", ")
+        )
+    })?;
+    // Fail early, before generating anything, when yosys is missing.
+    let version = vta_hw::report::yosys_version()?;
+    let t = Instant::now();
+    eprintln!("generating vta_top ...");
+    let g = generate(a.config.as_deref())?;
+    let (dir, temporary) = match &a.work_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("vta-hw-report-{}", std::process::id())),
+            true,
+        ),
+    };
+    eprintln!(
+        "running {version}: synth_xilinx -family {} on {} lines of Verilog (minutes on large \
+         configs)",
+        part.family,
+        g.verilog.lines().count()
+    );
+    let result =
+        vta_hw::report::synthesize(&g.verilog, "vta_top", part.family, &dir, &mut |stage| {
+            eprintln!("  {stage}")
+        });
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let u = result?;
+    if u.cells.is_empty() {
+        bail!("yosys reported no cells for vta_top");
+    }
+    let title = format!(
+        "{} (AXI {} bits), synthesized in {:.0} s",
+        g.config.config_string(),
+        g.config.axi_data_width,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(vta_hw::report::format_report(&u, &part, &title))
+}

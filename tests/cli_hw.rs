@@ -1,0 +1,83 @@
+//! End-to-end tests of `vta hw`: Verilog, register map and port manifest for any valid config,
+//! the resource report through yosys, and the config validation error for a bad config.
+
+#[path = "support/cli.rs"]
+mod support;
+
+use support::{fails, ok, scratch, vta, vta_in};
+
+#[test]
+fn verilog_for_a_config_nobody_built_before() {
+    let dir = scratch("hw_verilog");
+    // A config that is no preset: 2x8x16 with a 128-bit bus.
+    std::fs::write(
+        dir.join("cfg.json"),
+        r#"{"LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,"LOG_BATCH":1,
+            "LOG_BLOCK_IN":3,"LOG_BLOCK_OUT":4,"LOG_UOP_BUFF_SIZE":13,"LOG_INP_BUFF_SIZE":13,
+            "LOG_WGT_BUFF_SIZE":15,"LOG_ACC_BUFF_SIZE":15,"AXI_DATA_WIDTH":128}"#,
+    )
+    .unwrap();
+    let text = ok(vta_in(
+        &dir,
+        &["hw", "verilog", "--config", "cfg.json", "-o", "out"],
+    ));
+    assert!(text.contains("2x8x16_i8w8a32_13_13_15_15"), "{text}");
+    let v = std::fs::read_to_string(dir.join("out/vta_top.v")).unwrap();
+    assert!(v.contains("config: 2x8x16_i8w8a32_13_13_15_15") && v.contains("module vta_top"));
+    let regs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/regs.json")).unwrap()).unwrap();
+    assert!(regs.to_string().contains("INSN_ADDR"), "{regs}");
+    let ports: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/ports.json")).unwrap())
+            .unwrap();
+    assert!(
+        ports.to_string().contains("m_axi"),
+        "the manifest lists the AXI master"
+    );
+    let lint = std::process::Command::new("verilator")
+        .args(["--lint-only", "-Wall", "--top-module", "vta_top"])
+        .arg(dir.join("out/vta_top.v"))
+        .output()
+        .expect("verilator runs (./test.sh installs it)");
+    assert!(
+        lint.status.success() && lint.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&lint.stderr)
+    );
+}
+
+#[test]
+fn invalid_config_gets_the_validation_error() {
+    let dir = scratch("hw_bad");
+    std::fs::write(
+        dir.join("bad.json"),
+        r#"{"LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,"LOG_BATCH":0,"LOG_BLOCK":11,
+            "LOG_UOP_BUFF_SIZE":15,"LOG_INP_BUFF_SIZE":15,"LOG_WGT_BUFF_SIZE":18,"LOG_ACC_BUFF_SIZE":17}"#,
+    )
+    .unwrap();
+    let e = fails(vta_in(
+        &dir,
+        &["hw", "verilog", "--config", "bad.json", "-o", "out"],
+    ));
+    assert!(e.contains("LOG_BLOCK = 11"), "{e}");
+    assert!(
+        !dir.join("out").exists(),
+        "nothing written for a bad config"
+    );
+}
+
+#[test]
+fn report_lists_resources_against_the_part() {
+    let text = ok(vta(&[
+        "hw", "report", "--config", "small", "--part", "xc7z020",
+    ]));
+    for resource in ["LUT", "FF", "DSP48E1", "BRAM36"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(resource)),
+            "{resource} missing:\n{text}"
+        );
+    }
+    assert!(text.contains("53200"), "{text}");
+    insta::assert_snapshot!("help_hw_verilog", ok(vta(&["hw", "verilog", "--help"])));
+    insta::assert_snapshot!("help_hw_report", ok(vta(&["hw", "report", "--help"])));
+}
