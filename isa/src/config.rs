@@ -613,10 +613,7 @@ impl HwConfig {
     /// A stable 64-bit hash (FNV-1a) of the ISA-visible parameters: two configs with the same
     /// hash run the same programs with the same results.
     pub fn isa_hash(&self) -> u64 {
-        let key = format!("vta-isa-v1:{}", self.config_string());
-        key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
+        crate::container::fnv1a(format!("vta-isa-v1:{}", self.config_string()).as_bytes())
     }
 
     /// Every configured and derived parameter, in display order, as (name, value).

@@ -106,8 +106,9 @@ pub fn is_container(bytes: &[u8]) -> bool {
     bytes.starts_with(&MAGIC)
 }
 
-/// FNV-1a, 64-bit.
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a, 64-bit: the checksum of the toolkit's file formats (and of [`HwConfig::isa_hash`]).
+/// Stable across platforms and versions, which a std `Hasher` does not promise.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use isa::{container, HwConfig};
+use isa::container::{self, fnv1a};
+use isa::HwConfig;
 
 use super::{AccelStep, Calibration, Error, Model, Placement};
 use crate::backend::{
@@ -70,12 +71,6 @@ pub enum BundleError {
     Rebuild(String),
     #[error("the model is too large for the file format ({0})")]
     TooLarge(&'static str),
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 struct W(Vec<u8>);
