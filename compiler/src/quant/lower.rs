@@ -459,6 +459,35 @@ impl<'g> Lowerer<'g> {
     }
 
     /// Adds an accelerator step producing `target`'s tensor.
+    /// Offloads an imported integer layer (QLinearConv, QLinearMatMul) whose output is an
+    /// integer ONNX tensor of type `ydt`: a uint8 output is held shifted by -128.
+    fn integer_output(
+        &mut self,
+        ix: NodeIndex,
+        layer: Layer,
+        input: ValueId,
+        out: QOut,
+        note: String,
+        ydt: DType,
+    ) {
+        let t = self.g.dag[ix].outputs[0];
+        let target = OutTarget {
+            tensor: t,
+            q_node: None,
+            chain: vec![],
+        };
+        let step = self.accel(ix, layer, vec![input], out, target, note);
+        let v = self.plan.steps[step].outputs[0];
+        self.repr.insert(
+            t,
+            if ydt == DType::U8 {
+                Repr::Shifted(v)
+            } else {
+                Repr::Exact(v)
+            },
+        );
+    }
+
     fn accel(
         &mut self,
         ix: NodeIndex,
@@ -1229,29 +1258,7 @@ impl<'g> Lowerer<'g> {
             &out,
             false,
         )?;
-        let t = self.g.dag[ix].outputs[0];
-        let step = self.accel(
-            ix,
-            Layer::Conv2d(layer),
-            vec![xv],
-            out,
-            OutTarget {
-                tensor: t,
-                q_node: None,
-                chain: vec![],
-            },
-            note,
-        );
-        // A QLinearConv's output is an integer ONNX tensor.
-        let v = self.plan.steps[step].outputs[0];
-        self.repr.insert(
-            t,
-            if ydt == DType::U8 {
-                Repr::Shifted(v)
-            } else {
-                Repr::Exact(v)
-            },
-        );
+        self.integer_output(ix, Layer::Conv2d(layer), xv, out, note, ydt);
         Ok(())
     }
 
@@ -1435,28 +1442,7 @@ impl<'g> Lowerer<'g> {
         };
         let name = self.node_name(ix);
         let (layer, note) = self.imported_dense(&name, x, w, &bs, vec![0; nn], &out, false)?;
-        let t = self.g.dag[ix].outputs[0];
-        let step = self.accel(
-            ix,
-            Layer::Dense(layer),
-            vec![av],
-            out,
-            OutTarget {
-                tensor: t,
-                q_node: None,
-                chain: vec![],
-            },
-            note,
-        );
-        let v = self.plan.steps[step].outputs[0];
-        self.repr.insert(
-            t,
-            if ydt == DType::U8 {
-                Repr::Shifted(v)
-            } else {
-                Repr::Exact(v)
-            },
-        );
+        self.integer_output(ix, Layer::Dense(layer), av, out, note, ydt);
         Ok(())
     }
 
