@@ -1,8 +1,15 @@
-//! `cargo bench -p compiler --bench layers [-- CONFIG...]`: compiles the ResNet-18 convolutions
-//! C2..C11 (VTA's `test_benchmark_topi_conv2d`, batch = BATCH) for a config (default:
-//! `default`), runs each on the functional simulator, checks it against the qlayer reference,
-//! and prints per layer the tiling chosen, compile time, instructions, DRAM traffic (measured,
-//! and the cost model's prediction), GEMM micro-ops and the simulator's run time.
+//! `cargo bench -p compiler --bench layers [-- CONFIG...] [--rtl]`: compiles the ResNet-18
+//! convolutions C2..C11 (VTA's `test_benchmark_topi_conv2d`, batch = BATCH) for a config
+//! (default: `default`), runs each on the functional simulator, checks it against the qlayer
+//! reference, and prints per layer the tiling chosen, compile time, instructions, DRAM traffic
+//! (measured, and the cost model's prediction), GEMM micro-ops and the simulator's run time.
+//!
+//! With `--rtl` each layer also runs on the cycle-accurate RTL simulator (the accelerator's
+//! Verilog in Verilator, the default memory model: 20-cycle read latency, a bus beat per
+//! cycle), whose output must equal fsim's, and a second table gives per layer the cycles,
+//! the GEMM-core utilization (GEMM micro-ops per cycle) and the roofline bound of the memory
+//! model: GEMM micro-ops over the larger of themselves (one per cycle) and the cycles the
+//! layer's DRAM traffic takes at the bus width.
 
 use std::time::Instant;
 
@@ -66,7 +73,10 @@ fn kib(b: u64) -> String {
     format!("{:.1}", b as f64 / 1024.0)
 }
 
-fn bench(cfg_name: &str) -> Result<(), Box<dyn std::error::Error>> {
+/// One layer's RTL run: (name, cycles, GEMM micro-ops, memory-bound cycles, sim seconds).
+type RtlRow = (&'static str, u64, u64, u64, f64);
+
+fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
     let cfg = HwConfig::preset(cfg_name).or_else(|_| HwConfig::load(cfg_name))?;
     println!("ResNet-18 conv layers on {cfg_name} ({cfg}); DRAM KiB = bytes loaded by LOAD (INP+WGT+ACC+UOP), prediction in brackets");
     println!(
@@ -85,6 +95,16 @@ fn bench(cfg_name: &str) -> Result<(), Box<dyn std::error::Error>> {
         "exact"
     );
     let mut total_ms = 0.0;
+    let mut rtl_dev = if rtl {
+        Some(drivers::RtlDevice::with_options(
+            &cfg,
+            &drivers::RtlOptions::default(),
+            &mut |s| eprintln!("rtl model: {s}"),
+        )?)
+    } else {
+        None
+    };
+    let mut rtl_rows: Vec<RtlRow> = vec![];
     for (i, &(name, _, cin, cout, k, _, s)) in RESNET.iter().enumerate() {
         let l = layer(i, cfg.batch() as usize);
         let t0 = Instant::now();
@@ -126,8 +146,56 @@ fn bench(cfg_name: &str) -> Result<(), Box<dyn std::error::Error>> {
         if !exact {
             return Err(format!("{name}: the output differs from the reference").into());
         }
+        if let Some(d) = rtl_dev.as_mut() {
+            let (rout, rrep) = lp.run_all(d, &[x.view()], RunTimeout::default())?;
+            if rout != out {
+                return Err(format!("{name}: the RTL output differs from fsim's").into());
+            }
+            let bus = u64::from(cfg.axi_data_width / 8);
+            let moved = loaded + g("out_store_bytes") + 16 * lp.program.insns.len() as u64;
+            rtl_rows.push((
+                name,
+                rrep.get("cycles").unwrap_or(0),
+                g("gemm_uops"),
+                moved.div_ceil(bus),
+                rrep.wall_time.as_secs_f64(),
+            ));
+        }
     }
     println!("total fsim time {total_ms:.1} ms\n");
+    if rtl {
+        println!(
+            "GEMM-core utilization on the RTL (Verilator), memory: 20-cycle read latency, {} bytes/cycle; roofline = GEMM uops / max(GEMM uops, DRAM bytes / bus bytes per cycle)",
+            cfg.axi_data_width / 8
+        );
+        println!(
+            "{:<4} {:>11} {:>11} {:>12} {:>8} {:>9} {:>8}",
+            "", "cycles", "GEMM uops", "memory cyc", "util %", "roofline", "M cyc/s"
+        );
+        let (mut c, mut u, mut t) = (0u64, 0u64, 0.0);
+        for (name, cycles, uops, mem, secs) in &rtl_rows {
+            let roof = *uops as f64 / (*uops).max(*mem).max(1) as f64;
+            println!(
+                "{:<4} {:>11} {:>11} {:>12} {:>7.1}% {:>8.1}% {:>8.2}",
+                name,
+                cycles,
+                uops,
+                mem,
+                100.0 * *uops as f64 / (*cycles).max(1) as f64,
+                100.0 * roof,
+                *cycles as f64 / secs / 1e6
+            );
+            c += cycles;
+            u += uops;
+            t += secs;
+        }
+        println!(
+            "all  {c:>11} {u:>11} {:>12} {:>7.1}%           {:>8.2}\n",
+            "",
+            100.0 * u as f64 / c.max(1) as f64,
+            c as f64 / t / 1e6
+        );
+    }
     Ok(())
 }
 
@@ -141,8 +209,9 @@ fn main() {
     } else {
         configs
     };
+    let rtl = std::env::args().any(|a| a == "--rtl");
     for c in &configs {
-        if let Err(e) = bench(c) {
+        if let Err(e) = bench(c, rtl) {
             eprintln!("benchmark failed: {e}");
             std::process::exit(1);
         }

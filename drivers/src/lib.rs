@@ -1,5 +1,6 @@
-//! The device HAL: one [`Device`] trait every backend implements (the functional simulator
-//! here; the Verilator RTL model and boards later), mirroring VTA's `driver.h`: allocate
+//! The device HAL: one [`Device`] trait every backend implements (the functional simulator,
+//! [`FsimDevice`]; the cycle-accurate Verilator RTL simulator, [`RtlDevice`]; boards later),
+//! mirroring VTA's `driver.h`: allocate
 //! physically contiguous buffers, copy to and from them, keep caches coherent, and run an
 //! instruction stream from a physical address until FINISH or a timeout.
 //!
@@ -10,6 +11,8 @@
 mod alloc;
 mod fsim;
 mod program;
+#[cfg(unix)]
+mod rtl;
 
 use std::fmt;
 use std::time::Duration;
@@ -17,6 +20,12 @@ use std::time::Duration;
 pub use alloc::Allocator;
 pub use fsim::FsimDevice;
 pub use program::{run_program, ProgramRun};
+#[cfg(unix)]
+pub use rtl::RtlDevice;
+/// The RTL backend's options, limits, memory timing and run report, for users of
+/// [`RtlDevice`] that do not depend on `vta-sim` themselves.
+#[cfg(unix)]
+pub use vta_sim::rtl::{MemTiming, ModelOrigin, RtlOptions, RtlRun, RunLimits};
 
 #[cfg(test)]
 mod tests;
@@ -155,6 +164,12 @@ pub enum DeviceError {
         expected: u64,
         got: u64,
         shape: String,
+    },
+    /// The backend cannot be set up (e.g. its simulation model cannot be built).
+    #[error("{source}")]
+    Unavailable {
+        backend: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     #[error("{backend}: run timed out: {detail}")]
     Timeout { backend: String, detail: String },

@@ -644,7 +644,10 @@ fn cxx_flags(t: &Tools, trace: bool) -> Vec<String> {
     f
 }
 
-fn verilator_args(top: &str, trace: bool) -> Vec<String> {
+/// The Verilator command-line options [`Model::build_with`] verilates with (before `-Mdir`
+/// and the source file), for the wrapper module `top` of [`sim_verilog`]. A build script that
+/// compiles a model ahead of time (see [`Model::from_static`]) uses the same options.
+pub fn verilator_args(top: &str, trace: bool) -> Vec<String> {
     let mut a: Vec<String> = [
         "--cc",
         "-O3",
@@ -757,9 +760,36 @@ struct Fns {
     trace_close: FnTraceClose,
 }
 
+/// The C functions of a shim ([`shim_cpp`]) linked into the program, for a model compiled
+/// ahead of time (typically by a build script, with its symbols renamed so that several
+/// models can be linked) rather than loaded from the cache: see [`Model::from_static`].
+#[derive(Clone, Copy, Debug)]
+pub struct StaticShim {
+    /// `hdl_abi_version`.
+    pub abi_version: unsafe extern "C" fn() -> u32,
+    /// `hdl_port_count`.
+    pub port_count: unsafe extern "C" fn() -> u32,
+    /// `hdl_new`.
+    pub new: unsafe extern "C" fn() -> *mut c_void,
+    /// `hdl_free`.
+    pub free: unsafe extern "C" fn(*mut c_void),
+    /// `hdl_eval`.
+    pub eval: unsafe extern "C" fn(*mut c_void),
+    /// `hdl_tick`.
+    pub tick: unsafe extern "C" fn(*mut c_void, u64),
+    /// `hdl_port_ptr`.
+    pub port_ptr: unsafe extern "C" fn(*mut c_void, u32) -> *mut c_void,
+    /// `hdl_trace_open`.
+    pub trace_open: unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+    /// `hdl_trace_close`.
+    pub trace_close: unsafe extern "C" fn(*mut c_void),
+}
+
 /// A compiled, loaded library; shared by all instances made from it.
 struct Library {
-    _lib: libloading::Library,
+    /// The loaded shared library; `None` for a model linked into the program
+    /// ([`Model::from_static`]).
+    _lib: Option<libloading::Library>,
     fns: Fns,
     path: PathBuf,
     ports: Vec<PortInfo>,
@@ -904,6 +934,50 @@ impl Model {
         }
     }
 
+    /// An instance of a model linked into the program instead of built and loaded from a
+    /// cache: `shim` holds the functions of [`shim_cpp`]`(design)`, compiled together with
+    /// the C++ that Verilator generated from [`sim_verilog`]`(design)` (with
+    /// [`verilator_args`]); `traced` says whether that was done with `--trace` and
+    /// `VM_TRACE=1`; `name` stands for the library path in messages. The ABI version and the
+    /// port count are checked, as for a loaded library.
+    ///
+    /// # Safety
+    ///
+    /// The functions must come from exactly that compilation of exactly this design (the
+    /// port table is taken from `design`, and port storage is accessed through it).
+    pub unsafe fn from_static(
+        design: &Design,
+        shim: StaticShim,
+        traced: bool,
+        name: &str,
+    ) -> Result<Model, BuildError> {
+        let path = PathBuf::from(name);
+        // SAFETY: plain functions without arguments (the caller vouches for them).
+        let (abi, count) = unsafe { ((shim.abi_version)(), (shim.port_count)()) };
+        let ports = design.top().ports().to_vec();
+        if abi != ABI_VERSION || count as usize != ports.len() {
+            return Err(BuildError::BadLibrary {
+                path,
+                reason: format!(
+                    "ABI {abi} with {count} ports, expected ABI {ABI_VERSION} with {} ports",
+                    ports.len()
+                ),
+            });
+        }
+        let fns = Fns {
+            new: shim.new,
+            free: shim.free,
+            eval: shim.eval,
+            tick: shim.tick,
+            port_ptr: shim.port_ptr,
+            trace_open: shim.trace_open,
+            trace_close: shim.trace_close,
+        };
+        Ok(Model::instantiate(Arc::new(library(
+            None, fns, path, ports, traced,
+        ))))
+    }
+
     /// Another, independent instance of the same compiled design (in its initial state).
     pub fn new_instance(&self) -> Model {
         Model::instantiate(self.lib.clone())
@@ -941,6 +1015,7 @@ impl Model {
 
     /// Information about a port.
     #[track_caller]
+    #[inline]
     pub fn info(&self, port: PortId) -> &PortInfo {
         match self.lib.ports.get(port.0) {
             Some(p) => p,
@@ -953,6 +1028,7 @@ impl Model {
     }
 
     #[track_caller]
+    #[inline]
     fn writable(&self, port: PortId) -> &PortInfo {
         let p = self.info(port);
         if p.dir != Dir::Input {
@@ -964,6 +1040,7 @@ impl Model {
     /// Sets input `port` (at most 64 bits wide) to `value`; panics if `value` does not fit.
     /// Takes effect in the next [`eval`](Model::eval) or [`tick`](Model::tick).
     #[track_caller]
+    #[inline]
     pub fn set(&mut self, port: PortId, value: u64) {
         let p = self.writable(port);
         if p.width > 64 {
@@ -1011,8 +1088,9 @@ impl Model {
     /// are zero; bits above the port's width must be zero.
     #[track_caller]
     pub fn set_wide(&mut self, port: PortId, words: &[u32]) {
-        let p = self.writable(port).clone();
-        let n = p.width.div_ceil(32) as usize;
+        let p = self.writable(port);
+        let width = p.width;
+        let n = width.div_ceil(32) as usize;
         if words.len() > n {
             panic!(
                 "{} words given for `{}`, which is {} bits ({n} words)",
@@ -1021,22 +1099,22 @@ impl Model {
                 p.width
             );
         }
-        let mut full = vec![0u32; n];
-        full[..words.len()].copy_from_slice(words);
-        let rem = p.width % 32;
-        if rem != 0 && full[n - 1] >> rem != 0 {
+        // Missing high words are zero (no allocation: this runs every simulated cycle).
+        let word = |i: usize| words.get(i).copied().unwrap_or(0);
+        let rem = width % 32;
+        if rem != 0 && word(n - 1) >> rem != 0 {
             panic!("value does not fit in `{}` ({} bits)", p.name, p.width);
         }
-        match storage(p.width) {
+        match storage(width) {
             Storage::Wide(k) => {
                 let ptr = self.ptrs[port.0] as *mut u32;
-                for (i, w) in full.iter().enumerate().take(k) {
+                for i in 0..k {
                     // SAFETY: a VlWide<k> port is k contiguous 32-bit words.
-                    unsafe { *ptr.add(i) = *w };
+                    unsafe { *ptr.add(i) = word(i) };
                 }
             }
             _ => {
-                let v = full[0] as u64 | full.get(1).map_or(0, |&h| (h as u64) << 32);
+                let v = word(0) as u64 | (word(1) as u64) << 32;
                 self.set(port, v);
             }
         }
@@ -1044,6 +1122,7 @@ impl Model {
 
     /// The value of `port` (at most 64 bits wide) after the last `eval`/`tick`.
     #[track_caller]
+    #[inline]
     pub fn get(&self, port: PortId) -> u64 {
         let p = self.info(port);
         let ptr = self.ptrs[port.0];
@@ -1061,6 +1140,7 @@ impl Model {
 
     /// A 1-bit port as a bool.
     #[track_caller]
+    #[inline]
     pub fn get_bool(&self, port: PortId) -> bool {
         self.get(port) != 0
     }
@@ -1114,6 +1194,7 @@ impl Model {
     }
 
     /// Propagates combinational logic after inputs changed.
+    #[inline]
     pub fn eval(&mut self) {
         // SAFETY: valid handle, exclusive access.
         unsafe { (self.lib.fns.eval)(self.handle) }
@@ -1122,12 +1203,14 @@ impl Model {
     /// One clock cycle: clock low, eval, clock high, eval (registers update on the rising
     /// edge). Panics if the module has no clock.
     #[track_caller]
+    #[inline]
     pub fn tick(&mut self) {
         self.ticks(1)
     }
 
     /// `n` clock cycles with the inputs unchanged.
     #[track_caller]
+    #[inline]
     pub fn ticks(&mut self, n: u64) {
         if self.lib.clock.is_none() {
             panic!("the simulated module has no clock (it has no registers or memories)");
@@ -1243,6 +1326,16 @@ fn load(path: &Path, design: &Design, traced: bool) -> Result<Library, BuildErro
         trace_open: sym!(b"hdl_trace_open\0", FnTraceOpen),
         trace_close: sym!(b"hdl_trace_close\0", FnTraceClose),
     };
+    Ok(library(Some(lib), fns, path.to_path_buf(), ports, traced))
+}
+
+fn library(
+    lib: Option<libloading::Library>,
+    fns: Fns,
+    path: PathBuf,
+    ports: Vec<PortInfo>,
+    traced: bool,
+) -> Library {
     let by_name = ports
         .iter()
         .enumerate()
@@ -1253,16 +1346,16 @@ fn load(path: &Path, design: &Design, traced: bool) -> Result<Library, BuildErro
         PortRole::Reset { active_low } => Some((i, active_low)),
         _ => None,
     });
-    Ok(Library {
+    Library {
         _lib: lib,
         fns,
-        path: path.to_path_buf(),
+        path,
         ports,
         by_name,
         clock,
         reset,
         traced,
-    })
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -7,6 +7,27 @@ use clap::{Args, Subcommand};
 pub enum BenchCmd {
     /// Functional simulator: simulated GEMM MACs per second and ALU micro-ops per second
     Fsim(FsimArgs),
+    /// Cycle-accurate RTL simulator: simulated cycles per second and the GEMM core's
+    /// utilization on VTA's blocked GEMM with one and two virtual threads
+    Rtl(RtlBenchArgs),
+}
+
+#[derive(Args)]
+pub struct RtlBenchArgs {
+    /// Config (JSON file or preset) to measure
+    #[arg(long, value_name = "FILE|PRESET")]
+    config: Option<String>,
+    #[command(flatten)]
+    rtl: super::sim::RtlArgs,
+    /// Blocked GEMM: rows of the input (a multiple of the block) [default: 256]
+    #[arg(long, value_name = "N")]
+    batch: Option<u32>,
+    /// Blocked GEMM: input and output channels (a multiple of twice the block) [default: 256]
+    #[arg(long, value_name = "N")]
+    channels: Option<u32>,
+    /// Blocked GEMM: block size (a multiple of the GEMM tile) [default: 4 x BLOCK_OUT]
+    #[arg(long, value_name = "N")]
+    block: Option<u32>,
 }
 
 #[derive(Args)]
@@ -31,6 +52,29 @@ pub fn run(c: BenchCmd) -> Result<String> {
                 alu_insns: a.alu_insns,
             };
             Ok(format!("{}\n", vta_sim::bench::fsim(&cfg, size)?))
+        }
+        BenchCmd::Rtl(a) => {
+            let cfg = super::load_config(a.config.as_deref())?;
+            let mut b = vta_sim::bench::rtl::RtlBench::for_config(&cfg);
+            b.timing = a.rtl.timing(&cfg)?;
+            b.batch = a.batch.unwrap_or(b.batch);
+            b.channels = a.channels.unwrap_or(b.channels);
+            b.block = a.block.unwrap_or(b.block);
+            let start = std::time::Instant::now();
+            let mut building = false;
+            let figures = vta_sim::bench::rtl::rtl(&cfg, &b, &mut |stage| {
+                if stage.starts_with("verilating") {
+                    building = true;
+                    eprintln!(
+                        "rtl: building the Verilator model of {} (first use)",
+                        cfg.config_string()
+                    );
+                }
+                if building {
+                    eprintln!("rtl:   {stage} (+{:.1} s)", start.elapsed().as_secs_f64());
+                }
+            })?;
+            Ok(format!("{figures}\n"))
         }
     }
 }

@@ -10,10 +10,9 @@ use clap::Args;
 use compiler::graph::{npy_to_f32, FrontendOptions, Tensor};
 use compiler::runtime::{self, Model};
 use compiler::zoo::digits;
-use drivers::{Device, FsimDevice};
 use isa::npy;
 
-use super::run::{run_samples, Backend, Samples};
+use super::run::{device, run_samples, Backend, RtlArgs, Samples};
 
 #[derive(Args)]
 pub struct DemoArgs {
@@ -23,6 +22,8 @@ pub struct DemoArgs {
     /// Backend to run on
     #[arg(long, value_enum, default_value = "fsim")]
     backend: Backend,
+    #[command(flatten)]
+    rtl: RtlArgs,
 }
 
 fn embedded(name: &str, bytes: &[u8]) -> Result<npy::Array> {
@@ -77,9 +78,7 @@ pub fn run(a: DemoArgs) -> Result<String> {
         &[model.plan.values[v].fact.clone()],
     )
     .map_err(|e| anyhow!("embedded test digits: {e}"))?;
-    let mut dev: Box<dyn Device> = match a.backend {
-        Backend::Fsim => Box::new(FsimDevice::new(&cfg)),
-    };
+    let mut dev = device(a.backend, &cfg, &a.rtl)?;
     let Samples {
         outputs,
         total,

@@ -6,16 +6,20 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use compiler::graph::Tensor;
 use compiler::runtime::{self, Check, Model, RunResult};
 use drivers::{Device, FsimDevice};
 use isa::npy;
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Backend {
-    /// The functional simulator: bit-exact and token-checked, no timing
-    Fsim,
+pub use super::sim::{Backend, RtlArgs};
+
+/// A device of `backend` for `cfg`.
+pub fn device(backend: Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> Result<Box<dyn Device>> {
+    Ok(match backend {
+        Backend::Fsim => Box::new(FsimDevice::new(cfg)),
+        Backend::Rtl => Box::new(rtl.device(cfg, false)?),
+    })
 }
 
 #[derive(Args)]
@@ -32,6 +36,8 @@ pub struct RunArgs {
     /// Backend to run on
     #[arg(long, value_enum, default_value = "fsim")]
     backend: Backend,
+    #[command(flatten)]
+    rtl: RtlArgs,
     /// Run on this config (JSON file or preset) instead of the model's own; the ISA must match
     #[arg(long, value_name = "FILE|PRESET")]
     config: Option<String>,
@@ -202,9 +208,7 @@ pub fn run(a: RunArgs) -> Result<String> {
             model.plan.outputs.len()
         );
     }
-    let mut dev: Box<dyn Device> = match a.backend {
-        Backend::Fsim => Box::new(FsimDevice::new(&model.config)),
-    };
+    let mut dev = device(a.backend, &model.config, &a.rtl)?;
 
     let Samples {
         outputs,

@@ -5,14 +5,107 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use drivers::{run_program, Device, FsimDevice, RunTimeout};
+use drivers::{run_program, Device, FsimDevice, RtlDevice, RunTimeout};
 use isa::asm::{parse_program, AsmContext};
-use isa::{container, npy, DType, Program};
+use isa::{container, npy, DType, HwConfig, Program};
+use vta_sim::rtl::{MemTiming, RtlOptions, RunLimits};
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
     /// The functional simulator: bit-exact and token-checked, no timing
     Fsim,
+    /// The cycle-accurate simulator: the accelerator's RTL (`vta hw verilog`) in Verilator
+    /// with a DRAM model; cycle counts and the hardware's counters
+    Rtl,
+}
+
+impl Backend {
+    /// The device `Device::name` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Fsim => "fsim",
+            Backend::Rtl => "rtl",
+        }
+    }
+}
+
+/// Options of the RTL backend, shared by `vta sim`, `vta run` and `vta demo`.
+#[derive(Args, Clone, Debug)]
+pub struct RtlArgs {
+    /// RTL: memory latency in cycles, from a burst's address to its first data beat (and
+    /// from a write's last beat to its response) [default: 20 for reads, 10 for writes]
+    #[arg(long, value_name = "N")]
+    pub mem_latency: Option<u32>,
+    /// RTL: memory bandwidth in bytes per cycle; must divide the AXI bus width (8 bytes on
+    /// a 64-bit bus) [default: the bus width]
+    #[arg(long, value_name = "N")]
+    pub mem_bytes_per_cycle: Option<u32>,
+    /// RTL: cycles without progress (no instruction taken or completed, no micro-op, no
+    /// memory beat) after which a run stops as hung, with the state of every module
+    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_HANG_CYCLES)]
+    pub hang_cycles: u64,
+}
+
+impl RtlArgs {
+    /// The memory timing these options describe for `cfg`'s bus.
+    pub fn timing(&self, cfg: &HwConfig) -> Result<MemTiming> {
+        let mut t = MemTiming::default();
+        if let Some(n) = self.mem_latency {
+            if n == 0 {
+                bail!("--mem-latency must be at least 1 cycle");
+            }
+            t.read_latency = n;
+            t.write_latency = n;
+        }
+        if let Some(b) = self.mem_bytes_per_cycle {
+            let bus = cfg.axi_data_width / 8;
+            if b == 0 || b > bus || bus % b != 0 {
+                let ok: Vec<String> = (0..=bus.trailing_zeros())
+                    .map(|i| (1u32 << i).to_string())
+                    .collect();
+                bail!(
+                    "--mem-bytes-per-cycle {b}: must divide the {bus}-byte AXI bus of {} (one of {})",
+                    cfg.config_string(),
+                    ok.join(", ")
+                );
+            }
+            t.beat_interval = bus / b;
+        }
+        Ok(t)
+    }
+
+    /// An RTL device for `cfg`: the model compiled into vta (the default config), loaded
+    /// from the cache, or built now (progress on stderr). `vcd`: a model built for tracing.
+    pub fn device(&self, cfg: &HwConfig, vcd: bool) -> Result<RtlDevice> {
+        let opts = RtlOptions {
+            timing: self.timing(cfg)?,
+            vcd,
+            ..RtlOptions::default()
+        };
+        let name = cfg.config_string();
+        let cache = opts.cache_dir();
+        let start = std::time::Instant::now();
+        let mut building = false;
+        let mut dev = RtlDevice::with_options(cfg, &opts, &mut |stage| {
+            if stage.starts_with("verilating") {
+                building = true;
+                eprintln!(
+                    "rtl: building the Verilator model of {name}{} (first use; cached in {})",
+                    if vcd { " with VCD tracing" } else { "" },
+                    cache.display()
+                );
+            }
+            if building {
+                eprintln!("rtl:   {stage} (+{:.1} s)", start.elapsed().as_secs_f64());
+            }
+        })
+        .with_context(|| format!("cannot simulate {name} on the RTL backend"))?;
+        if building {
+            eprintln!("rtl: model ready in {:.1} s", start.elapsed().as_secs_f64());
+        }
+        dev.limits.hang_cycles = self.hang_cycles;
+        Ok(dev)
+    }
 }
 
 #[derive(Args)]
@@ -31,9 +124,41 @@ pub struct SimArgs {
     /// Write every output buffer to DIR/NAME.npy
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Stop a run after this many simulator steps (instructions + micro-ops)
+    /// fsim: stop a run after this many simulator steps (instructions + micro-ops)
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
+    /// RTL: stop a run after this many clock cycles
+    #[arg(long, value_name = "N")]
+    max_cycles: Option<u64>,
+    #[command(flatten)]
+    rtl: RtlArgs,
+    /// RTL: write a VCD waveform of the run (the model is built with tracing on first use)
+    #[arg(long, value_name = "FILE")]
+    vcd: Option<PathBuf>,
+    /// RTL: limit the waveform to cycles START..END of the run (from its first register write)
+    #[arg(long, value_name = "START:END", requires = "vcd")]
+    vcd_window: Option<String>,
+    /// RTL: write an instruction trace (Chrome/Perfetto JSON: one track per module, each
+    /// instruction and each wait on a token a slice; open it in ui.perfetto.dev)
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+}
+
+/// `START:END` of `--vcd-window`.
+fn parse_window(s: &str) -> Result<(u64, u64)> {
+    let parse = |v: &str| {
+        v.trim()
+            .parse::<u64>()
+            .map_err(|_| anyhow!("--vcd-window {s}: expected START:END in cycles, e.g. 1000:2000"))
+    };
+    let (a, b) = s
+        .split_once(':')
+        .ok_or_else(|| anyhow!("--vcd-window {s}: expected START:END in cycles, e.g. 1000:2000"))?;
+    let (a, b) = (parse(a)?, parse(b)?);
+    if b <= a {
+        bail!("--vcd-window {s}: END must be after START");
+    }
+    Ok((a, b))
 }
 
 /// Loads a container or assembles source text, per the file's first bytes.
@@ -134,15 +259,70 @@ pub fn run(a: SimArgs) -> Result<String> {
         .map(|s| load_input(&program, s))
         .collect::<Result<Vec<_>>>()?;
     let cfg = config.unwrap_or_else(|| program.config.clone());
-    let mut dev: Box<dyn Device> = match a.backend {
-        Backend::Fsim => Box::new(FsimDevice::new(&cfg)),
+    let rtl_only = [
+        ("--max-cycles", a.max_cycles.is_some()),
+        ("--vcd", a.vcd.is_some()),
+        ("--trace", a.trace.is_some()),
+        ("--mem-latency", a.rtl.mem_latency.is_some()),
+        ("--mem-bytes-per-cycle", a.rtl.mem_bytes_per_cycle.is_some()),
+    ];
+    match a.backend {
+        Backend::Fsim => {
+            if let Some((opt, _)) = rtl_only.iter().find(|o| o.1) {
+                bail!("{opt} needs the cycle-accurate simulator: add --backend rtl");
+            }
+        }
+        Backend::Rtl => {
+            if a.max_steps.is_some() {
+                bail!("--max-steps counts functional-simulator steps; the RTL backend's bound is --max-cycles");
+            }
+        }
+    }
+    let window = a.vcd_window.as_deref().map(parse_window).transpose()?;
+    let mut rtl: Option<RtlDevice> = None;
+    let mut fsim: Option<FsimDevice> = None;
+    let dev: &mut dyn Device = match a.backend {
+        Backend::Fsim => fsim.insert(FsimDevice::new(&cfg)),
+        Backend::Rtl => {
+            let d = rtl.insert(a.rtl.device(&cfg, a.vcd.is_some())?);
+            if let Some(path) = &a.vcd {
+                d.sim_mut().set_vcd(path, window)?;
+            }
+            if a.trace.is_some() {
+                d.sim_mut().start_trace();
+            }
+            d
+        }
     };
     let timeout = RunTimeout {
         wall: None,
-        work: a.max_steps,
+        work: a.max_steps.or(a.max_cycles),
     };
-    let run = run_program(dev.as_mut(), &program, &inputs, timeout)
-        .with_context(|| format!("{}: run failed on {}", a.program.display(), dev.name()))?;
+    let result = run_program(dev, &program, &inputs, timeout);
+    // The trace is written also when the run failed (it shows where it stopped).
+    let mut trace_note = None;
+    if let (Some(path), Some(d)) = (&a.trace, rtl.as_mut()) {
+        if let Some(t) = d.sim_mut().take_trace() {
+            std::fs::write(path, t.to_json())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            trace_note = Some(format!(
+                "trace: {} slices -> {} (open it in ui.perfetto.dev)",
+                t.events.len(),
+                path.display()
+            ));
+        }
+    }
+    let run = result.with_context(|| {
+        format!(
+            "{}: run failed on {}{}",
+            a.program.display(),
+            a.backend.name(),
+            trace_note
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        )
+    })?;
 
     let mut text = String::new();
     writeln!(
@@ -184,12 +364,72 @@ pub fn run(a: SimArgs) -> Result<String> {
         .report
         .counters
         .iter()
-        .chain(&run.report.extras)
         .map(|c| c.0.len())
         .max()
         .unwrap_or(0);
-    for (name, v) in run.report.counters.iter().chain(&run.report.extras) {
+    for (name, v) in &run.report.counters {
         writeln!(text, "  {name:<width$}  {v}")?;
     }
+    if let Some(d) = &rtl {
+        text.push_str(&rtl_summary(&cfg, d, &run.report)?);
+        if let Some(path) = &a.vcd {
+            writeln!(
+                text,
+                "vcd: {}{}",
+                path.display(),
+                window
+                    .map(|(s, e)| format!(" (cycles {s}..{e} of the run)"))
+                    .unwrap_or_default()
+            )?;
+        }
+        if let Some(n) = trace_note {
+            writeln!(text, "{n}")?;
+        }
+    }
+    Ok(text)
+}
+
+/// The RTL run's cycle count, the hardware's per-module busy and stall counters, and the
+/// GEMM core's utilization.
+fn rtl_summary(cfg: &HwConfig, d: &RtlDevice, r: &drivers::RunReport) -> Result<String> {
+    let mut text = String::new();
+    let get = |n: &str| r.get(n).unwrap_or(0);
+    let cycles = get("cycles");
+    let t = d.sim().memory().timing();
+    let bus = cfg.axi_data_width / 8;
+    writeln!(
+        text,
+        "cycles: {cycles} ({:.3} us at {} MHz); memory: {}-cycle read latency, {:.0} bytes/cycle",
+        cycles as f64 / cfg.clock_mhz as f64,
+        cfg.clock_mhz,
+        t.read_latency,
+        bus as f64 / t.beat_interval as f64
+    )?;
+    let pct = |v: u64| 100.0 * v as f64 / cycles.max(1) as f64;
+    writeln!(text, "hardware counters (cycles):")?;
+    writeln!(text, "  module     busy   stall  busy%  stall%")?;
+    for m in ["load", "compute", "store"] {
+        let (b, s) = (get(&format!("{m}_busy")), get(&format!("{m}_stall")));
+        writeln!(
+            text,
+            "  {m:<8} {b:>6}  {s:>6}  {:5.1}  {:6.1}",
+            pct(b),
+            pct(s)
+        )?;
+    }
+    let dma = get("dma_busy");
+    writeln!(
+        text,
+        "  dma      {dma:>6}       -  {:5.1}       -",
+        pct(dma)
+    )?;
+    writeln!(
+        text,
+        "GEMM core utilization: {} GEMM micro-ops in {cycles} cycles ({:.1}%); AXI beats: {} read, {} written",
+        get("gemm_uops"),
+        pct(get("gemm_uops")),
+        get("axi_read_beats"),
+        get("axi_write_beats")
+    )?;
     Ok(text)
 }

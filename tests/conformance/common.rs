@@ -1,9 +1,17 @@
 //! Shared pieces of the conformance suite: configs under test, a deterministic RNG, packing
-//! of matrices into VTA's blocked DRAM layouts, and running a program on a backend.
+//! of matrices into VTA's blocked DRAM layouts, and running a program on every backend.
+//!
+//! [`run`] runs each program on the functional simulator (whose outputs the tests compare
+//! with their references) and on the cycle-accurate RTL simulator (the accelerator's
+//! Verilog in Verilator), and requires the two to agree byte for byte on every output and
+//! on every counter. `VTA_CONFORMANCE_BACKENDS=fsim` skips the RTL runs.
 
-use drivers::{run_program, Device, FsimDevice, RunTimeout};
+use std::path::PathBuf;
+
+use drivers::{run_program, FsimDevice, RtlDevice, RunTimeout};
 use isa::{HwConfig, MemType, Program};
 use ndarray::Array2;
+use vta_sim::rtl::RtlOptions;
 
 /// VTA's default config, a batched one, and one with BATCH > 1 and BLOCK_IN != BLOCK_OUT.
 pub const CONFIGS: [&str; 3] = ["default", "batched", "rect"];
@@ -131,16 +139,68 @@ pub fn block(cfg: &HwConfig, m: MemType) -> (usize, usize) {
     }
 }
 
-/// Runs `p` on the functional simulator with its own initial data; returns its outputs.
+/// Runs `p` with its own initial data on the functional simulator and returns its outputs;
+/// when it succeeds, also runs it on the RTL simulator and panics unless every output byte
+/// and every counter is the same.
 pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
     let mut dev = FsimDevice::new(&p.config);
-    run_on(&mut dev, p)
+    let want = run_program(&mut dev, p, &[], RunTimeout::default()).map_err(|e| e.to_string())?;
+    if rtl_enabled() {
+        let mut rtl = rtl_device(&p.config);
+        let got = run_program(&mut rtl, p, &[], RunTimeout::default())
+            .unwrap_or_else(|e| panic!("{}: the RTL run failed: {e}", p.config));
+        compare_runs(&p.config, &want, &got);
+    }
+    Ok(want.outputs)
 }
 
-pub fn run_on(dev: &mut dyn Device, p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
-    run_program(dev, p, &[], RunTimeout::default())
-        .map(|r| r.outputs)
-        .map_err(|e| e.to_string())
+/// Whether [`run`] also runs on the RTL simulator.
+pub fn rtl_enabled() -> bool {
+    std::env::var("VTA_CONFORMANCE_BACKENDS").map_or(true, |v| v.contains("rtl"))
+}
+
+/// The Verilator model cache of the tests: `$VTA_HDL_CACHE`, else the one vta-hw's tests use
+/// (so a model is built once per target directory).
+pub fn model_cache() -> PathBuf {
+    std::env::var_os("VTA_HDL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vta-hw-models"))
+}
+
+/// A fresh RTL device for `cfg` (each model is built or loaded once per test binary).
+pub fn rtl_device(cfg: &HwConfig) -> RtlDevice {
+    let opts = RtlOptions {
+        cache_dir: Some(model_cache()),
+        mem_size: 64 << 20,
+        ..RtlOptions::default()
+    };
+    let name = cfg.config_string();
+    RtlDevice::with_options(cfg, &opts, &mut |s| eprintln!("[rtl model {name}] {s}"))
+        .unwrap_or_else(|e| panic!("{cfg}: no RTL model: {e}"))
+}
+
+/// Panics unless the two runs' outputs and counters are identical, naming the first
+/// differing output byte.
+pub fn compare_runs(cfg: &HwConfig, fsim: &drivers::ProgramRun, rtl: &drivers::ProgramRun) {
+    assert_eq!(fsim.outputs.len(), rtl.outputs.len());
+    for ((name, w), (_, g)) in fsim.outputs.iter().zip(&rtl.outputs) {
+        if let Some(i) = w.iter().zip(g).position(|(a, b)| a != b) {
+            panic!(
+                "{cfg}: output '{name}' differs between fsim and rtl from byte {i} of {}:\n  fsim {:?}\n  rtl  {:?}",
+                w.len(),
+                &w[i..w.len().min(i + 16)],
+                &g[i..g.len().min(i + 16)]
+            );
+        }
+    }
+    assert_eq!(
+        fsim.report.counters, rtl.report.counters,
+        "{cfg}: counters differ between fsim and rtl"
+    );
+    assert!(
+        rtl.report.get("cycles").is_some_and(|c| c > 0),
+        "{cfg}: the RTL run reports no cycles"
+    );
 }
 
 /// The bytes of output `name`.

@@ -12,7 +12,8 @@
 //! means "done"); one without pushes retires at the hand-off, so the core may overlap it
 //! with the next GEMM/ALU if it accepts one. LOADs and FINISH wait until the core is idle
 //! (`pending` zero and `exec_busy` low): the core's memories are never written while it
-//! works.
+//! works. So does a sync (a LOAD of nothing) that pushes a token: the token must cover
+//! every GEMM/ALU before it.
 //!
 //! LOAD ACC8 reads `BATCH x BLOCK_OUT` signed bytes per element and sign-extends each into
 //! an ACC lane. LOADs of other memory types cannot reach compute (fetch routes them to
@@ -22,7 +23,7 @@
 //! `g2l_can_push`, `g2l_push`, `g2s_can_push`, `g2s_push`; the read client `rd_*`; towards
 //! the core `exec_insn_valid`, `exec_insn_ready`, `exec_insn`, `exec_done`, `exec_busy`,
 //! `uop_wr_{en,addr,data}`, `acc_wr_{en,addr,data}`; `finish` (a pulse when FINISH
-//! retires), `busy`, `stall`.
+//! retires), `busy`, `stall`, `dbg_state` (see [`crate::debug`]).
 
 use hdl::{count_bits, Module, ModuleBuilder, Sig};
 use isa::layout::{Codec, Field};
@@ -152,12 +153,14 @@ pub fn compute(cfg: &HwConfig, len_width: u32) -> Module {
     );
 
     // Start and completion of each kind of instruction.
+    // A sync (or any other instruction of no work here) that pushes a token waits for the
+    // core too: the token must mean that every earlier GEMM/ALU is complete (spec 5.3).
     m.assign(
         can_launch,
         m.mux(
             uses_engine | is_finish,
             core_idle,
-            m.mux(is_exec, handed, m.bit(true)),
+            m.mux(is_exec, handed, !has_push | core_idle),
         ),
     );
     let started = s.launch | s.launched;
@@ -177,5 +180,6 @@ pub fn compute(cfg: &HwConfig, len_width: u32) -> Module {
     m.output_from("finish", s.retire & is_finish);
     m.output_from("busy", s.busy);
     m.output_from("stall", s.stall);
+    m.output_from("dbg_state", m.cat(&[s.waiting_pop, s.state]));
     m.finish().expect("vta_compute is well formed")
 }

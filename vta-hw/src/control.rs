@@ -10,8 +10,8 @@
 //! while a read response is pending). Writes honour `WSTRB`; addresses past the map read 0
 //! and ignore writes; every response is OKAY.
 //!
-//! Ports: the `s_axi_control_*` channels; `start` (one-cycle pulse), `insn_addr`,
-//! `insn_count` (the registers); `finish` (a pulse: FINISH retired), `error` (an error
+//! Ports: the `s_axi_control_*` channels; `start` (one-cycle pulse), `active` (a run is in
+//! progress), `insn_addr`, `insn_count` (the registers); `finish` (a pulse: FINISH retired), `error` (an error
 //! happened since the last start); and the counter events `load_busy`, `load_stall`, `compute_busy`,
 //! `compute_stall`, `store_busy`, `store_stall`, `dma_busy`, `ev_gemm_uop`, `ev_alu_uop`,
 //! `ev_reset_uop`, `insn_fetched` (counted while running).
@@ -95,6 +95,7 @@ pub fn control(cfg: &HwConfig) -> Module {
     m.next(running, start | (running & !finish));
     m.next(done, m.mux(start, 0, done | (running & finish)));
     m.output_from("start", start);
+    m.output_from("active", running);
 
     let rw_reg = |name: &str, offset: u32| {
         let q = m.reg(&format!("{name}_q"), 32, 0);

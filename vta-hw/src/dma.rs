@@ -319,12 +319,14 @@ pub fn load_engine(codec: &Codec, p: &EngineParams) -> Module {
     );
     // A registered write stage: zeroing a padding element is then the flip-flops'
     // synchronous reset rather than a multiplexer per bit (2048 of them for a WGT tile).
+    // Address and data load only with a write (the flip-flops' clock enable), so an idle
+    // engine does not toggle them.
     let wr_en = m.reg("wr_en_q", 1, 0);
     let wr_addr = m.reg_noreset("wr_addr_q", a);
     let wr_data = m.reg_noreset("wr_data_q", e);
     m.next(wr_en, step);
-    m.next(wr_addr, wr_a);
-    m.next(wr_data, m.mux(is_data, unpack.output("out_data"), 0));
+    m.next_when(wr_addr, step, wr_a);
+    m.next_when(wr_data, step, m.mux(is_data, unpack.output("out_data"), 0));
     m.output_from("wr_en", wr_en);
     m.output_from("wr_addr", wr_addr);
     m.output_from("wr_data", wr_data);

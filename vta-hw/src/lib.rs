@@ -23,6 +23,9 @@
 //! | `hdl::widgets::axi4_master` | `vta_axi_master` | bursts on the AXI4 bus |
 //! | [`exec`] | `vta_exec` | the execution core (GEMM, tensor ALU; UOP, ACC and OUT memories) |
 //!
+//! `vta_top` also has debug outputs (`dbg_*`, [`debug`]): the per-cycle state of the three
+//! modules, the execution core and the token queues, for simulation.
+//!
 //! Load, compute and store each run one instruction at a time through the same
 //! sequencer: pop tokens as the instruction leaves its queue, run it, push its tokens when
 //! it is complete (spec 5.3).
@@ -52,6 +55,7 @@
 
 pub mod compute;
 pub mod control;
+pub mod debug;
 pub mod dma;
 pub mod exec;
 pub mod fetch;

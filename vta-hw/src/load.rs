@@ -11,7 +11,8 @@
 //! Ports: the queue `q_valid`, `q_ready`, `q_data`; `g2l_can_pop`, `g2l_pop`,
 //! `l2g_can_push`, `l2g_push`; the read client `rd_*`; the scratchpad write ports
 //! `inp_wr_{en,addr,data}` and `wgt_wr_{en,addr,data}`; `busy` and `stall` (for the
-//! counters).
+//! counters); `dbg_state` (the sequencer's state and waiting-on-a-pop flag, see
+//! [`crate::debug`]).
 
 use hdl::{Module, ModuleBuilder};
 use isa::layout::{Codec, Field};
@@ -82,5 +83,6 @@ pub fn load(cfg: &HwConfig, len_width: u32) -> Module {
     m.assign(done, (s.launch & x_size.eq(0)) | (s.launched & !busy));
     m.output_from("busy", s.busy);
     m.output_from("stall", s.stall);
+    m.output_from("dbg_state", m.cat(&[s.waiting_pop, s.state]));
     m.finish().expect("vta_load is well formed")
 }

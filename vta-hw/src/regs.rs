@@ -9,6 +9,12 @@
 //!
 //! Check [`VERSION`] against [`VERSION_VALUE`] and [`ISA_HASH_LO`]/[`ISA_HASH_HI`] against
 //! `HwConfig::isa_hash()` before running a program on a bitstream.
+//!
+//! The sequence is code, once: [`run`] and [`check_identity`] drive any [`Host`] (register
+//! reads and writes, and a wait between two polls). The simulator
+//! ([`crate::sim::Accelerator`]) implements it with AXI4-Lite transactions on the Verilated
+//! model; a board driver implements it with memory-mapped I/O, so both run programs exactly
+//! the same way.
 
 use serde_json::{json, Value};
 
@@ -66,6 +72,96 @@ pub const CONTROL_ERROR: u32 = 1 << 2;
 /// What [`VERSION`] reads: `"VTA"` in the top bytes and the register-map version (1) in the
 /// low byte.
 pub const VERSION_VALUE: u32 = 0x5654_4101;
+
+/// The host's side of the control port, for [`run`] and [`check_identity`].
+pub trait Host {
+    /// What can go wrong (a bus error, a timeout, a simulation that stopped).
+    type Error;
+    /// Reads the 32-bit register at byte `offset`.
+    fn read_reg(&mut self, offset: u32) -> Result<u32, Self::Error>;
+    /// Writes the 32-bit register at byte `offset` (all byte lanes).
+    fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), Self::Error>;
+    /// Called after each read of [`CONTROL`] that did not show [`CONTROL_DONE`] (`polls` of
+    /// them so far): sleep, spin, or advance a simulation; an error ends the run (a
+    /// timeout: the accelerator may still be running, reset it before the next run).
+    fn poll_wait(&mut self, polls: u64) -> Result<(), Self::Error>;
+}
+
+/// A run that reached DONE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// [`CONTROL`] as read when DONE was seen (check [`CONTROL_ERROR`]).
+    pub control: u32,
+    /// Every register of the map, by name, in map order, read after DONE.
+    pub registers: Vec<(&'static str, u32)>,
+    /// Reads of CONTROL it took.
+    pub polls: u64,
+}
+
+impl Completion {
+    /// A register's value by name.
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.registers.iter().find(|(n, _)| *n == name).map(|r| r.1)
+    }
+}
+
+/// The run sequence: write [`INSN_ADDR`] and [`INSN_COUNT`], write [`CONTROL_START`] to
+/// [`CONTROL`], poll [`CONTROL`] (with [`Host::poll_wait`] between reads) until
+/// [`CONTROL_DONE`], then read every register.
+pub fn run<H: Host + ?Sized>(
+    host: &mut H,
+    insn_addr: u32,
+    insn_count: u32,
+) -> Result<Completion, H::Error> {
+    host.write_reg(INSN_ADDR, insn_addr)?;
+    host.write_reg(INSN_COUNT, insn_count)?;
+    host.write_reg(CONTROL, CONTROL_START)?;
+    let mut polls = 0;
+    let control = loop {
+        let c = host.read_reg(CONTROL)?;
+        polls += 1;
+        if c & CONTROL_DONE != 0 {
+            break c;
+        }
+        host.poll_wait(polls)?;
+    };
+    Ok(Completion {
+        control,
+        registers: read_all(host)?,
+        polls,
+    })
+}
+
+/// Reads every register of the map, in map order.
+pub fn read_all<H: Host + ?Sized>(host: &mut H) -> Result<Vec<(&'static str, u32)>, H::Error> {
+    MAP.iter()
+        .map(|r| Ok((r.name, host.read_reg(r.offset)?)))
+        .collect()
+}
+
+/// Checks [`VERSION`] and the ISA hash against `cfg`, as a driver does before running a
+/// program built for `cfg`: the inner error says what does not match.
+pub fn check_identity<H: Host + ?Sized>(
+    host: &mut H,
+    cfg: &isa::HwConfig,
+) -> Result<Result<(), String>, H::Error> {
+    let v = host.read_reg(VERSION)?;
+    if v != VERSION_VALUE {
+        return Ok(Err(format!(
+            "VERSION reads {v:#x}, expected {VERSION_VALUE:#x} (not this accelerator, or \
+             another register-map version)"
+        )));
+    }
+    let hash = host.read_reg(ISA_HASH_LO)? as u64 | (host.read_reg(ISA_HASH_HI)? as u64) << 32;
+    if hash != cfg.isa_hash() {
+        return Ok(Err(format!(
+            "the accelerator's ISA hash is {hash:016x} but config {} has {:016x}",
+            cfg.config_string(),
+            cfg.isa_hash()
+        )));
+    }
+    Ok(Ok(()))
+}
 
 /// How software may access a register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,6 +364,66 @@ mod tests {
             assert_eq!(r.offset, 4 * i as u32, "{}", r.name);
         }
         assert!((MAP.len() as u32) * 4 <= 1 << ADDR_BITS);
+    }
+
+    /// A register file in memory that finishes after three polls.
+    struct Fake {
+        regs: [u32; 32],
+        log: Vec<String>,
+    }
+
+    impl Host for Fake {
+        type Error = String;
+        fn read_reg(&mut self, offset: u32) -> Result<u32, String> {
+            self.log.push(format!("r{offset:#x}"));
+            Ok(self.regs[offset as usize / 4])
+        }
+        fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), String> {
+            self.log.push(format!("w{offset:#x}={value}"));
+            self.regs[offset as usize / 4] = value;
+            Ok(())
+        }
+        fn poll_wait(&mut self, polls: u64) -> Result<(), String> {
+            if polls == 3 {
+                self.regs[0] = CONTROL_DONE;
+            }
+            if polls > 10 {
+                return Err("timeout".into());
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_run_sequence() {
+        let mut f = Fake {
+            regs: [0; 32],
+            log: vec![],
+        };
+        f.regs[(CYCLES / 4) as usize] = 77;
+        let c = run(&mut f, 0x1000, 5).unwrap();
+        assert_eq!(
+            f.log[..7],
+            [
+                "w0x8=4096",
+                "w0xc=5",
+                "w0x0=1",
+                "r0x0",
+                "r0x0",
+                "r0x0",
+                "r0x0"
+            ]
+        );
+        assert_eq!(c.polls, 4);
+        assert_eq!(c.control, CONTROL_DONE);
+        assert_eq!(c.get("CYCLES"), Some(77));
+        assert_eq!(c.registers.len(), MAP.len());
+        let cfg = isa::HwConfig::default();
+        assert!(check_identity(&mut f, &cfg).unwrap().is_err());
+        f.regs[(VERSION / 4) as usize] = VERSION_VALUE;
+        f.regs[(ISA_HASH_LO / 4) as usize] = cfg.isa_hash() as u32;
+        f.regs[(ISA_HASH_HI / 4) as usize] = (cfg.isa_hash() >> 32) as u32;
+        assert_eq!(check_identity(&mut f, &cfg), Ok(Ok(())));
     }
 
     #[test]

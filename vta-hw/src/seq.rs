@@ -36,11 +36,19 @@ pub(crate) struct Sequencer<'a> {
     pub busy: Sig<'a>,
     /// Waiting on a token: a popped queue empty or a pushed queue full.
     pub stall: Sig<'a>,
+    /// The state register ([`IDLE`], [`EXEC`] or [`PUSH`]), for the debug outputs.
+    pub state: Sig<'a>,
+    /// In IDLE with an instruction at the head of the queue whose popped queues are not all
+    /// non-empty.
+    pub waiting_pop: Sig<'a>,
 }
 
-const IDLE: u64 = 0;
-const EXEC: u64 = 1;
-const PUSH: u64 = 2;
+/// Sequencer state: no instruction in progress.
+pub(crate) const IDLE: u64 = 0;
+/// Sequencer state: the instruction's work is in progress.
+pub(crate) const EXEC: u64 = 1;
+/// Sequencer state: the work is complete; waiting for room in a pushed queue.
+pub(crate) const PUSH: u64 = 2;
 
 /// Builds the sequencer in `m`: declares the queue ports `q_valid`, `q_ready`, `q_data`,
 /// and for each `(flag, queue)` of `pops` the ports `<queue>_can_pop` / `<queue>_pop`, of
@@ -127,5 +135,7 @@ pub(crate) fn sequencer<'a>(
         retire,
         busy,
         stall,
+        state,
+        waiting_pop,
     }
 }

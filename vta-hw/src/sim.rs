@@ -7,7 +7,14 @@
 //! sample the accelerator's outputs and complete the handshakes of this cycle, and the
 //! clock ticks. The memory checks the AXI4 rules the accelerator promises (INCR bursts of
 //! the full bus width, at most 256 beats, aligned, never crossing 4 KiB, WLAST on the last
-//! beat, only addresses inside the memory) and records every violation.
+//! beat, only addresses inside the memory) and records every violation; it can also log
+//! every burst ([`AxiMemory::set_burst_log`], for traces).
+//!
+//! The host's run sequence is [`crate::regs::run`] over the [`crate::regs::Host`] that
+//! [`Accelerator`] implements, the same code a board driver runs over memory-mapped
+//! registers. A [`Monitor`] sees every cycle (the cycle-accurate simulator of `vta-sim`
+//! follows the debug outputs with one, for instruction traces, hang detection and waveform
+//! windows).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -74,6 +81,26 @@ struct Burst {
     done: u32,
     /// Cycle from which it may be served.
     ready_at: u64,
+    /// Cycle of the address handshake.
+    accepted: u64,
+    /// Cycle of the first data beat (reads).
+    first_beat: u64,
+}
+
+/// One burst as the memory served it (see [`AxiMemory::set_burst_log`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BurstRecord {
+    /// A write (AW/W/B) rather than a read (AR/R).
+    pub write: bool,
+    /// Byte address of the first beat.
+    pub addr: u64,
+    /// Beats of the burst.
+    pub beats: u32,
+    /// Cycle of the address handshake.
+    pub accepted: u64,
+    /// Cycles of the first and the last data beat.
+    pub first_beat: u64,
+    pub last_beat: u64,
 }
 
 /// An AXI4 slave memory: `size` bytes at byte address `base`, on a `bus_bits`-wide bus.
@@ -84,14 +111,16 @@ pub struct AxiMemory {
     timing: MemTiming,
     reads: VecDeque<Burst>,
     writes: VecDeque<Burst>,
-    /// W beats received ahead of their burst's completion: (data, strobes, last).
-    wbeats: VecDeque<(Vec<u8>, Vec<bool>, bool)>,
+    /// W beats received ahead of their burst's completion: (data, strobes, last, cycle).
+    wbeats: VecDeque<(Vec<u8>, Vec<bool>, bool, u64)>,
     /// Cycles at which write responses are due.
     bresp: VecDeque<u64>,
     violations: Vec<String>,
     stats: MemStats,
     /// An R beat was offered and not taken: AXI requires it to stay valid.
     r_hold: bool,
+    /// Completed bursts, when logging.
+    log: Option<Vec<BurstRecord>>,
 }
 
 impl AxiMemory {
@@ -114,7 +143,26 @@ impl AxiMemory {
             violations: vec![],
             stats: MemStats::default(),
             r_hold: false,
+            log: None,
         }
+    }
+
+    /// Starts (or stops) recording every completed burst, for traces.
+    pub fn set_burst_log(&mut self, on: bool) {
+        self.log = on.then(Vec::new);
+    }
+
+    /// The bursts recorded since the last call (empty when not logging).
+    pub fn take_burst_log(&mut self) -> Vec<BurstRecord> {
+        match &mut self.log {
+            Some(l) => std::mem::take(l),
+            None => vec![],
+        }
+    }
+
+    /// Read and write bursts accepted and not yet completed (answered, for writes).
+    pub fn outstanding(&self) -> (usize, usize) {
+        (self.reads.len(), self.writes.len() + self.bresp.len())
     }
 
     /// First byte address.
@@ -235,13 +283,20 @@ impl AxiMemory {
             beats,
             done: 0,
             ready_at: cycle + latency as u64,
+            accepted: cycle,
+            first_beat: 0,
         }
     }
 
-    fn beat_bytes(&self, addr: u64) -> Vec<u8> {
+    /// The beat at `addr` as little-endian 32-bit words (zeros outside the memory).
+    fn beat_words(&self, addr: u64, out: &mut [u32]) {
         match self.offset(addr, self.bus_bytes) {
-            Some(off) => self.data[off..off + self.bus_bytes].to_vec(),
-            None => vec![0; self.bus_bytes],
+            Some(off) => {
+                for (w, c) in out.iter_mut().zip(self.data[off..].chunks_exact(4)) {
+                    *w = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                }
+            }
+            None => out.fill(0),
         }
     }
 
@@ -268,8 +323,11 @@ impl AxiMemory {
                 return;
             }
             let b = self.writes.pop_front().unwrap();
+            let first_beat = self.wbeats[0].3;
+            let mut last_beat = first_beat;
             for i in 0..need {
-                let (data, strb, last) = self.wbeats.pop_front().unwrap();
+                let (data, strb, last, at) = self.wbeats.pop_front().unwrap();
+                last_beat = at;
                 if last != (i + 1 == need) {
                     self.violation(
                         cycle,
@@ -291,6 +349,16 @@ impl AxiMemory {
                 }
             }
             self.stats.write_bursts += 1;
+            if let Some(log) = &mut self.log {
+                log.push(BurstRecord {
+                    write: true,
+                    addr: b.addr,
+                    beats: b.beats,
+                    accepted: b.accepted,
+                    first_beat,
+                    last_beat,
+                });
+            }
             self.bresp
                 .push_back(cycle + self.timing.write_latency as u64);
         }
@@ -420,8 +488,30 @@ impl RunResult {
     }
 }
 
-/// The Verilated `vta_top` with its DRAM and host.
-pub struct Accelerator {
+/// Watches every clock cycle of an [`Accelerator`] (instruction traces, hang detection,
+/// waveform windows). [`Monitor::cycle`] is called once per cycle, after the model has
+/// evaluated the cycle's inputs and the handshakes were sampled, just before the clock edge.
+pub trait Monitor {
+    /// `cycle` counts cycles since the accelerator was created; `model` may be read (its
+    /// outputs show the cycle's state) or have a waveform opened or closed.
+    fn cycle(&mut self, cycle: u64, model: &mut Model, mem: &AxiMemory);
+
+    /// Whether a waveform is being written: the clock then advances through
+    /// [`Model::tick`], which records both clock edges (otherwise the accelerator drives the
+    /// clock port itself and saves an evaluation per cycle).
+    fn waveform(&self) -> bool {
+        false
+    }
+}
+
+/// No monitor.
+impl Monitor for () {
+    #[inline(always)]
+    fn cycle(&mut self, _: u64, _: &mut Model, _: &AxiMemory) {}
+}
+
+/// The Verilated `vta_top` with its DRAM and host, watched by a [`Monitor`] `M`.
+pub struct Accelerator<M: Monitor = ()> {
     model: Model,
     cfg: HwConfig,
     mem: AxiMemory,
@@ -429,7 +519,11 @@ pub struct Accelerator {
     lite: Lite,
     lite_result: Option<u32>,
     cycle: u64,
-    beat_words: usize,
+    /// Reused beat buffer (R and W data).
+    rbuf: Vec<u32>,
+    /// The clock port.
+    clk: PortId,
+    monitor: M,
 }
 
 impl Accelerator {
@@ -446,24 +540,48 @@ impl Accelerator {
 
     /// Wraps a built model of `vta_top` for `cfg`, resets it and idles the ports.
     pub fn new(model: Model, cfg: &HwConfig, mem: AxiMemory) -> Accelerator {
+        Accelerator::with_monitor(model, cfg, mem, ())
+    }
+}
+
+impl<M: Monitor> Accelerator<M> {
+    /// [`Accelerator::new`] with a monitor watching every cycle.
+    pub fn with_monitor(model: Model, cfg: &HwConfig, mem: AxiMemory, monitor: M) -> Self {
         assert_eq!(
             mem.bus_bytes * 8,
             cfg.axi_data_width as usize,
             "the memory's bus width must be the config's AXI_DATA_WIDTH"
         );
         let p = Ports::new(&model);
+        let beat_words = cfg.axi_data_width as usize / 32;
+        let clk = (0..model.ports().len())
+            .map(PortId)
+            .find(|&i| model.info(i).role == hdl::PortRole::Clock)
+            .expect("vta_top has a clock");
         let mut a = Accelerator {
+            clk,
             model,
             cfg: cfg.clone(),
-            beat_words: cfg.axi_data_width as usize / 32,
             mem,
             p,
             lite: Lite::Idle,
             lite_result: None,
             cycle: 0,
+            rbuf: vec![0; beat_words],
+            monitor,
         };
         a.reset();
         a
+    }
+
+    /// The monitor.
+    pub fn monitor(&self) -> &M {
+        &self.monitor
+    }
+
+    /// The monitor, to change or read it between runs.
+    pub fn monitor_mut(&mut self) -> &mut M {
+        &mut self.monitor
     }
 
     /// Holds reset for 4 cycles with every input idle; in-flight bursts are dropped.
@@ -483,6 +601,13 @@ impl Accelerator {
         self.mem.r_hold = false;
         self.lite = Lite::Idle;
         self.model.reset(4);
+        // Inputs that never change: OKAY responses, the host always ready, full strobes.
+        let (p, m) = (&self.p, &mut self.model);
+        m.set(p.r[3], 0);
+        m.set(p.b[2], 0);
+        m.set(p.lite[8], 1); // bready
+        m.set(p.lite[14], 1); // rready
+        m.set(p.lite[6], 0xf); // wstrb
     }
 
     fn input_ports(&self) -> Vec<PortId> {
@@ -515,19 +640,37 @@ impl Accelerator {
         &mut self.model
     }
 
+    /// The model, to read ports.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The model and the monitor together (e.g. for the monitor to close a waveform).
+    pub fn model_and_monitor(&mut self) -> (&mut Model, &mut M) {
+        (&mut self.model, &mut self.monitor)
+    }
+
     /// Cycles simulated since the accelerator was created.
     pub fn cycles(&self) -> u64 {
         self.cycle
     }
 
     /// One clock cycle: memory and host drive their outputs, the model evaluates, the
-    /// handshakes of this cycle complete, the clock ticks.
+    /// handshakes of this cycle complete, the monitor looks, the clock ticks.
+    ///
+    /// Without a waveform the falling clock edge is evaluated together with the new inputs
+    /// (nothing in the design acts on it), then the rising edge: two evaluations per cycle
+    /// instead of [`Model::tick`]'s two after the inputs' own.
     pub fn cycle(&mut self) {
         let now = self.cycle;
         let t = self.mem.timing;
-        let beat_slot = now.checked_rem(t.beat_interval as u64) == Some(0);
+        let beat_slot = t.beat_interval == 1 || now % t.beat_interval as u64 == 0;
         let p = &self.p;
+        let waveform = self.monitor.waveform();
         let (m, mem) = (&mut self.model, &mut self.mem);
+        if !waveform {
+            m.set(self.clk, 0);
+        }
 
         // ---- drive the slave's outputs ----------------------------------------------------
         m.set(p.ar[1], (mem.reads.len() < t.max_outstanding) as u64);
@@ -541,21 +684,15 @@ impl Accelerator {
             let b = mem.reads.front().unwrap();
             let addr = b.addr + (b.done as u64) * mem.bus_bytes as u64;
             r_last = b.done + 1 == b.beats;
-            let bytes = mem.beat_bytes(addr);
-            m.set(p.r[3], 0);
+            mem.beat_words(addr, &mut self.rbuf);
             m.set(p.r[4], r_last as u64);
-            let words: Vec<u32> = bytes
-                .chunks(4)
-                .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-                .collect();
-            m.set_wide(p.r[2], &words);
+            m.set_wide(p.r[2], &self.rbuf);
         } else {
             r_last = false;
             m.set(p.r[4], 0);
         }
         let b_valid = mem.bresp.front().is_some_and(|&c| c <= now);
         m.set(p.b[0], b_valid as u64);
-        m.set(p.b[2], 0);
 
         // ---- drive the host's AXI-Lite outputs --------------------------------------------
         let l = &p.lite;
@@ -566,7 +703,6 @@ impl Accelerator {
                 wv = !w;
                 m.set(l[2], addr as u64);
                 m.set(l[5], data as u64);
-                m.set(l[6], 0xf);
             }
             Lite::Read { addr, ar } => {
                 arv = !ar;
@@ -577,8 +713,6 @@ impl Accelerator {
         m.set(l[0], awv as u64);
         m.set(l[3], wv as u64);
         m.set(l[10], arv as u64);
-        m.set(l[8], 1); // bready
-        m.set(l[14], 1); // rready
 
         m.eval();
 
@@ -598,9 +732,22 @@ impl Accelerator {
         if r_valid && m.get_bool(p.r[1]) {
             mem.stats.read_beats += 1;
             let b = mem.reads.front_mut().unwrap();
+            if b.done == 0 {
+                b.first_beat = now;
+            }
             b.done += 1;
             if r_last {
-                mem.reads.pop_front();
+                let b = mem.reads.pop_front().unwrap();
+                if let Some(log) = &mut mem.log {
+                    log.push(BurstRecord {
+                        write: false,
+                        addr: b.addr,
+                        beats: b.beats,
+                        accepted: b.accepted,
+                        first_beat: b.first_beat,
+                        last_beat: now,
+                    });
+                }
             }
         }
         if m.get_bool(p.aw[0]) && mem.writes.len() < t.max_outstanding {
@@ -615,16 +762,16 @@ impl Accelerator {
         }
         let w_fire = beat_slot && m.get_bool(p.w[0]);
         let wbeat = if w_fire {
-            let mut words = vec![0u32; self.beat_words];
-            m.get_wide_into(p.w[2], &mut words);
+            let words = &mut self.rbuf;
+            m.get_wide_into(p.w[2], words);
             let data: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
             let strb_bits = mem.bus_bytes;
-            let mut sw = vec![0u32; strb_bits.div_ceil(32)];
-            m.get_wide_into(p.w[3], &mut sw);
+            let mut sw = [0u32; 2];
+            m.get_wide_into(p.w[3], &mut sw[..strb_bits.div_ceil(32)]);
             let strb: Vec<bool> = (0..strb_bits)
                 .map(|i| sw[i / 32] >> (i % 32) & 1 == 1)
                 .collect();
-            Some((data, strb, m.get_bool(p.w[4])))
+            Some((data, strb, m.get_bool(p.w[4]), now))
         } else {
             None
         };
@@ -663,7 +810,13 @@ impl Accelerator {
             Lite::Idle => {}
         }
 
-        m.tick();
+        self.monitor.cycle(now, m, mem);
+        if waveform || self.monitor.waveform() {
+            m.tick();
+        } else {
+            m.set(self.clk, 1);
+            m.eval();
+        }
         self.cycle += 1;
     }
 
@@ -700,35 +853,19 @@ impl Accelerator {
 
     /// Reads every register of the map.
     pub fn read_all(&mut self) -> Vec<(&'static str, u32)> {
-        regs::MAP
-            .iter()
-            .map(|r| (r.name, self.read_reg(r.offset)))
-            .collect()
+        let Ok(r) = regs::read_all(self);
+        r
     }
 
     /// Checks VERSION and the ISA hash against `cfg` (what a driver does before running a
-    /// program built for `cfg`).
+    /// program built for `cfg`: [`regs::check_identity`]).
     pub fn check_identity(&mut self, cfg: &HwConfig) -> Result<(), SimError> {
-        let v = self.read_reg(regs::VERSION);
-        if v != regs::VERSION_VALUE {
-            return Err(SimError::Identity(format!(
-                "VERSION reads {v:#x}, expected {:#x}",
-                regs::VERSION_VALUE
-            )));
-        }
-        let hash = self.read_reg(regs::ISA_HASH_LO) as u64
-            | (self.read_reg(regs::ISA_HASH_HI) as u64) << 32;
-        if hash != cfg.isa_hash() {
-            return Err(SimError::Identity(format!(
-                "the accelerator's ISA hash is {hash:016x} but config {} has {:016x}",
-                cfg.config_string(),
-                cfg.isa_hash()
-            )));
-        }
-        Ok(())
+        let Ok(r) = regs::check_identity(self, cfg);
+        r.map_err(SimError::Identity)
     }
 
-    fn status(&mut self) -> String {
+    /// Every register as `NAME=value`, for messages.
+    pub fn status(&mut self) -> String {
         let regs: Vec<String> = self
             .read_all()
             .iter()
@@ -737,53 +874,103 @@ impl Accelerator {
         format!("registers: {}", regs.join(" "))
     }
 
-    /// The host's run sequence: writes INSN_ADDR and INSN_COUNT, starts, polls CONTROL
-    /// until DONE for at most `max_cycles` cycles, waits for the memory to go idle, and
-    /// reads every register. Fails on a timeout (call [`Accelerator::reset`] before the
-    /// next run), on AXI violations seen during the run, or when CONTROL reports an error.
+    /// The host's run sequence ([`regs::run`]: INSN_ADDR, INSN_COUNT, start, poll CONTROL
+    /// until DONE, read every register) with at most `max_cycles` cycles of polling, then
+    /// waits for the memory to go idle. Fails on a timeout (call [`Accelerator::reset`]
+    /// before the next run), on AXI violations seen during the run, or when CONTROL
+    /// reports an error.
     pub fn run(
         &mut self,
         insn_addr: u32,
         insn_count: u32,
         max_cycles: u64,
     ) -> Result<RunResult, SimError> {
-        self.mem.violations.clear();
-        self.write_reg(regs::INSN_ADDR, insn_addr);
-        self.write_reg(regs::INSN_COUNT, insn_count);
+        self.clear_violations();
         let t0 = self.cycle;
-        self.write_reg(regs::CONTROL, regs::CONTROL_START);
-        let control = loop {
-            let c = self.read_reg(regs::CONTROL);
-            if c & regs::CONTROL_DONE != 0 {
-                break c;
-            }
-            if self.cycle - t0 > max_cycles {
-                let status = self.status();
-                return Err(SimError::Timeout {
-                    limit: max_cycles,
-                    status,
-                });
-            }
+        let mut host = Bounded {
+            acc: self,
+            t0,
+            max_cycles,
         };
-        let cycles = self.cycle - t0;
-        // Writes answered before DONE; let anything else drain.
+        let done = regs::run(&mut host, insn_addr, insn_count)?;
+        self.finish(done, t0)
+    }
+
+    /// Completes a run that reached DONE (started at cycle `t0`, the first write of
+    /// [`regs::run`]): lets the memory drain, then checks for AXI violations and CONTROL's
+    /// error bit. For drivers of their own [`regs::Host`] over this accelerator.
+    pub fn finish(&mut self, done: regs::Completion, t0: u64) -> Result<RunResult, SimError> {
+        // Writes are answered before DONE; let anything else drain.
         for _ in 0..1000 {
             if self.mem.idle() {
                 break;
             }
             self.cycle();
         }
-        if !self.mem.violations.is_empty() {
-            return Err(SimError::Protocol(self.mem.violations.clone()));
+        let violations = std::mem::take(&mut self.mem.violations);
+        if !violations.is_empty() {
+            return Err(SimError::Protocol(violations));
         }
-        if control & regs::CONTROL_ERROR != 0 {
+        if done.control & regs::CONTROL_ERROR != 0 {
             let status = self.status();
-            return Err(SimError::Fault { control, status });
+            return Err(SimError::Fault {
+                control: done.control,
+                status,
+            });
         }
         Ok(RunResult {
-            cycles,
-            registers: self.read_all(),
+            cycles: self.cycle - t0,
+            registers: done.registers,
         })
+    }
+
+    /// Forgets the AXI violations seen so far (before a run).
+    pub fn clear_violations(&mut self) {
+        self.mem.violations.clear();
+    }
+}
+
+/// The simulated control port: AXI4-Lite transactions on the model; waiting between polls
+/// is the clock running on (a read of CONTROL itself takes a few cycles).
+impl<M: Monitor> regs::Host for Accelerator<M> {
+    type Error = std::convert::Infallible;
+    fn read_reg(&mut self, offset: u32) -> Result<u32, Self::Error> {
+        Ok(Accelerator::read_reg(self, offset))
+    }
+    fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), Self::Error> {
+        Accelerator::write_reg(self, offset, value);
+        Ok(())
+    }
+    fn poll_wait(&mut self, _polls: u64) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
+
+/// [`Accelerator::run`]'s host: the accelerator with a cycle bound.
+struct Bounded<'a, M: Monitor> {
+    acc: &'a mut Accelerator<M>,
+    t0: u64,
+    max_cycles: u64,
+}
+
+impl<M: Monitor> regs::Host for Bounded<'_, M> {
+    type Error = SimError;
+    fn read_reg(&mut self, offset: u32) -> Result<u32, SimError> {
+        Ok(self.acc.read_reg(offset))
+    }
+    fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), SimError> {
+        self.acc.write_reg(offset, value);
+        Ok(())
+    }
+    fn poll_wait(&mut self, _polls: u64) -> Result<(), SimError> {
+        if self.acc.cycle - self.t0 > self.max_cycles {
+            let status = self.acc.status();
+            return Err(SimError::Timeout {
+                limit: self.max_cycles,
+                status,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -844,11 +1031,11 @@ mod tests {
         );
         m.writes.push_back(b);
         m.wbeats
-            .push_back((vec![1, 2, 3, 4], vec![true, false, true, false], false));
+            .push_back((vec![1, 2, 3, 4], vec![true, false, true, false], false, 1));
         m.retire_writes(1);
         assert_eq!(m.bresp.len(), 0, "half a burst is not written");
         m.wbeats
-            .push_back((vec![5, 6, 7, 8], vec![false, false, false, true], true));
+            .push_back((vec![5, 6, 7, 8], vec![false, false, false, true], true, 2));
         m.retire_writes(2);
         let mut out = [0u8; 8];
         m.read(0, &mut out);

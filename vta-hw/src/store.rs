@@ -8,8 +8,8 @@
 //!
 //! Ports: the queue `q_*`; `g2s_can_pop`, `g2s_pop`, `s2g_can_push`, `s2g_push`; the OUT
 //! read port `out_rd_{en,addr,data}`; the write client `wr_req_{valid,ready,addr,beats}`,
-//! `wr_data_{valid,ready}`, `wr_data`, `wr_strb`, `wr_done`; `busy`, `stall`, and
-//! `dma_active` (writes requested or in flight).
+//! `wr_data_{valid,ready}`, `wr_data`, `wr_strb`, `wr_done`; `busy`, `stall`,
+//! `dma_active` (writes requested or in flight) and `dbg_state` (see [`crate::debug`]).
 
 use hdl::{Module, ModuleBuilder};
 use isa::layout::{Codec, Field};
@@ -56,5 +56,6 @@ pub fn store(cfg: &HwConfig, len_width: u32) -> Module {
     m.assign(done, (s.launch & !moves) | (s.launched & !e.output("busy")));
     m.output_from("busy", s.busy);
     m.output_from("stall", s.stall);
+    m.output_from("dbg_state", m.cat(&[s.waiting_pop, s.state]));
     m.finish().expect("vta_store is well formed")
 }

@@ -4,7 +4,8 @@
 //!
 //! Ports per queue `<q>`: `<q>_push`, `<q>_pop` (inputs; the modules only push when
 //! `<q>_can_push` and pop when `<q>_can_pop`), `<q>_can_push` (count below capacity),
-//! `<q>_can_pop` (count non-zero). `clear` (the start of a run) empties every queue.
+//! `<q>_can_pop` (count non-zero), `<q>_tokens` (the tokens held, for the debug outputs).
+//! `clear` (the start of a run) empties every queue.
 
 use hdl::{count_bits, Module, ModuleBuilder};
 use isa::HwConfig;
@@ -25,6 +26,7 @@ pub fn tokens(cfg: &HwConfig) -> Module {
         m.next(count, m.mux(clear, 0, count + push.zext(w) - pop.zext(w)));
         m.output_from(&format!("{q}_can_push"), count.ne(depth));
         m.output_from(&format!("{q}_can_pop"), count.ne(0));
+        m.output_from(&format!("{q}_tokens"), count);
     }
     m.finish().expect("vta_tokens is well formed")
 }

@@ -12,7 +12,8 @@
 //!
 //! The INP and WGT scratchpads are memories of this module (written by the load module,
 //! read by the execution core); ACC, OUT and UOP are inside the execution core. The three
-//! command queues are [`crate::util::lutram_fifo`]s of `CMD_QUEUE_DEPTH` instructions.
+//! command queues are [`crate::util::lutram_fifo`]s of `CMD_QUEUE_DEPTH` instructions. The
+//! debug outputs `dbg_*` are described in [`crate::debug`].
 
 use hdl::widgets::{axi4_master, AxiMasterConfig};
 use hdl::{addr_bits, count_bits, Module, ModuleBuilder};
@@ -100,12 +101,14 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
     let load = m.instance("u_load", &crate::load::load(cfg, lw));
     let compute = m.instance("u_compute", &crate::compute::compute(cfg, lw));
     let store = m.instance("u_store", &crate::store::store(cfg, lw));
+    let mut queued = vec![];
     for (q, module) in [
         ("load_q", &load),
         ("compute_q", &compute),
         ("store_q", &store),
     ] {
         let f = m.instance(&format!("u_{q}ueue"), &queue);
+        queued.push(f.output("out_valid"));
         f.connect("in_valid", fetch.output(&format!("{q}_valid")));
         f.connect("in_data", fetch.output(&format!("{q}_data")));
         fetch.connect(&format!("{q}_ready"), f.output("in_ready"));
@@ -253,5 +256,31 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
         ctl.connect(ev, core.output(ev));
     }
     ctl.connect("insn_fetched", fetch.output("dispatched"));
+
+    // ---- debug outputs (crate::debug) ------------------------------------------------------
+    let uop_event =
+        core.output("ev_gemm_uop") | core.output("ev_alu_uop") | core.output("ev_reset_uop");
+    let handed = compute.output("exec_insn_valid") & core.output("insn_ready");
+    let mut fields = vec![
+        ctl.output("active"),
+        uop_event,
+        fetch.output("dispatched"),
+        core.output("busy"),
+        core.output("done"),
+        handed,
+    ];
+    for (k, inst) in [&store, &compute, &load].into_iter().enumerate() {
+        fields.push(queued[2 - k]);
+        fields.push(inst.output("dbg_state"));
+    }
+    let state = m.cat(&fields);
+    assert_eq!(state.width(), crate::debug::STATE_BITS);
+    m.output_from(crate::debug::STATE_PORT, state);
+    for q in crate::tokens::QUEUES {
+        m.output_from(
+            &crate::debug::tokens_port(q),
+            tokens.output(&format!("{q}_tokens")),
+        );
+    }
     m.finish().expect("vta_top is well formed")
 }

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use isa::{HwConfig, Insn, MemType, Module, UopLoop};
+
 /// What one run did. Every count starts at zero at the start of [`crate::FuncSim::run`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -54,6 +56,51 @@ impl Counters {
     /// The counter called `name`.
     pub fn get(&self, name: &str) -> Option<u64> {
         self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// The counters of a run that executes every instruction of `insns` (spec section 11):
+    /// what every backend reports for a run that completes. The RTL backend reports these,
+    /// checked against the hardware's own micro-op and instruction counters.
+    pub fn of_stream(cfg: &HwConfig, insns: &[Insn]) -> Counters {
+        let uops = |lp: &UopLoop| {
+            u64::from(lp.iter_out)
+                * u64::from(lp.iter_in)
+                * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn))
+        };
+        let mut c = Counters::default();
+        for insn in insns {
+            match insn.module() {
+                Module::Load => c.load_insns += 1,
+                Module::Compute => c.compute_insns += 1,
+                Module::Store => c.store_insns += 1,
+            }
+            match insn {
+                Insn::Load(m) => {
+                    let bytes = u64::from(m.x_size)
+                        * u64::from(m.y_size)
+                        * u64::from(cfg.elem_bytes(m.memory_type));
+                    match m.memory_type {
+                        MemType::Inp => c.inp_load_bytes += bytes,
+                        MemType::Wgt => c.wgt_load_bytes += bytes,
+                        MemType::Acc | MemType::Acc8 => c.acc_load_bytes += bytes,
+                        MemType::Uop => c.uop_load_bytes += bytes,
+                        MemType::Out => {}
+                    }
+                }
+                Insn::Store(m) => {
+                    c.out_store_bytes += u64::from(m.x_size)
+                        * u64::from(m.y_size)
+                        * u64::from(cfg.elem_bytes(MemType::Out))
+                }
+                Insn::Gemm(g) if g.lp.reset_reg => c.reset_uops += uops(&g.lp),
+                Insn::Gemm(g) => c.gemm_uops += uops(&g.lp),
+                Insn::Alu(a) if a.lp.reset_reg => c.reset_uops += uops(&a.lp),
+                Insn::Alu(a) => c.alu_uops += uops(&a.lp),
+                Insn::Finish(_) => {}
+            }
+        }
+        c.macs = c.gemm_uops * cfg.macs_per_uop();
+        c
     }
 
     /// Instructions executed by all three modules.

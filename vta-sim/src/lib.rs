@@ -1,8 +1,12 @@
-//! Functional simulator of a VTA-class accelerator: bit-exact results, dependency tokens
-//! checked (deadlocks diagnosed), and fast enough to run real networks.
+//! Simulators of a VTA-class accelerator.
 //!
-//! The semantics it implements are specified in [`isa::spec`]. Entry point: [`FuncSim::run`]
-//! over any [`Memory`] (a [`Dram`] for tests and the driver).
+//! * The **functional simulator**: bit-exact results, dependency tokens checked (deadlocks
+//!   diagnosed), and fast enough to run real networks. The semantics it implements are
+//!   specified in [`isa::spec`]. Entry point: [`FuncSim::run`] over any [`Memory`] (a
+//!   [`Dram`] for tests and the driver).
+//! * The **cycle-accurate simulator** ([`rtl`]): the accelerator's RTL in Verilator with a
+//!   Rust AXI memory model and the board driver's register sequence; cycle counts, the
+//!   hardware's counters, instruction traces, waveforms and hang diagnoses.
 
 pub mod bench;
 mod counters;
@@ -10,6 +14,8 @@ mod error;
 mod kernels;
 mod mem;
 mod pack;
+#[cfg(unix)]
+pub mod rtl;
 mod sim;
 
 pub use counters::Counters;

@@ -281,3 +281,73 @@ fn tracing_and_instances() {
     let mut plain = crate::util::build(design.top().clone());
     assert!(plain.trace_open(&vcd).is_err());
 }
+
+/// A model made from shim functions the program already has (as a build script links
+/// them), here taken from a cached library, behaves like the loaded one.
+#[test]
+fn model_from_linked_shim_functions() {
+    use hdl::verilator::{Model, StaticShim};
+    use std::ffi::{c_char, c_int, c_void};
+    let top = || {
+        let m = ModuleBuilder::new("static_counter");
+        let en = m.input("en", 1);
+        let count = m.reg("count", 16, 0);
+        m.next_when(count, en, count + 3);
+        m.output_from("value", count);
+        m.finish().unwrap()
+    };
+    let built = build(top());
+    // SAFETY: the library built above from this very design.
+    let lib = unsafe { libloading::Library::new(built.library_path()) }.unwrap();
+    macro_rules! sym {
+        ($name:literal, $ty:ty) => {
+            // SAFETY: the shim defines these with exactly these signatures.
+            *unsafe { lib.get::<$ty>($name) }.unwrap()
+        };
+    }
+    let shim = StaticShim {
+        abi_version: sym!(b"hdl_abi_version\0", unsafe extern "C" fn() -> u32),
+        port_count: sym!(b"hdl_port_count\0", unsafe extern "C" fn() -> u32),
+        new: sym!(b"hdl_new\0", unsafe extern "C" fn() -> *mut c_void),
+        free: sym!(b"hdl_free\0", unsafe extern "C" fn(*mut c_void)),
+        eval: sym!(b"hdl_eval\0", unsafe extern "C" fn(*mut c_void)),
+        tick: sym!(b"hdl_tick\0", unsafe extern "C" fn(*mut c_void, u64)),
+        port_ptr: sym!(
+            b"hdl_port_ptr\0",
+            unsafe extern "C" fn(*mut c_void, u32) -> *mut c_void
+        ),
+        trace_open: sym!(
+            b"hdl_trace_open\0",
+            unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int
+        ),
+        trace_close: sym!(b"hdl_trace_close\0", unsafe extern "C" fn(*mut c_void)),
+    };
+    let design = hdl::Design::new(top());
+    // SAFETY: the functions come from the compilation of this design.
+    let mut sim = unsafe { Model::from_static(&design, shim, false, "<linked counter>") }.unwrap();
+    assert_eq!(sim.library_path(), std::path::Path::new("<linked counter>"));
+    let (en, value) = (sim.port("en"), sim.port("value"));
+    sim.reset(2);
+    sim.set(en, 1);
+    sim.ticks(10);
+    assert_eq!(sim.get(value), 30);
+    let mut other = sim.new_instance();
+    other.reset(1);
+    assert_eq!(other.get(other.port("value")), 0);
+    // Not traced: opening a waveform is refused.
+    let e = sim
+        .trace_open(&std::env::temp_dir().join("never.vcd"))
+        .unwrap_err();
+    assert!(e.to_string().contains("without tracing"), "{e}");
+    // A port table that does not match is refused.
+    let m = ModuleBuilder::new("static_counter");
+    let en = m.input("en", 1);
+    m.output_from("value", en);
+    m.output_from("extra", en);
+    let wrong = hdl::Design::new(m.finish().unwrap());
+    // SAFETY: rejected before any port is touched.
+    let e = unsafe { Model::from_static(&wrong, shim, false, "<wrong>") }.unwrap_err();
+    assert!(e.to_string().contains("ports"), "{e}");
+    drop(sim);
+    drop(other);
+}

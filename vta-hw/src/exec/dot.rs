@@ -1,8 +1,13 @@
 //! The GEMM array: `BATCH x BLOCK_OUT` dot products of `BLOCK_IN` lanes, fully pipelined.
 //!
-//! Ports: `inp` (one INP element), `wgt` (one WGT element), `dot` (`BATCH * BLOCK_OUT` lanes
-//! of [`ExecParams::dot_width`] bits, lane `b*BLOCK_OUT + n`, signed). Latency: `dot`
-//! holds the result for the operands presented `3 + tree_stages` cycles earlier.
+//! Ports: `inp` (one INP element), `wgt` (one WGT element), `en` (the operands belong to a
+//! GEMM micro-op), `dot` (`BATCH * BLOCK_OUT` lanes of [`ExecParams::dot_width`] bits, lane
+//! `b*BLOCK_OUT + n`, signed). Latency: `dot` holds the result for the operands presented
+//! with `en` `3 + tree_stages` cycles earlier.
+//!
+//! Every pipeline register loads only when the micro-op in front of it is valid (`en`
+//! travels along the pipeline): the DSP and flip-flop clock enables, which cost nothing,
+//! keep an idle array from toggling, and a simulator skips its arithmetic in idle cycles.
 
 use hdl::{Module, ModuleBuilder, Sig};
 
@@ -27,19 +32,30 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
     let (iw, ww) = (p.inp_width, p.wgt_width);
     let inp = m.input("inp", bsz * bi * iw);
     let wgt = m.input("wgt", bo * bi * ww);
+    let en = m.input("en", 1);
+    // valid[s]: the micro-op entering pipeline stage s (0 = operand registers) is valid.
+    let mut valid = vec![en];
+    let mut stage = |s: usize| -> Sig {
+        while valid.len() <= s {
+            let r = m.reg(&format!("valid_{}", valid.len()), 1, 0);
+            m.next(r, *valid.last().expect("non-empty"));
+            valid.push(r);
+        }
+        valid[s]
+    };
 
     // Stage 1: operand registers (INP lane b*BI + k, WGT lane n*BI + k).
     let a: Vec<Vec<Sig>> = (0..bsz)
         .map(|b| {
             (0..bi)
-                .map(|k| pipe_reg(&m, &format!("a_b{b}_k{k}"), inp.lane(b * bi + k, iw)))
+                .map(|k| pipe_reg(&m, &format!("a_b{b}_k{k}"), inp.lane(b * bi + k, iw), en))
                 .collect()
         })
         .collect();
     let w: Vec<Vec<Sig>> = (0..bo)
         .map(|n| {
             (0..bi)
-                .map(|k| pipe_reg(&m, &format!("w_n{n}_k{k}"), wgt.lane(n * bi + k, ww)))
+                .map(|k| pipe_reg(&m, &format!("w_n{n}_k{k}"), wgt.lane(n * bi + k, ww), en))
                 .collect()
         })
         .collect();
@@ -64,11 +80,12 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
                     let w2 = w[n2 as usize][k as usize].as_signed().sext(pk_w);
                     let packed = (w2 << s) + w1;
                     let tag = format!("b{b}_k{k}_j{j}");
-                    let prod = pipe_reg(&m, &format!("m_{tag}"), ak * packed);
+                    let prod = pipe_reg(&m, &format!("m_{tag}"), ak * packed, stage(1));
                     let post = pipe_reg(
                         &m,
                         &format!("p_{tag}"),
                         prod.as_signed() + (1i64 << (s - 1)),
+                        stage(2),
                     );
                     let lo = m.cat(&[!post.bit(s - 1), post.slice(s - 2, 0)]).as_signed();
                     let hi = post.slice(2 * s - 1, s).as_signed();
@@ -79,8 +96,8 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
                 for n in 0..bo {
                     let wk = w[n as usize][k as usize].as_signed();
                     let tag = format!("b{b}_n{n}_k{k}");
-                    let prod = pipe_reg(&m, &format!("m_{tag}"), ak * wk);
-                    let post = pipe_reg(&m, &format!("p_{tag}"), prod);
+                    let prod = pipe_reg(&m, &format!("m_{tag}"), ak * wk, stage(1));
+                    let post = pipe_reg(&m, &format!("p_{tag}"), prod, stage(2));
                     terms[b as usize][n as usize][k as usize] =
                         Some(post.as_signed().trunc(term_w));
                 }
@@ -96,7 +113,7 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
                 .iter()
                 .map(|t| t.expect("every term is built"))
                 .collect();
-            let sum = adder_tree(&m, &format!("t_b{b}_n{n}"), t, p.dot_width);
+            let sum = adder_tree(&m, &format!("t_b{b}_n{n}"), t, p.dot_width, &mut stage);
             lanes.push(sum.resize(p.dot_width).as_unsigned());
         }
     }
@@ -104,27 +121,35 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
     m.finish().expect("the dot-product array is well formed")
 }
 
-/// A register without reset holding `value` one cycle later (keeps the signedness).
-fn pipe_reg<'a>(m: &'a ModuleBuilder, name: &str, value: Sig<'a>) -> Sig<'a> {
+/// A register without reset loading `value` when `en` (keeps the signedness).
+fn pipe_reg<'a>(m: &'a ModuleBuilder, name: &str, value: Sig<'a>, en: Sig<'a>) -> Sig<'a> {
     let r = if value.is_signed() {
         m.reg_noreset_signed(name, value.width())
     } else {
         m.reg_noreset(name, value.width())
     };
-    m.next(r, value);
+    m.next_when(r, en, value);
     r
 }
 
-/// Sum of signed `terms` (a power of two of them), each level one bit wider up to `cap`
-/// bits (wrapping beyond), registered after every `LEVELS_PER_STAGE` levels and after the
-/// last one.
-fn adder_tree<'a>(m: &'a ModuleBuilder, name: &str, mut terms: Vec<Sig<'a>>, cap: u32) -> Sig<'a> {
+/// Sum of signed `terms` (a power of two of them, the outputs of pipeline stage 2), each
+/// level one bit wider up to `cap` bits (wrapping beyond), registered after every
+/// `LEVELS_PER_STAGE` levels and after the last one (stage 3, 4, ...: `stage` gives each
+/// stage's valid bit).
+fn adder_tree<'a>(
+    m: &'a ModuleBuilder,
+    name: &str,
+    mut terms: Vec<Sig<'a>>,
+    cap: u32,
+    stage: &mut dyn FnMut(usize) -> Sig<'a>,
+) -> Sig<'a> {
     assert!(
         terms.len().is_power_of_two(),
         "adder tree of {} terms",
         terms.len()
     );
     let levels = terms.len().trailing_zeros();
+    let mut s = 3;
     for level in 0..levels {
         let w = (terms[0].width() + 1).min(cap);
         terms = terms
@@ -132,10 +157,12 @@ fn adder_tree<'a>(m: &'a ModuleBuilder, name: &str, mut terms: Vec<Sig<'a>>, cap
             .map(|pair| pair[0].resize(w) + pair[1].resize(w))
             .collect();
         if (level + 1) % LEVELS_PER_STAGE == 0 || level + 1 == levels {
+            let en = stage(s);
+            s += 1;
             terms = terms
                 .iter()
                 .enumerate()
-                .map(|(i, t)| pipe_reg(m, &format!("{name}_l{}_{i}", level + 1), *t))
+                .map(|(i, t)| pipe_reg(m, &format!("{name}_l{}_{i}", level + 1), *t, en))
                 .collect();
         }
     }

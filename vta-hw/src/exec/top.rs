@@ -297,6 +297,8 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let dot_inst = m.instance("gemm_array", &dot_mod);
     dot_inst.connect("inp", inp_rd_data);
     dot_inst.connect("wgt", wgt_rd_data);
+    // The operands read in stage 2 arrive in stage 3.
+    dot_inst.connect("en", m.named("dot_en", v.at(3) & gemm.at(3) & !clear.at(3)));
     let dot = dot_inst.output("dot");
 
     // ----- ACC: one read port, one write port --------------------------------------------
@@ -309,7 +311,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
     // The src row, held for stage W while the port reads dst.
     let src_row = m.reg_noreset("src_row", acc_bits);
-    m.next(src_row, acc_rdata);
+    m.next_when(src_row, v.at(w - 1) & tensor.at(w - 1), acc_rdata);
 
     // Forwarding: results of stages W+1..W+3 not yet visible to a read issued in stage W-1
     // (dst) or W-2 (src). `we` marks a slot that writes.
@@ -361,7 +363,9 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         lane.connect("op", op.at(w));
         results.push(lane.output("r"));
     }
-    m.next(res1, m.pack(&results));
+    // Loaded only by a micro-op that writes: every reader of res1..res3 is selected by the
+    // `we` of the stage that produced it.
+    m.next_when(res1, we.at(w), m.pack(&results));
 
     // Stage W+1: write ACC and its OUT mirror; the shell's LOAD ACC writes when idle.
     let wr = we.at(wb);

@@ -1,6 +1,13 @@
 //! Throughput benchmark of the functional simulator: a GEMM-heavy and an ALU-heavy program
 //! built for any config, run and timed. Used by `cargo bench -p vta-sim` and meant for a
 //! `vta bench fsim` command, which can print [`FsimFigures`] the same way.
+//!
+//! [`rtl`] measures the cycle-accurate simulator (`vta bench rtl`, `cargo bench -p vta-sim
+//! --bench rtl`) on VTA's blocked GEMM ([`gemm`]).
+
+pub mod gemm;
+#[cfg(unix)]
+pub mod rtl;
 
 use std::fmt;
 use std::time::Instant;
@@ -42,7 +49,7 @@ impl Default for BenchSize {
 }
 
 /// Deterministic pseudo-random bytes (xorshift64).
-fn noise(len: usize, seed: u64) -> Vec<u8> {
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
     (0..len)
         .map(|_| {

@@ -1,0 +1,94 @@
+//! The trained tiny CNN on the cycle-accurate RTL simulator (`drivers::RtlDevice`): every
+//! accelerator layer of every digit gives the same bytes as on the functional simulator and
+//! matches the integer reference, and each layer reports its cycle count.
+
+use std::path::{Path, PathBuf};
+
+use compiler::graph::{load_calibration_npy, npy_to_f32, FrontendOptions, Tensor};
+use compiler::runtime::{Model, Place};
+use drivers::{FsimDevice, RtlDevice, RtlOptions};
+use ndarray::{Axis, IxDyn};
+
+fn data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+fn images(n: usize) -> Vec<Tensor> {
+    let a = npy_to_f32(&isa::npy::read_file(&data().join("digits_test.npy")).unwrap()).unwrap();
+    a.axis_iter(Axis(0))
+        .take(n)
+        .map(|x| {
+            Tensor::F32(
+                x.to_owned()
+                    .into_shape_with_order(IxDyn(&[1, 1, 8, 8]))
+                    .unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn compile(cfg: &isa::HwConfig) -> Model {
+    let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
+    let bytes = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
+    Model::compile(
+        bytes,
+        "tiny_cnn.onnx",
+        &calib,
+        cfg,
+        &FrontendOptions::default(),
+    )
+    .unwrap()
+}
+
+/// The model cache shared with vta-hw's tests (`$VTA_HDL_CACHE` overrides it).
+fn rtl(cfg: &isa::HwConfig) -> RtlDevice {
+    let cache = std::env::var_os("VTA_HDL_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vta-hw-models"));
+    let opts = RtlOptions {
+        cache_dir: Some(cache),
+        ..RtlOptions::default()
+    };
+    RtlDevice::with_options(cfg, &opts, &mut |s| eprintln!("[rtl model] {s}")).unwrap()
+}
+
+fn on_rtl(preset: &str, digits: usize) {
+    let cfg = isa::HwConfig::preset(preset).unwrap();
+    let m = compile(&cfg);
+    let mut fsim = FsimDevice::new(&cfg);
+    let mut dev = rtl(&cfg);
+    for (i, x) in images(digits).into_iter().enumerate() {
+        let inputs = [x];
+        let want = m.run(&mut fsim, &inputs).unwrap();
+        let got = m.run(&mut dev, &inputs).unwrap();
+        assert_eq!(got.backend, "rtl");
+        for (a, b) in want.values.iter().zip(&got.values) {
+            assert_eq!(
+                a, b,
+                "{preset} digit {i}: a layer differs between fsim and rtl"
+            );
+        }
+        let c = m.check(&inputs, &got).unwrap();
+        assert!(c.is_exact(), "{preset} digit {i}: {c}");
+        for l in &got.layers {
+            if l.place == Place::Accelerator {
+                let cycles = l.get("cycles").unwrap_or(0);
+                assert!(cycles > 0, "{preset}: layer {} has no cycle count", l.name);
+            }
+        }
+        if i == 0 {
+            eprintln!("{preset}:\n{}", got.table());
+            assert!(got.table().contains(" cycles"), "{}", got.table());
+        }
+    }
+}
+
+#[test]
+fn tiny_cnn_on_rtl_default() {
+    on_rtl("default", 10);
+}
+
+#[test]
+fn tiny_cnn_on_rtl_batched() {
+    on_rtl("batched", 3);
+}

@@ -1,0 +1,168 @@
+//! The cycle-accurate backend: [`vta_sim::rtl::RtlSim`] (the accelerator's RTL in Verilator,
+//! a Rust AXI4 memory model, the board driver's register sequence) behind the device HAL.
+//!
+//! A run's [`RunReport`] has the spec's counters (those of the instruction stream, checked
+//! against the hardware's micro-op and instruction counters) and, in `extras`, `cycles` and
+//! the hardware's per-module busy and stall counters (see `RtlRun::extras`).
+//! [`RunTimeout::work`] bounds cycles; a run that stops making progress for
+//! [`RtlDevice::limits`]`.hang_cycles` cycles fails with the state of the modules and token
+//! queues.
+
+use std::time::Instant;
+
+use isa::HwConfig;
+use vta_sim::rtl::{RtlError, RtlOptions, RtlRun, RtlSim, RunLimits};
+
+use crate::{
+    check_range, Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE,
+};
+
+/// A [`Device`] backed by the cycle-accurate simulator.
+pub struct RtlDevice {
+    sim: RtlSim,
+    alloc: Allocator,
+    /// Limits of every run; [`RunTimeout`] overrides the cycle and wall-clock bounds.
+    pub limits: RunLimits,
+    last: Option<RtlRun>,
+}
+
+impl RtlDevice {
+    /// A device for `cfg` with the default options (memory at 0x1000_0000, 256 MiB, the
+    /// default memory timing): builds or loads the model silently.
+    pub fn new(cfg: &HwConfig) -> Result<RtlDevice, DeviceError> {
+        RtlDevice::with_options(cfg, &RtlOptions::default(), &mut |_| {})
+    }
+
+    /// A device with options; `progress` hears the model's build stages.
+    pub fn with_options(
+        cfg: &HwConfig,
+        opts: &RtlOptions,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<RtlDevice, DeviceError> {
+        assert!(
+            opts.mem_base % PAGE_SIZE == 0 && opts.mem_size % PAGE_SIZE == 0,
+            "memory must be whole pages"
+        );
+        let sim = RtlSim::new(cfg, opts, progress).map_err(|e| DeviceError::Unavailable {
+            backend: "rtl".into(),
+            source: Box::new(e),
+        })?;
+        Ok(RtlDevice {
+            alloc: Allocator::new(opts.mem_base, opts.mem_size, PAGE_SIZE),
+            sim,
+            limits: RunLimits::default(),
+            last: None,
+        })
+    }
+
+    /// The simulator (traces, waveforms, memory timing, the model's origin).
+    pub fn sim(&self) -> &RtlSim {
+        &self.sim
+    }
+
+    /// The simulator, to start a trace or set a waveform window.
+    pub fn sim_mut(&mut self) -> &mut RtlSim {
+        &mut self.sim
+    }
+
+    /// The last successful run's full report (registers, memory traffic).
+    pub fn last_run(&self) -> Option<&RtlRun> {
+        self.last.as_ref()
+    }
+
+    /// The allocator, to inspect free space.
+    pub fn allocator(&self) -> &Allocator {
+        &self.alloc
+    }
+}
+
+fn run_error(e: RtlError) -> DeviceError {
+    match e {
+        RtlError::Timeout { .. } => DeviceError::Timeout {
+            backend: "rtl".into(),
+            detail: e.to_string(),
+        },
+        e => DeviceError::Run {
+            backend: "rtl".into(),
+            source: Box::new(e),
+        },
+    }
+}
+
+impl Device for RtlDevice {
+    fn name(&self) -> &str {
+        "rtl"
+    }
+
+    fn config(&self) -> &HwConfig {
+        self.sim.config()
+    }
+
+    fn alloc(&mut self, size: u64, align: u64) -> Result<Buffer, DeviceError> {
+        self.alloc.alloc(size, align)
+    }
+
+    fn free(&mut self, buf: Buffer) -> Result<(), DeviceError> {
+        self.alloc.free(&buf)
+    }
+
+    fn copy_to_device(
+        &mut self,
+        buf: &Buffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        self.alloc.check(buf)?;
+        check_range("copy to device", buf, offset, data.len() as u64)?;
+        self.sim.memory_mut().write(buf.phys_addr + offset, data);
+        Ok(())
+    }
+
+    fn copy_from_device(
+        &mut self,
+        buf: &Buffer,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        self.alloc.check(buf)?;
+        check_range("copy from device", buf, offset, out.len() as u64)?;
+        self.sim.memory().read(buf.phys_addr + offset, out);
+        Ok(())
+    }
+
+    fn flush(&mut self, buf: &Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
+        self.alloc.check(buf)?;
+        check_range("flush", buf, offset, size)
+    }
+
+    fn invalidate(&mut self, buf: &Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
+        self.alloc.check(buf)?;
+        check_range("invalidate", buf, offset, size)
+    }
+
+    fn run(
+        &mut self,
+        insn_addr: u64,
+        insn_count: u32,
+        timeout: RunTimeout,
+    ) -> Result<RunReport, DeviceError> {
+        let limits = RunLimits {
+            max_cycles: timeout.work.or(self.limits.max_cycles),
+            wall: timeout.wall.or(self.limits.wall),
+            hang_cycles: self.limits.hang_cycles,
+        };
+        let t = Instant::now();
+        let r = self
+            .sim
+            .run(insn_addr, insn_count, &limits)
+            .map_err(run_error)?;
+        let report = RunReport {
+            backend: self.name().into(),
+            counters: r.counters.iter().map(|(n, v)| (n.to_string(), v)).collect(),
+            extras: r.extras(),
+            wall_time: t.elapsed(),
+        };
+        self.last = Some(r);
+        Ok(report)
+    }
+}
