@@ -16,10 +16,10 @@ use clap::{Parser, Subcommand};
     version,
     about = "Co-design toolkit for VTA-class deep-learning accelerators (Apache TVM's VTA, re-done\n\
              in Rust). Describe an accelerator with a config file (VTA's vta_config.json plus\n\
-             extensions) or a built-in preset, inspect every derived parameter, assemble and\n\
-             disassemble programs in VTA's bit-exact 128-bit instruction format, run them on the\n\
-             functional simulator, and compile ONNX networks for an accelerator and run them.\n\
-             Hardware generation and the cycle-accurate simulator are in progress."
+             extensions) or a preset; generate its Verilog and estimate its FPGA resources;\n\
+             assemble programs in VTA's bit-exact 128-bit instruction format; compile ONNX\n\
+             networks; and run both on the functional simulator or the cycle-accurate\n\
+             Verilator simulator. Board support is in progress."
 )]
 struct Cli {
     #[command(subcommand)]

@@ -5,83 +5,9 @@
 use crate::alu::{deps, mem};
 use crate::common::{block, configs, output, pack, run, unpack, Rng};
 use isa::builder::{Buf, ProgramBuilder};
-use isa::{DType, GemmInsn, HwConfig, Insn, MemType, Program, Uop, UopLoop};
+use isa::{DType, HwConfig, Insn, MemType, Program, Uop};
 use ndarray::Array2;
-
-/// VTA's `getGEMMUops`: micro-ops for a `batch x in_feat x out_feat` block (in elements),
-/// a second copy for the second virtual thread when `threads == 2`.
-fn gemm_uops(batch: u32, in_feat: u32, out_feat: u32, compress: bool, threads: u32) -> Vec<Uop> {
-    let mut uops = Vec::new();
-    for t in 0..threads {
-        let (src_off, wgt_off) = (t * batch * in_feat, t * out_feat * in_feat);
-        if compress {
-            for i in 0..batch {
-                uops.push(Uop {
-                    dst_idx: i * out_feat,
-                    src_idx: src_off + i * in_feat,
-                    wgt_idx: wgt_off,
-                });
-            }
-        } else {
-            for i in 0..batch {
-                for j in 0..in_feat {
-                    for k in 0..out_feat {
-                        uops.push(Uop {
-                            dst_idx: i * out_feat + k,
-                            src_idx: src_off + i * in_feat + j,
-                            wgt_idx: wgt_off + k * in_feat + j,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    uops
-}
-
-/// VTA's `getGEMMInsn`.
-fn gemm_insn(
-    uop_offset: u32,
-    batch: u32,
-    in_feat: u32,
-    out_feat: u32,
-    compress: bool,
-    d: isa::DepFlags,
-) -> Insn {
-    let lp = if compress {
-        UopLoop {
-            reset_reg: false,
-            uop_bgn: uop_offset as u16,
-            uop_end: (uop_offset + batch) as u16,
-            iter_out: in_feat as u16,
-            iter_in: out_feat as u16,
-            dst_factor_out: 0,
-            dst_factor_in: 1,
-            src_factor_out: 1,
-            src_factor_in: 0,
-        }
-    } else {
-        UopLoop {
-            reset_reg: false,
-            uop_bgn: uop_offset as u16,
-            uop_end: (uop_offset + batch * in_feat * out_feat) as u16,
-            iter_out: 1,
-            iter_in: 1,
-            ..Default::default()
-        }
-    };
-    let (wo, wi) = if compress {
-        (1, in_feat as u16)
-    } else {
-        (0, 0)
-    };
-    Insn::Gemm(GemmInsn {
-        deps: d,
-        lp,
-        wgt_factor_out: wo,
-        wgt_factor_in: wi,
-    })
-}
+use vta_sim::bench::gemm::{blocked_gemm, gemm_insn, gemm_uops, GemmOperands};
 
 struct Operands {
     x: Array2<i8>,
@@ -237,7 +163,9 @@ fn plain_gemm_with_and_without_compression() {
     }
 }
 
-/// VTA's `blocked_gemm_test(batch, channels, block, uop_compression, virtual_threads)`.
+/// VTA's `blocked_gemm_test(batch, channels, block, uop_compression, virtual_threads)`, built by
+/// `vta_sim::bench::gemm::blocked_gemm` (shared with the benchmarks) on operands packed here,
+/// with the reference computed here.
 pub fn blocked_gemm_program(
     cfg: &HwConfig,
     batch: u32,
@@ -247,95 +175,18 @@ pub fn blocked_gemm_program(
     vt: u32,
     seed: u64,
 ) -> (Program, Array2<i8>) {
-    let (bb, bi, bo) = (cfg.batch(), cfg.block_in(), cfg.block_out());
-    assert!(
-        blk % bi == 0 && blk % bo == 0 && blk % bb == 0 && channels % blk == 0 && batch % blk == 0
-    );
-    let (in_feat, out_feat) = (channels, channels);
-    let ops = Operands::random(batch as usize, in_feat as usize, out_feat as usize, seed);
-    let mut b = ProgramBuilder::new(cfg);
-    let [x, w, bias, out] = ops.segments(&mut b);
-    let uops = gemm_uops(blk / bb, blk / bi, blk / bo, compress, vt);
-    let uop_size = uops.len() as u32;
-    let kern = uop_segment(&mut b, &uops);
-    b.emit(mem(
-        MemType::Uop,
-        0,
-        b.addr(MemType::Uop, kern, 0),
-        1,
-        uop_size as u16,
-        uop_size as u16,
-        deps(false, false, false, false),
-    ));
-    for i in (0..batch).step_by(blk as usize) {
-        for j in (0..out_feat).step_by(blk as usize) {
-            let acc_elem = (i / bb * out_feat + j) / bo;
-            b.emit(mem(
-                MemType::Acc,
-                0,
-                b.addr(MemType::Acc, bias, acc_elem),
-                (blk / bb) as u16,
-                (blk / bo) as u16,
-                (out_feat / bo) as u16,
-                deps(false, i > 0 || j > 0, vt == 1, false),
-            ));
-            for k in (0..in_feat).step_by((blk * vt) as usize) {
-                for l in (0..blk * vt).step_by(blk as usize) {
-                    let pop = if vt == 1 {
-                        true
-                    } else {
-                        (i > 0 || j > 0 || k > 0 || l > 0) && (k + l != blk * vt - blk)
-                    };
-                    let push_prev = if vt == 1 {
-                        k + l != in_feat - blk
-                    } else {
-                        (k + l != in_feat - vt * blk)
-                            && (k + l != in_feat - blk || j != out_feat - blk || i != batch - blk)
-                    };
-                    let push_next = k + l == in_feat - blk;
-                    let wgt_elem = (j / bo * in_feat + k + l) / bi;
-                    b.emit(mem(
-                        MemType::Wgt,
-                        l / bi * blk / bo,
-                        b.addr(MemType::Wgt, w, wgt_elem),
-                        (blk / bo) as u16,
-                        (blk / bi) as u16,
-                        (in_feat / bi) as u16,
-                        deps(false, pop, false, false),
-                    ));
-                    let inp_elem = (i / bb * in_feat + k + l) / bi;
-                    b.emit(mem(
-                        MemType::Inp,
-                        l / bi * blk / bb,
-                        b.addr(MemType::Inp, x, inp_elem),
-                        (blk / bb) as u16,
-                        (blk / bi) as u16,
-                        (in_feat / bi) as u16,
-                        deps(false, false, false, true),
-                    ));
-                    b.emit(gemm_insn(
-                        l / blk * uop_size / vt,
-                        blk / bb,
-                        blk / bi,
-                        blk / bo,
-                        compress,
-                        deps(true, false, push_prev, push_next),
-                    ));
-                }
-            }
-            b.emit(mem(
-                MemType::Out,
-                0,
-                b.addr(MemType::Out, out, acc_elem),
-                (blk / bb) as u16,
-                (blk / bo) as u16,
-                (out_feat / bo) as u16,
-                deps(true, false, true, false),
-            ));
-        }
-    }
-    b.emit(Insn::Finish(deps(false, true, false, false)));
-    (b.into_program().unwrap(), ops.reference())
+    let ops = Operands::random(batch as usize, channels as usize, channels as usize, seed);
+    let pack_as = |m: MemType| block(cfg, m);
+    let (xr, xc) = pack_as(MemType::Inp);
+    let (wr, wc) = pack_as(MemType::Wgt);
+    let (ar, ac) = pack_as(MemType::Acc);
+    let packed = GemmOperands {
+        x: pack(&ops.x, xr, xc),
+        w: pack(&ops.w, wr, wc),
+        bias: pack(&ops.bias, ar, ac),
+    };
+    let p = blocked_gemm(cfg, batch, channels, blk, compress, vt, packed).unwrap();
+    (p, ops.reference())
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub fn gemm_uops(
 }
 
 /// VTA's `getGEMMInsn`.
-fn gemm_insn(
+pub fn gemm_insn(
     uop_offset: u32,
     batch: u32,
     in_feat: u32,
