@@ -407,15 +407,24 @@ fn help_texts() {
 fn demo_compiles_runs_checks_and_reports_accuracy() {
     for config in ["default", "batched", "rect"] {
         let out = ok(vta(&["demo", "--config", config]));
-        assert!(out.contains("bit-exact against the integer reference: 100 digits"), "{out}");
-        let acc = out.lines().find(|l| l.starts_with("accuracy:")).expect("accuracy line");
+        assert!(
+            out.contains("bit-exact against the integer reference: 100 digits"),
+            "{out}"
+        );
+        let acc = out
+            .lines()
+            .find(|l| l.starts_with("accuracy:"))
+            .expect("accuracy line");
         let nums: Vec<usize> = acc
             .split(|c: char| !c.is_ascii_digit())
             .filter_map(|s| s.parse().ok())
             .collect();
         // "accuracy: accelerator (int8) A/100, fp32 model F/100; same class as fp32 on S/100"
         let (ours, fp32, same) = (nums[1], nums[3], nums[5]);
-        assert!(ours + 1 >= fp32 && ours >= 95 && same >= 97, "{config}: {acc}");
+        assert!(
+            ours + 1 >= fp32 && ours >= 95 && same >= 97,
+            "{config}: {acc}"
+        );
     }
     insta::assert_snapshot!("help_demo", ok(vta(&["demo", "--help"])));
 }

@@ -81,3 +81,33 @@ fn report_lists_resources_against_the_part() {
     insta::assert_snapshot!("help_hw_verilog", ok(vta(&["hw", "verilog", "--help"])));
     insta::assert_snapshot!("help_hw_report", ok(vta(&["hw", "report", "--help"])));
 }
+
+/// The fit requirement, as a gate: VTA's default config fits the PYNQ's Zynq-7020 with
+/// at most 70% of its LUTs, 80% of its block RAM and all of its 220 DSP48E1 (yosys estimate;
+/// about 1.5 minutes).
+#[test]
+fn default_config_fits_the_zynq_7020() {
+    let text = ok(vta(&["hw", "report", "--part", "xc7z020"]));
+    let used = |resource: &str| -> (f64, f64) {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(resource))
+            .unwrap_or_else(|| panic!("{resource} missing:\n{text}"));
+        let f: Vec<f64> = line
+            .split_whitespace()
+            .skip(1)
+            .take(2)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        (f[0], f[1])
+    };
+    let (lut, lut_total) = used("LUT");
+    let (bram, bram_total) = used("BRAM36");
+    let (dsp, dsp_total) = used("DSP48E1");
+    assert!(lut <= 0.70 * lut_total, "LUT {lut} of {lut_total}:\n{text}");
+    assert!(
+        bram <= 0.80 * bram_total,
+        "BRAM36 {bram} of {bram_total}:\n{text}"
+    );
+    assert!(dsp <= dsp_total, "DSP48E1 {dsp} of {dsp_total}:\n{text}");
+}

@@ -140,7 +140,9 @@ impl QConv2d {
     /// The exact output.
     pub fn reference(&self, x: ArrayView4<i8>) -> Array4<i8> {
         let acc = self.accumulate(x);
-        Array4::from_shape_fn(acc.dim(), |(b, c, y, xo)| self.requant.apply(acc[[b, c, y, xo]], c))
+        Array4::from_shape_fn(acc.dim(), |(b, c, y, xo)| {
+            self.requant.apply(acc[[b, c, y, xo]], c)
+        })
     }
 }
 
@@ -157,7 +159,8 @@ impl QDense {
     pub fn reference(&self, x: &Array2<i8>) -> Array2<i8> {
         let acc = x.mapv(i32::from).dot(&self.weight.mapv(i32::from).t());
         Array2::from_shape_fn(acc.dim(), |(b, m)| {
-            self.requant.apply(acc[[b, m]].wrapping_add(self.bias[m]), m)
+            self.requant
+                .apply(acc[[b, m]].wrapping_add(self.bias[m]), m)
         })
     }
 }

@@ -118,5 +118,9 @@ fn refused_layer_runs_on_the_cpu_exactly() {
     // The default config's larger scratchpads take the same layer.
     let cfg = isa::HwConfig::preset("default").unwrap();
     let m = Model::compile(onnx, "wide.onnx", &[x], &cfg, &opts).unwrap();
-    assert!(m.accel.iter().all(|a| a.program().is_some()), "{}", m.compile_report());
+    assert!(
+        m.accel.iter().all(|a| a.program().is_some()),
+        "{}",
+        m.compile_report()
+    );
 }
