@@ -113,6 +113,21 @@ impl Allocator {
     }
 
     /// Checks that `buf` is a live allocation of this allocator.
+    /// Checks that `buf` is live and `offset..offset + len` lies inside it (naming `what` in
+    /// the error), and returns the physical address of `offset`: the one validation every
+    /// simulated device does before touching its memory.
+    pub fn access(
+        &self,
+        what: &'static str,
+        buf: &Buffer,
+        offset: u64,
+        len: u64,
+    ) -> Result<u64, DeviceError> {
+        self.check(buf)?;
+        crate::check_range(what, buf, offset, len)?;
+        Ok(buf.phys_addr + offset)
+    }
+
     pub fn check(&self, buf: &Buffer) -> Result<(), DeviceError> {
         match self.live.get(&buf.id) {
             Some(&(start, len)) if start == buf.phys_addr && buf.size <= len => Ok(()),

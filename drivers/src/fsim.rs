@@ -5,9 +5,7 @@ use std::time::Instant;
 use isa::HwConfig;
 use vta_sim::{Dram, FuncSim, Limits, Memory, SimError};
 
-use crate::{
-    check_range, Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE,
-};
+use crate::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
 
 /// A [`Device`] backed by the functional simulator. Memory starts at a non-zero physical
 /// address so that address-0 bugs fault instead of silently working.
@@ -77,10 +75,11 @@ impl Device for FsimDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("copy to device", buf, offset, data.len() as u64)?;
+        let addr = self
+            .alloc
+            .access("copy to device", buf, offset, data.len() as u64)?;
         self.dram
-            .write(buf.phys_addr + offset, data)
+            .write(addr, data)
             .expect("allocations lie inside the memory");
         Ok(())
     }
@@ -91,22 +90,23 @@ impl Device for FsimDevice {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("copy from device", buf, offset, out.len() as u64)?;
+        let addr = self
+            .alloc
+            .access("copy from device", buf, offset, out.len() as u64)?;
         self.dram
-            .read(buf.phys_addr + offset, out)
+            .read(addr, out)
             .expect("allocations lie inside the memory");
         Ok(())
     }
 
     fn flush(&mut self, buf: &Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("flush", buf, offset, size)
+        self.alloc.access("flush", buf, offset, size).map(|_| ())
     }
 
     fn invalidate(&mut self, buf: &Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("invalidate", buf, offset, size)
+        self.alloc
+            .access("invalidate", buf, offset, size)
+            .map(|_| ())
     }
 
     fn run(

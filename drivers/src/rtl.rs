@@ -13,9 +13,7 @@ use std::time::Instant;
 use isa::HwConfig;
 use vta_sim::rtl::{RtlError, RtlOptions, RtlRun, RtlSim, RunLimits};
 
-use crate::{
-    check_range, Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE,
-};
+use crate::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
 
 /// A [`Device`] backed by the cycle-accurate simulator.
 pub struct RtlDevice {
@@ -112,9 +110,10 @@ impl Device for RtlDevice {
         offset: u64,
         data: &[u8],
     ) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("copy to device", buf, offset, data.len() as u64)?;
-        self.sim.memory_mut().write(buf.phys_addr + offset, data);
+        let addr = self
+            .alloc
+            .access("copy to device", buf, offset, data.len() as u64)?;
+        self.sim.memory_mut().write(addr, data);
         Ok(())
     }
 
@@ -124,20 +123,21 @@ impl Device for RtlDevice {
         offset: u64,
         out: &mut [u8],
     ) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("copy from device", buf, offset, out.len() as u64)?;
-        self.sim.memory().read(buf.phys_addr + offset, out);
+        let addr = self
+            .alloc
+            .access("copy from device", buf, offset, out.len() as u64)?;
+        self.sim.memory().read(addr, out);
         Ok(())
     }
 
     fn flush(&mut self, buf: &Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("flush", buf, offset, size)
+        self.alloc.access("flush", buf, offset, size).map(|_| ())
     }
 
     fn invalidate(&mut self, buf: &Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
-        self.alloc.check(buf)?;
-        check_range("invalidate", buf, offset, size)
+        self.alloc
+            .access("invalidate", buf, offset, size)
+            .map(|_| ())
     }
 
     fn run(

@@ -206,6 +206,14 @@ impl<'g> Lowerer<'g> {
         self.status.insert(primary, s);
     }
 
+    /// Marks the DequantizeLinear nodes of a QDQ layer's weights (and bias) as fused into it.
+    fn set_fused_params(&mut self, wdq: NodeIndex, bdq: Option<NodeIndex>, into: &str) {
+        self.set_fused(wdq, into, "quantized weights of the layer");
+        if let Some(b) = bdq {
+            self.set_fused(b, into, "quantized bias of the layer");
+        }
+    }
+
     fn set_fused(&mut self, ix: NodeIndex, into: &str, how: &str) {
         let into = into.to_string();
         let how = how.to_string();
@@ -1138,10 +1146,7 @@ impl<'g> Lowerer<'g> {
                 target,
                 format!("QDQ conv: {note}"),
             );
-            self.set_fused(wdq, &name, "quantized weights of the layer");
-            if let Some(b) = bdq {
-                self.set_fused(b, &name, "quantized bias of the layer");
-            }
+            self.set_fused_params(wdq, bdq, &name);
         } else {
             let w = self
                 .g
@@ -1323,10 +1328,7 @@ impl<'g> Lowerer<'g> {
                 target,
                 format!("QDQ dense: {note}"),
             );
-            self.set_fused(wdq, &name, "quantized weights of the layer");
-            if let Some(b) = bdq {
-                self.set_fused(b, &name, "quantized bias of the layer");
-            }
+            self.set_fused_params(wdq, bdq, &name);
         } else {
             let b = self
                 .g
