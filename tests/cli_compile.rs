@@ -152,6 +152,83 @@ fn one_sample_prints_top5_and_the_per_layer_table() {
     }
     // Inputs can be given by name.
     ok(vta_in(&dir, &["run", "tiny.vtab", "-i", "image=x.npy"]));
+
+    // --json: the same figures for scripts.
+    let j: serde_json::Value = serde_json::from_str(&ok(vta_in(
+        &dir,
+        &[
+            "run",
+            "tiny.vtab",
+            "-i",
+            "x.npy",
+            "--check",
+            "--json",
+            "-o",
+            "y.npy",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(j["steps"], 12, "{j}");
+    assert_eq!(j["accel_steps"], 8, "{j}");
+    assert_eq!(j["run"]["backend"], "fsim", "{j}");
+    assert_eq!(j["outputs"][0]["file"], "y.npy", "{j}");
+    assert_eq!(j["check"]["elements"], 1214, "{j}");
+    let steps = j["run"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 12, "{j}");
+    assert!(
+        steps[1]["counters"]["gemm_uops"].as_u64().unwrap() > 0,
+        "{j}"
+    );
+    assert_eq!(steps[11]["place"], "cpu", "{j}");
+
+    // RTL-only options are refused on the functional simulator, not ignored.
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", "x.npy", "--mem-latency", "40"],
+    ));
+    assert!(
+        e.contains("--mem-latency is an option of the cycle-accurate simulator")
+            && e.contains("--backend rtl"),
+        "{e}"
+    );
+    let e = fails(vta(&["demo", "--hang-cycles", "10"]));
+    assert!(
+        e.contains("--hang-cycles is an option of the cycle-accurate simulator"),
+        "{e}"
+    );
+}
+
+#[test]
+fn calibrate_is_repeatable_and_leaves_the_model_argument_alone() {
+    let dir = scratch("compile_calibrate");
+    // Options before the model: `--calibrate` takes one file, so MODEL stays the model.
+    let j: serde_json::Value = serde_json::from_str(&ok(vta_in(
+        &dir,
+        &[
+            "compile",
+            "--calibrate",
+            &data("digits_calib.npy"),
+            "--calibrate",
+            &data("digits_test.npy"),
+            &data("tiny_cnn.onnx"),
+            "-o",
+            "t.vtab",
+            "--json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(j["output"], "t.vtab", "{j}");
+    assert_eq!(j["calibration_samples"], 132, "{j}");
+    assert_eq!(j["accel_steps"], 8, "{j}");
+    let support = j["support"].as_array().unwrap();
+    assert_eq!(support.len(), 19, "{j}");
+    assert!(
+        support
+            .iter()
+            .any(|e| e["node"] == "/Softmax" && e["status"] == "cpu"),
+        "{j}"
+    );
+    assert!(j["times_ms"]["compile"].as_f64().unwrap() > 0.0, "{j}");
 }
 
 #[test]

@@ -113,7 +113,7 @@ fn memory_options_change_the_cycle_count_not_the_results() {
     );
     let e = fails(vta(&["sim", &ex, "--mem-latency", "5"]));
     assert!(
-        e.contains("--mem-latency needs the cycle-accurate simulator"),
+        e.contains("--mem-latency is an option of the cycle-accurate simulator"),
         "{e}"
     );
     let e = fails(vta_env(
@@ -166,7 +166,7 @@ fn trace_and_vcd_files() {
     assert!((95..=105).contains(&stamps), "{stamps}");
     let e = fails(vta(&["sim", &ex, "--trace", "x.json"]));
     assert!(
-        e.contains("--trace needs the cycle-accurate simulator"),
+        e.contains("--trace is an option of the cycle-accurate simulator"),
         "{e}"
     );
     let e = fails(vta_env(
@@ -287,4 +287,23 @@ fn bench_rtl() {
     );
     let e = fails(vta(&["bench", "rtl", "--channels", "96"]));
     assert!(e.contains("must be a multiple of twice the block"), "{e}");
+    let j: serde_json::Value = serde_json::from_str(&ok(vta_env(
+        &[
+            "bench",
+            "rtl",
+            "--batch",
+            "32",
+            "--channels",
+            "64",
+            "--block",
+            "32",
+            "--json",
+        ],
+        &[],
+    )))
+    .unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{j}");
+    assert_eq!(runs[1]["virtual_threads"], 2, "{j}");
+    assert!(runs[0]["gemm_utilization"].as_f64().unwrap() > 0.0, "{j}");
 }

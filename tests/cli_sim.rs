@@ -148,6 +148,21 @@ fn bench_prints_figures() {
         text.contains("GMAC/s") && text.contains("micro-ops/s"),
         "{text}"
     );
+    let j: serde_json::Value = serde_json::from_str(&ok(vta(&[
+        "bench",
+        "fsim",
+        "--config",
+        "small",
+        "--gemm-insns",
+        "2",
+        "--alu-insns",
+        "2",
+        "--json",
+    ])))
+    .unwrap();
+    assert!(j["config"].as_str().unwrap().starts_with("1x4_"), "{j}");
+    assert!(j["gemm"]["counters"]["macs"].as_u64().unwrap() > 0, "{j}");
+    assert!(j["alu"]["uops_per_second"].as_f64().unwrap() > 0.0, "{j}");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! The RTL backend (`drivers::RtlDevice` over `vta_sim::rtl`): hangs are diagnosed, not
+//! The RTL backend (`vta_sim::rtl::RtlDevice` over `vta_sim::rtl`): hangs are diagnosed, not
 //! hung on; bounds in cycles; reports with the hardware's counters; instruction traces; VCD
 //! windows; the statically linked default model; and a regression test for a hardware bug
 //! the differential tests found.
@@ -9,10 +9,11 @@ mod rtl_support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use drivers::{run_program, Device, FsimDevice, RunTimeout};
+use drivers::{run_program, Device, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
 use vta_sim::rtl::{ModelOrigin, TraceTrack};
+use vta_sim::FsimDevice;
 
 fn deps(pop_prev: bool, pop_next: bool, push_prev: bool, push_next: bool) -> DepFlags {
     DepFlags {

@@ -27,12 +27,11 @@
 #[path = "support/rtl.rs"]
 mod rtl_support;
 
-use drivers::{
-    run_program, Buffer, Device, DeviceError, FsimDevice, ProgramRun, RunReport, RunTimeout,
-};
+use drivers::{run_program, Buffer, Device, DeviceError, ProgramRun, RunReport, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Uop};
 use vta_sim::rtl::MemTiming;
+use vta_sim::FsimDevice;
 
 struct Rng(u64);
 
@@ -606,7 +605,7 @@ fn random_programs_wide_bus() {
 /// A backend with a bug: the RTL, except that after a run whose stream has at least
 /// `store + 1` STOREs, the first byte STORE number `store` wrote is flipped.
 struct Faulty {
-    rtl: drivers::RtlDevice,
+    rtl: vta_sim::rtl::RtlDevice,
     store: usize,
 }
 

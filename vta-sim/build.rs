@@ -8,167 +8,177 @@
 //! Without `verilator` or a C++ compiler (or with `VTA_RTL_NO_STATIC` set) the build still
 //! succeeds: it says so in a warning, and the default model is built on first use, like
 //! every other config's.
-
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// The shim's C functions (see `hdl::verilator::shim_cpp`), renamed with [`PREFIX`].
-const SHIM_FUNCTIONS: [&str; 11] = [
-    "abi_version",
-    "port_count",
-    "new",
-    "trace_close",
-    "trace_open",
-    "free",
-    "eval",
-    "tick",
-    "port_ptr",
-    "set",
-    "get",
-];
-const PREFIX: &str = "vta_rtl_default_";
+//!
+//! Without the `rtl` feature there is no RTL backend and nothing to build.
 
 fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=VTA_RTL_NO_STATIC");
-    println!("cargo:rustc-check-cfg=cfg(vta_rtl_linked)");
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    match build(&out) {
-        Ok(()) => println!("cargo:rustc-cfg=vta_rtl_linked"),
-        Err(why) => println!(
-            "cargo:warning=the default config's RTL model is not compiled in ({why}); it will \
-             be built on first use of the RTL backend (which needs verilator and g++: \
-             apt-get install verilator g++)"
-        ),
-    }
+    #[cfg(feature = "rtl")]
+    rtl::main();
 }
 
-/// FNV-1a (64-bit) of the parts, each preceded by its length: identifies the model's
-/// sources (the same function is in `src/rtl/linked.rs`).
-fn source_hash(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for &b in (p.len() as u64).to_le_bytes().iter().chain(p.iter()) {
-            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+#[cfg(feature = "rtl")]
+mod rtl {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    /// The shim's C functions (see `hdl::verilator::shim_cpp`), renamed with [`PREFIX`].
+    const SHIM_FUNCTIONS: [&str; 11] = [
+        "abi_version",
+        "port_count",
+        "new",
+        "trace_close",
+        "trace_open",
+        "free",
+        "eval",
+        "tick",
+        "port_ptr",
+        "set",
+        "get",
+    ];
+    const PREFIX: &str = "vta_rtl_default_";
+
+    pub fn main() {
+        println!("cargo:rerun-if-changed=build.rs");
+        println!("cargo:rerun-if-env-changed=VTA_RTL_NO_STATIC");
+        println!("cargo:rustc-check-cfg=cfg(vta_rtl_linked)");
+        let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+        match build(&out) {
+            Ok(()) => println!("cargo:rustc-cfg=vta_rtl_linked"),
+            Err(why) => println!(
+                "cargo:warning=the default config's RTL model is not compiled in ({why}); it will \
+                 be built on first use of the RTL backend (which needs verilator and g++: \
+                 apt-get install verilator g++)"
+            ),
         }
     }
-    h
-}
 
-fn tool_output(cmd: &mut Command, what: &str) -> Result<String, String> {
-    let out = cmd
-        .output()
-        .map_err(|e| format!("`{what}` could not be run: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`{what}` failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-fn build(out: &Path) -> Result<(), String> {
-    if std::env::var_os("VTA_RTL_NO_STATIC").is_some() {
-        return Err("VTA_RTL_NO_STATIC is set".into());
-    }
-    tool_output(
-        Command::new("verilator").arg("--version"),
-        "verilator --version",
-    )?;
-    let root = PathBuf::from(tool_output(
-        Command::new("verilator").args(["--getenv", "VERILATOR_ROOT"]),
-        "verilator --getenv VERILATOR_ROOT",
-    )?);
-    let include = root.join("include");
-    if !include.join("verilated.cpp").exists() {
-        return Err(format!(
-            "Verilator's runtime sources are not in {}",
-            include.display()
-        ));
-    }
-    let compiler = cc::Build::new()
-        .cpp(true)
-        .try_get_compiler()
-        .map_err(|e| format!("no C++ compiler: {e}"))?;
-    tool_output(
-        Command::new(compiler.path()).arg("--version"),
-        &format!("{} --version", compiler.path().display()),
-    )?;
-
-    let cfg = isa::HwConfig::preset("default").map_err(|e| e.to_string())?;
-    let g = vta_hw::generate(&cfg).map_err(|e| e.to_string())?;
-    let (verilog, wrapper) = hdl::verilator::sim_verilog(&g.design);
-    let shim = hdl::verilator::shim_cpp(&g.design);
-    let dir = out.join("rtl-default");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let v_path = dir.join("top.v");
-    let shim_path = dir.join("shim.cpp");
-    std::fs::write(&v_path, &verilog).map_err(|e| e.to_string())?;
-    std::fs::write(&shim_path, &shim).map_err(|e| e.to_string())?;
-    let obj = dir.join("obj");
-    tool_output(
-        Command::new("verilator")
-            .args(hdl::verilator::verilator_args(&wrapper, false))
-            .arg("-Mdir")
-            .arg(&obj)
-            .arg(&v_path),
-        "verilator",
-    )?;
-
-    let mut sources = vec![];
-    for e in std::fs::read_dir(&obj).map_err(|e| e.to_string())? {
-        let p = e.map_err(|e| e.to_string())?.path();
-        if p.extension().is_some_and(|x| x == "cpp") {
-            sources.push(p);
+    /// FNV-1a (64-bit) of the parts, each preceded by its length: identifies the model's
+    /// sources (the same function is in `src/rtl/linked.rs`).
+    fn source_hash(parts: &[&[u8]]) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for p in parts {
+            for &b in (p.len() as u64).to_le_bytes().iter().chain(p.iter()) {
+                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
         }
+        h
     }
-    sources.sort();
-    sources.push(shim_path);
-    sources.push(include.join("verilated.cpp"));
-    sources.push(include.join("verilated_threads.cpp"));
 
-    let mut b = cc::Build::new();
-    b.cpp(true)
-        .std("gnu++17")
-        .opt_level(2)
-        .debug(false)
-        .warnings(false)
-        .extra_warnings(false)
-        .flag("-faligned-new")
-        .flag_if_supported("-Wno-bool-operation")
-        .flag_if_supported("-Wno-sign-compare")
-        .flag_if_supported("-Wno-unused-parameter")
-        .flag_if_supported("-Wno-unused-variable")
-        .flag_if_supported("-Wno-unused-but-set-variable")
-        .flag_if_supported("-Wno-uninitialized")
-        .flag_if_supported("-Wno-shadow")
-        .define("VM_COVERAGE", "0")
-        .define("VM_SC", "0")
-        .define("VM_TRACE", "0")
-        .define("VM_TRACE_FST", "0")
-        .define("VM_TRACE_VCD", "0")
-        .include(&include)
-        .include(include.join("vltstd"))
-        .include(&obj)
-        .files(&sources);
-    for f in SHIM_FUNCTIONS {
-        b.define(&format!("hdl_{f}"), format!("{PREFIX}hdl_{f}").as_str());
+    fn tool_output(cmd: &mut Command, what: &str) -> Result<String, String> {
+        let out = cmd
+            .output()
+            .map_err(|e| format!("`{what}` could not be run: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`{what}` failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
-    b.try_compile("vta_rtl_default")
-        .map_err(|e| format!("compiling the model failed: {e}"))?;
 
-    let hash = source_hash(&[verilog.as_bytes(), shim.as_bytes()]);
-    let rs = format!(
-        "// Generated by vta-sim's build.rs: the default config's model compiled into the crate.\n\
-         /// Hash of the verilated Verilog and the shim (`source_hash`).\n\
-         pub const SOURCE_HASH: u64 = {hash:#018x};\n\
-         /// The config it was generated for (`HwConfig::to_json`).\n\
-         pub const CONFIG_JSON: &str = {:?};\n",
-        cfg.to_json()
-    );
-    std::fs::write(out.join("rtl_linked.rs"), rs).map_err(|e| e.to_string())?;
-    Ok(())
+    fn build(out: &Path) -> Result<(), String> {
+        if std::env::var_os("VTA_RTL_NO_STATIC").is_some() {
+            return Err("VTA_RTL_NO_STATIC is set".into());
+        }
+        tool_output(
+            Command::new("verilator").arg("--version"),
+            "verilator --version",
+        )?;
+        let root = PathBuf::from(tool_output(
+            Command::new("verilator").args(["--getenv", "VERILATOR_ROOT"]),
+            "verilator --getenv VERILATOR_ROOT",
+        )?);
+        let include = root.join("include");
+        if !include.join("verilated.cpp").exists() {
+            return Err(format!(
+                "Verilator's runtime sources are not in {}",
+                include.display()
+            ));
+        }
+        let compiler = cc::Build::new()
+            .cpp(true)
+            .try_get_compiler()
+            .map_err(|e| format!("no C++ compiler: {e}"))?;
+        tool_output(
+            Command::new(compiler.path()).arg("--version"),
+            &format!("{} --version", compiler.path().display()),
+        )?;
+
+        let cfg = isa::HwConfig::preset("default").map_err(|e| e.to_string())?;
+        let g = vta_hw::generate(&cfg).map_err(|e| e.to_string())?;
+        let (verilog, wrapper) = hdl::verilator::sim_verilog(&g.design);
+        let shim = hdl::verilator::shim_cpp(&g.design);
+        let dir = out.join("rtl-default");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let v_path = dir.join("top.v");
+        let shim_path = dir.join("shim.cpp");
+        std::fs::write(&v_path, &verilog).map_err(|e| e.to_string())?;
+        std::fs::write(&shim_path, &shim).map_err(|e| e.to_string())?;
+        let obj = dir.join("obj");
+        tool_output(
+            Command::new("verilator")
+                .args(hdl::verilator::verilator_args(&wrapper, false))
+                .arg("-Mdir")
+                .arg(&obj)
+                .arg(&v_path),
+            "verilator",
+        )?;
+
+        let mut sources = vec![];
+        for e in std::fs::read_dir(&obj).map_err(|e| e.to_string())? {
+            let p = e.map_err(|e| e.to_string())?.path();
+            if p.extension().is_some_and(|x| x == "cpp") {
+                sources.push(p);
+            }
+        }
+        sources.sort();
+        sources.push(shim_path);
+        sources.push(include.join("verilated.cpp"));
+        sources.push(include.join("verilated_threads.cpp"));
+
+        let mut b = cc::Build::new();
+        b.cpp(true)
+            .std("gnu++17")
+            .opt_level(2)
+            .debug(false)
+            .warnings(false)
+            .extra_warnings(false)
+            .flag("-faligned-new")
+            .flag_if_supported("-Wno-bool-operation")
+            .flag_if_supported("-Wno-sign-compare")
+            .flag_if_supported("-Wno-unused-parameter")
+            .flag_if_supported("-Wno-unused-variable")
+            .flag_if_supported("-Wno-unused-but-set-variable")
+            .flag_if_supported("-Wno-uninitialized")
+            .flag_if_supported("-Wno-shadow")
+            .define("VM_COVERAGE", "0")
+            .define("VM_SC", "0")
+            .define("VM_TRACE", "0")
+            .define("VM_TRACE_FST", "0")
+            .define("VM_TRACE_VCD", "0")
+            .include(&include)
+            .include(include.join("vltstd"))
+            .include(&obj)
+            .files(&sources);
+        for f in SHIM_FUNCTIONS {
+            b.define(&format!("hdl_{f}"), format!("{PREFIX}hdl_{f}").as_str());
+        }
+        b.try_compile("vta_rtl_default")
+            .map_err(|e| format!("compiling the model failed: {e}"))?;
+
+        let hash = source_hash(&[verilog.as_bytes(), shim.as_bytes()]);
+        let rs = format!(
+            "// Generated by vta-sim's build.rs: the default config's model compiled into the crate.\n\
+             /// Hash of the verilated Verilog and the shim (`source_hash`).\n\
+             pub const SOURCE_HASH: u64 = {hash:#018x};\n\
+             /// The config it was generated for (`HwConfig::to_json`).\n\
+             pub const CONFIG_JSON: &str = {:?};\n",
+            cfg.to_json()
+        );
+        std::fs::write(out.join("rtl_linked.rs"), rs).map_err(|e| e.to_string())?;
+        Ok(())
+    }
 }

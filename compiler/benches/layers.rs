@@ -15,9 +15,10 @@ use std::time::Instant;
 
 use compiler::backend::{self, LoopOrder};
 use compiler::qlayer::{QConv2d, Requant};
-use drivers::{FsimDevice, RunTimeout};
+use drivers::RunTimeout;
 use isa::HwConfig;
 use ndarray::Array4;
+use vta_sim::FsimDevice;
 
 /// (name, H=W, Cin, Cout, K, pad, stride), vta.md section 9.2.
 const RESNET: [(&str, usize, usize, usize, usize, usize, usize); 10] = [
@@ -96,9 +97,9 @@ fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut total_ms = 0.0;
     let mut rtl_dev = if rtl {
-        Some(drivers::RtlDevice::with_options(
+        Some(vta_sim::rtl::RtlDevice::with_options(
             &cfg,
-            &drivers::RtlOptions::default(),
+            &vta_sim::rtl::RtlOptions::default(),
             &mut |s| eprintln!("rtl model: {s}"),
         )?)
     } else {

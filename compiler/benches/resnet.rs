@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use compiler::graph::{FrontendOptions, Tensor};
 use compiler::runtime::Model;
 use compiler::zoo::{self, ResNetOptions};
-use drivers::FsimDevice;
+use vta_sim::FsimDevice;
 
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)

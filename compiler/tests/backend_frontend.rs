@@ -12,8 +12,9 @@ use compiler::graph::{
     load_and_plan, load_calibration_npy, npy_to_f32, FrontendOptions, Layer, Tensor,
 };
 use compiler::reference::run_plan;
-use drivers::{FsimDevice, RunTimeout};
+use drivers::RunTimeout;
 use ndarray::{Array4, Axis, IxDyn};
+use vta_sim::FsimDevice;
 
 /// A rank-2..4 int8 tensor as NCHW (missing trailing dimensions are 1).
 fn nchw(t: &Tensor) -> Array4<i8> {

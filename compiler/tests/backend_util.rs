@@ -5,9 +5,10 @@
 
 use compiler::backend::LayerProgram;
 use compiler::qlayer::{QConv2d, Requant};
-use drivers::{FsimDevice, RunReport, RunTimeout};
+use drivers::{RunReport, RunTimeout};
 use isa::HwConfig;
 use ndarray::{Array2, Array4, ArrayView4};
+use vta_sim::FsimDevice;
 
 /// The configs every layer is tested on.
 pub const CONFIGS: [&str; 4] = ["default", "batched", "rect", "small"];

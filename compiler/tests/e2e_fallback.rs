@@ -10,7 +10,7 @@ use compiler::onnx::proto::{
 };
 use compiler::runtime::{Model, Place};
 use compiler::zoo;
-use drivers::FsimDevice;
+use vta_sim::FsimDevice;
 
 fn info(name: &str, shape: &[i64]) -> ValueInfoProto {
     ValueInfoProto {

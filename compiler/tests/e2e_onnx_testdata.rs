@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use compiler::graph::{FrontendOptions, Support};
 use compiler::onnx::load_tensor_pb;
 use compiler::runtime::{Model, Place};
-use drivers::FsimDevice;
+use vta_sim::FsimDevice;
 
 const CASES: [&str; 11] = [
     "test_qlinearconv",

@@ -12,7 +12,7 @@
 use compiler::graph::{import::import, passes, FrontendOptions, Tensor};
 use compiler::runtime::{Check, Model, Place};
 use compiler::zoo::{self, ResNetOptions};
-use drivers::FsimDevice;
+use vta_sim::FsimDevice;
 
 #[test]
 fn resnet18_runs_bit_exact_on_fsim() {

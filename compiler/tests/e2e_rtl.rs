@@ -1,4 +1,4 @@
-//! The trained tiny CNN on the cycle-accurate RTL simulator (`drivers::RtlDevice`): every
+//! The trained tiny CNN on the cycle-accurate RTL simulator (`vta_sim::rtl::RtlDevice`): every
 //! accelerator layer of every digit gives the same bytes as on the functional simulator and
 //! matches the integer reference, and each layer reports its cycle count.
 
@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use compiler::graph::{load_calibration_npy, npy_to_f32, FrontendOptions, Tensor};
 use compiler::runtime::{Model, Place};
-use drivers::{FsimDevice, RtlDevice, RtlOptions};
 use ndarray::{Axis, IxDyn};
+use vta_sim::rtl::{RtlDevice, RtlOptions};
+use vta_sim::FsimDevice;
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use compiler::graph::{load_calibration_npy, npy_to_f32, FrontendOptions, Tensor};
 use compiler::runtime::{Check, Model, Place};
-use drivers::FsimDevice;
 use ndarray::{ArrayD, Axis, IxDyn};
+use vta_sim::FsimDevice;
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")

@@ -1,34 +1,24 @@
-//! The device HAL: one [`Device`] trait every backend implements (the functional simulator,
-//! [`FsimDevice`]; the cycle-accurate Verilator RTL simulator, [`RtlDevice`]; boards later),
-//! mirroring VTA's `driver.h`: allocate
+//! The device HAL: one [`Device`] trait every backend implements (the functional simulator's
+//! `vta_sim::FsimDevice`; the cycle-accurate Verilator RTL simulator's `vta_sim::rtl::RtlDevice`;
+//! boards later), mirroring VTA's `driver.h`: allocate
 //! physically contiguous buffers, copy to and from them, keep caches coherent, and run an
 //! instruction stream from a physical address until FINISH or a timeout.
 //!
 //! [`run_program`] runs an [`isa::Program`] on any device: it places the program's DRAM
 //! region, fills the inputs, relocates and writes the instructions, runs, and reads back the
 //! outputs.
+//!
+//! This crate is what a board binary links: it depends on `isa` alone, so nothing of the
+//! simulators, the HDL or a C++ toolchain is in its tree (a test in `tests/` checks that).
 
 mod alloc;
-mod fsim;
 mod program;
-#[cfg(unix)]
-mod rtl;
 
 use std::fmt;
 use std::time::Duration;
 
 pub use alloc::Allocator;
-pub use fsim::FsimDevice;
 pub use program::{run_program, ProgramRun};
-#[cfg(unix)]
-pub use rtl::RtlDevice;
-/// The RTL backend's options, limits, memory timing and run report, for users of
-/// [`RtlDevice`] that do not depend on `vta-sim` themselves.
-#[cfg(unix)]
-pub use vta_sim::rtl::{MemTiming, ModelOrigin, RtlOptions, RtlRun, RunLimits};
-
-#[cfg(test)]
-mod tests;
 
 /// Page size: every allocation is aligned to it and rounded up to it (VTA's 4 KiB pages).
 pub const PAGE_SIZE: u64 = 4096;

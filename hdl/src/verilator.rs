@@ -35,7 +35,7 @@ use crate::ir::{Dir, PortInfo, PortRole};
 use crate::verilog::Design;
 
 /// Version of the C ABI between the shim and this module.
-const ABI_VERSION: u32 = 1;
+const ABI_VERSION: u32 = 2;
 
 /// How to install the tools, quoted in errors.
 const INSTALL_HINT: &str = "install it with `apt-get install verilator g++` (Debian/Ubuntu)";
@@ -406,13 +406,14 @@ struct HdlModel {
     VerilatedVcdC* vcd = nullptr;
 #endif
     uint64_t time = 0;
+    uint64_t half_period_ps = 5;
 };
 inline HdlModel* M(void* p) { return static_cast<HdlModel*>(p); }
 inline void dump(HdlModel* m) {
 #if VM_TRACE
     if (m->vcd) m->vcd->dump(m->time);
 #endif
-    m->time += 5;
+    m->time += m->half_period_ps;
     m->ctx.time(m->time);
 }
 }  // namespace
@@ -445,16 +446,17 @@ HDL_API void hdl_trace_close(void* p) {
     (void)p;
 #endif
 }
-HDL_API int hdl_trace_open(void* p, const char* path) {
+HDL_API int hdl_trace_open(void* p, const char* path, uint64_t half_period_ps) {
 #if VM_TRACE
     HdlModel* m = M(p);
     hdl_trace_close(p);
+    m->half_period_ps = half_period_ps ? half_period_ps : 1;
     m->vcd = new VerilatedVcdC;
     m->top->trace(m->vcd, 99);
     m->vcd->open(path);
     return m->vcd->isOpen() ? 1 : 0;
 #else
-    (void)p; (void)path;
+    (void)p; (void)path; (void)half_period_ps;
     return 0;
 #endif
 }
@@ -657,6 +659,9 @@ pub fn verilator_args(top: &str, trace: bool) -> Vec<String> {
         "fast",
         "--noassert",
         "--no-timing",
+        // Waveform time stamps are picoseconds (the shim steps half clock periods).
+        "--timescale-override",
+        "1ps/1ps",
         "-Wno-fatal",
         "-Wno-lint",
         "-Wno-style",
@@ -746,7 +751,7 @@ type FnFree = unsafe extern "C" fn(*mut c_void);
 type FnEval = unsafe extern "C" fn(*mut c_void);
 type FnTick = unsafe extern "C" fn(*mut c_void, u64);
 type FnPortPtr = unsafe extern "C" fn(*mut c_void, u32) -> *mut c_void;
-type FnTraceOpen = unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int;
+type FnTraceOpen = unsafe extern "C" fn(*mut c_void, *const c_char, u64) -> c_int;
 type FnTraceClose = unsafe extern "C" fn(*mut c_void);
 
 #[derive(Clone, Copy)]
@@ -780,7 +785,7 @@ pub struct StaticShim {
     /// `hdl_port_ptr`.
     pub port_ptr: unsafe extern "C" fn(*mut c_void, u32) -> *mut c_void,
     /// `hdl_trace_open`.
-    pub trace_open: unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int,
+    pub trace_open: unsafe extern "C" fn(*mut c_void, *const c_char, u64) -> c_int,
     /// `hdl_trace_close`.
     pub trace_close: unsafe extern "C" fn(*mut c_void),
 }
@@ -1243,9 +1248,10 @@ impl Model {
         }
     }
 
-    /// Starts writing a VCD waveform to `path` (every half clock cycle). Needs a model
-    /// built with [`BuildOptions::trace`].
-    pub fn trace_open(&mut self, path: &Path) -> Result<(), BuildError> {
+    /// Starts writing a VCD waveform to `path` (every half clock cycle), in picoseconds at a
+    /// clock of `clock_mhz`, so that waveform viewers show real time. Needs a model built
+    /// with [`BuildOptions::trace`].
+    pub fn trace_open(&mut self, path: &Path, clock_mhz: f64) -> Result<(), BuildError> {
         if !self.lib.traced {
             return Err(BuildError::BadLibrary {
                 path: self.lib.path.clone(),
@@ -1257,8 +1263,9 @@ impl Model {
             path: path.to_path_buf(),
             source: io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"),
         })?;
+        let half_period_ps = (0.5e6 / clock_mhz).round().max(1.0) as u64;
         // SAFETY: valid handle; `c` outlives the call.
-        let ok = unsafe { (self.lib.fns.trace_open)(self.handle, c.as_ptr()) };
+        let ok = unsafe { (self.lib.fns.trace_open)(self.handle, c.as_ptr(), half_period_ps) };
         if ok == 0 {
             return Err(BuildError::Io {
                 what: "opening trace file",

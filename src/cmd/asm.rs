@@ -12,7 +12,7 @@ pub struct AsmArgs {
     /// Assembly source file (relative paths in it are resolved from its directory)
     input: PathBuf,
     /// Output container [default: INPUT with the extension .vtab]
-    #[arg(short, long, value_name = "OUT")]
+    #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Config (JSON file or preset) to assemble for; the source's .config must match its ISA
     #[arg(long, value_name = "FILE|PRESET")]

@@ -28,6 +28,9 @@ pub struct RtlBenchArgs {
     /// Blocked GEMM: block size (a multiple of the GEMM tile) [default: 4 x BLOCK_OUT]
     #[arg(long, value_name = "N")]
     block: Option<u32>,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -41,6 +44,9 @@ pub struct FsimArgs {
     /// ALU instructions to run, each over a full micro-op buffer
     #[arg(long, default_value_t = vta_sim::bench::BenchSize::default().alu_insns)]
     alu_insns: u32,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(c: BenchCmd) -> Result<String> {
@@ -51,9 +57,31 @@ pub fn run(c: BenchCmd) -> Result<String> {
                 gemm_insns: a.gemm_insns,
                 alu_insns: a.alu_insns,
             };
-            Ok(format!("{}\n", vta_sim::bench::fsim(&cfg, size)?))
+            let f = vta_sim::bench::fsim(&cfg, size)?;
+            if a.json {
+                return Ok(super::json::text(&serde_json::json!({
+                    "bench": "fsim",
+                    "config": f.config,
+                    "gemm": {
+                        "seconds": f.gemm.seconds,
+                        "counters": super::json::counters(f.gemm.counters.iter()),
+                        "gmacs_per_second": f.gmacs_per_second(),
+                        "uops_per_second": f.gemm_uops_per_second(),
+                    },
+                    "alu": {
+                        "seconds": f.alu.seconds,
+                        "counters": super::json::counters(f.alu.counters.iter()),
+                        "uops_per_second": f.alu_uops_per_second(),
+                        "lanes_per_second": f.alu_lanes_per_second(),
+                    },
+                })));
+            }
+            Ok(format!("{f}\n"))
         }
         BenchCmd::Rtl(a) => {
+            if a.rtl.hang_cycles.is_some() {
+                anyhow::bail!("--hang-cycles does not apply to `vta bench rtl` (its runs are bounded by the benchmark's size)");
+            }
             let cfg = super::load_config(a.config.as_deref())?;
             let mut b = vta_sim::bench::rtl::RtlBench::for_config(&cfg);
             b.timing = a.rtl.timing(&cfg)?;
@@ -74,6 +102,31 @@ pub fn run(c: BenchCmd) -> Result<String> {
                     eprintln!("rtl:   {stage} (+{:.1} s)", start.elapsed().as_secs_f64());
                 }
             })?;
+            if a.json {
+                let runs: Vec<_> = figures
+                    .runs
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({
+                            "virtual_threads": r.threads,
+                            "cycles": r.cycles,
+                            "host_cycles": r.host_cycles,
+                            "instructions": r.insns,
+                            "cpu_seconds": r.cpu.as_secs_f64(),
+                            "memory_bound_cycles": r.memory_bound,
+                            "gemm_utilization": r.utilization(),
+                            "counters": super::json::counters(r.counters.iter()),
+                        })
+                    })
+                    .collect();
+                return Ok(super::json::text(&serde_json::json!({
+                    "bench": "rtl",
+                    "config": figures.config,
+                    "bus_bytes": figures.bus_bytes,
+                    "cycles_per_second": figures.cycles_per_second(),
+                    "runs": runs,
+                })));
+            }
             Ok(format!("{figures}\n"))
         }
     }

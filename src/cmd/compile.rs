@@ -14,19 +14,23 @@ pub struct CompileArgs {
     /// ONNX model (float32, QDQ or QOperator)
     model: PathBuf,
     /// Compiled model to write [default: MODEL with the extension .vtab]
-    #[arg(short, long, value_name = "OUT")]
+    #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
     config: Option<String>,
     /// Calibration inputs of a float model (.npy, float32): samples of the model's input, or
-    /// several stacked along the first axis. The ranges found are stored in the compiled model
-    #[arg(long, value_name = "X.npy", num_args = 1..)]
+    /// several stacked along the first axis; repeat the option for more files. The ranges
+    /// found are stored in the compiled model
+    #[arg(long, value_name = "X.npy")]
     calibrate: Vec<PathBuf>,
     /// Offload a quantized (QDQ/QOperator) layer only when the accelerator's requantization
     /// is bit-identical to ONNX's; others run on the CPU exactly [default: offload layers
     /// provably within 1 LSB of ONNX]
     #[arg(long)]
     bit_exact: bool,
+    /// Print the report as JSON (output file, op-support table, step counts, compile times)
+    #[arg(long)]
+    json: bool,
 }
 
 fn ms(d: Duration) -> String {
@@ -57,6 +61,15 @@ pub fn run(a: CompileArgs) -> Result<String> {
     let path = a.output.unwrap_or_else(|| a.model.with_extension("vtab"));
     std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
 
+    if a.json {
+        return Ok(super::json::text(&compile_json(
+            &model,
+            &source,
+            &path,
+            bytes.len(),
+            t_all.elapsed(),
+        )));
+    }
     let mut text = String::new();
     writeln!(
         text,
@@ -90,4 +103,49 @@ pub fn run(a: CompileArgs) -> Result<String> {
         ms(t_all.elapsed())
     )?;
     Ok(text)
+}
+
+/// The `--json` document of a compile.
+fn compile_json(
+    model: &Model,
+    source: &str,
+    path: &Path,
+    bytes: usize,
+    total: Duration,
+) -> serde_json::Value {
+    use super::json::ms;
+    let (accel, cpu) = model.counts();
+    let support: Vec<_> = model
+        .support
+        .entries
+        .iter()
+        .map(|e| {
+            serde_json::json!({
+                "node": e.node,
+                "op": e.op_type,
+                "status": e.support.status(),
+                "details": e.support.details(),
+            })
+        })
+        .collect();
+    let tm = &model.times;
+    serde_json::json!({
+        "model": source,
+        "output": path.display().to_string(),
+        "bytes": bytes,
+        "config": model.config.config_string(),
+        "steps": model.plan.steps.len(),
+        "accel_steps": accel,
+        "cpu_steps": cpu,
+        "support": support,
+        "calibration_samples": model.calibration.as_ref().map(|c| c.samples),
+        "times_ms": {
+            "import": ms(tm.import),
+            "calibration": ms(tm.calibration),
+            "lowering": ms(tm.lowering),
+            "backend": ms(tm.backend),
+            "compile": ms(tm.compile()),
+            "total": ms(total),
+        },
+    })
 }

@@ -48,6 +48,7 @@ fn argmax_rows(a: &npy::Array) -> Vec<usize> {
 }
 
 pub fn run(a: DemoArgs) -> Result<String> {
+    a.rtl.refuse_unless_rtl(a.backend, &[])?;
     let cfg = super::load_config(a.config.as_deref())?;
     let calib =
         npy_to_f32(&embedded("calibration", digits::CALIBRATION_NPY)?).map_err(|e| anyhow!(e))?;

@@ -7,6 +7,7 @@ pub mod config;
 pub mod demo;
 pub mod disasm;
 pub mod hw;
+pub mod json;
 pub mod run;
 pub mod sim;
 pub mod zoo;

@@ -9,8 +9,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use compiler::graph::Tensor;
 use compiler::runtime::{self, Check, Model, RunResult};
-use drivers::{Device, FsimDevice};
+use drivers::Device;
 use isa::npy;
+use vta_sim::FsimDevice;
 
 pub use super::sim::{Backend, RtlArgs};
 
@@ -45,6 +46,9 @@ pub struct RunArgs {
     /// fails at the first mismatching layer and element
     #[arg(long)]
     check: bool,
+    /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
+    #[arg(long)]
+    json: bool,
 }
 
 /// Reads the inputs, by position or as NAME=FILE, in the model's input order.
@@ -180,6 +184,7 @@ pub fn run_samples(
 }
 
 pub fn run(a: RunArgs) -> Result<String> {
+    a.rtl.refuse_unless_rtl(a.backend, &[])?;
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
     let model = match &a.config {
@@ -217,6 +222,7 @@ pub fn run(a: RunArgs) -> Result<String> {
     } = run_samples(&model, dev.as_mut(), &runs, a.check, &file)?;
 
     let mut text = String::new();
+    let mut json_outputs = Vec::new();
     let (na, nc) = model.counts();
     writeln!(
         text,
@@ -238,6 +244,12 @@ pub fn run(a: RunArgs) -> Result<String> {
             runtime::concat_samples(&outputs[k]).map_err(|e| anyhow!("output {k}: {e}"))?
         };
         let pv = &model.plan.values[v];
+        json_outputs.push(serde_json::json!({
+            "name": pv.name,
+            "type": t.fact().to_string(),
+            "file": a.outputs.get(k).map(|p| p.display().to_string()),
+            "top5": if runs.len() == 1 { top5(&t) } else { None },
+        }));
         match a.outputs.get(k) {
             Some(path) => {
                 let (elem, shape, data) = runtime::tensor_to_npy(&t);
@@ -258,6 +270,22 @@ pub fn run(a: RunArgs) -> Result<String> {
                 writeln!(text, "  {s}")?;
             }
         }
+    }
+    if a.json {
+        let check = checked.map(|(layers, accel, elements)| {
+            serde_json::json!({"bit_exact": true, "layers": layers, "accel_layers": accel, "elements": elements})
+        });
+        return Ok(super::json::text(&serde_json::json!({
+            "model": file,
+            "source": model.source,
+            "config": model.config.config_string(),
+            "steps": model.plan.steps.len(),
+            "accel_steps": na,
+            "cpu_steps": nc,
+            "outputs": json_outputs,
+            "run": super::json::run_result(&total),
+            "check": check,
+        })));
     }
     writeln!(text, "per layer:")?;
     text.push_str(&total.table());

@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
-use drivers::{run_program, Device, FsimDevice, RtlDevice, RunTimeout};
+use drivers::{run_program, Device, RunTimeout};
 use isa::asm::{parse_program, AsmContext};
 use isa::{container, npy, DType, HwConfig, Program};
+use vta_sim::rtl::RtlDevice;
 use vta_sim::rtl::{MemTiming, RtlOptions, RunLimits};
+use vta_sim::FsimDevice;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -42,11 +44,43 @@ pub struct RtlArgs {
     pub mem_bytes_per_cycle: Option<u32>,
     /// RTL: cycles without progress (no instruction taken or completed, no micro-op, no
     /// memory beat) after which a run stops as hung, with the state of every module
-    #[arg(long, value_name = "N", default_value_t = RunLimits::DEFAULT_HANG_CYCLES)]
-    pub hang_cycles: u64,
+    /// [default: 100000]
+    #[arg(long, value_name = "N")]
+    pub hang_cycles: Option<u64>,
 }
 
 impl RtlArgs {
+    /// The RTL options given, by flag, for refusing them on another backend.
+    fn given(&self) -> Vec<&'static str> {
+        [
+            ("--mem-latency", self.mem_latency.is_some()),
+            ("--mem-bytes-per-cycle", self.mem_bytes_per_cycle.is_some()),
+            ("--hang-cycles", self.hang_cycles.is_some()),
+        ]
+        .into_iter()
+        .filter(|o| o.1)
+        .map(|o| o.0)
+        .collect()
+    }
+
+    /// Fails when RTL-only options (these, and `extra`: the caller's own, flagged when given)
+    /// are given for a backend that would ignore them.
+    pub fn refuse_unless_rtl(
+        &self,
+        backend: Backend,
+        extra: &[(&'static str, bool)],
+    ) -> Result<()> {
+        let mut given = self.given();
+        given.extend(extra.iter().filter(|o| o.1).map(|o| o.0));
+        match given.first() {
+            Some(opt) if backend != Backend::Rtl => bail!(
+                "{opt} is an option of the cycle-accurate simulator, which this run does not use: \
+                 add --backend rtl, or drop {opt}"
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// The memory timing these options describe for `cfg`'s bus.
     pub fn timing(&self, cfg: &HwConfig) -> Result<MemTiming> {
         let mut t = MemTiming::default();
@@ -103,7 +137,7 @@ impl RtlArgs {
         if building {
             eprintln!("rtl: model ready in {:.1} s", start.elapsed().as_secs_f64());
         }
-        dev.limits.hang_cycles = self.hang_cycles;
+        dev.limits.hang_cycles = self.hang_cycles.unwrap_or(RunLimits::DEFAULT_HANG_CYCLES);
         Ok(dev)
     }
 }
@@ -122,8 +156,8 @@ pub struct SimArgs {
     #[arg(long = "input", short = 'i', value_name = "NAME=FILE")]
     inputs: Vec<String>,
     /// Write every output buffer to DIR/NAME.npy
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    #[arg(short, long, value_name = "DIR", visible_alias = "out")]
+    output: Option<PathBuf>,
     /// fsim: stop a run after this many simulator steps (instructions + micro-ops)
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
@@ -259,24 +293,16 @@ pub fn run(a: SimArgs) -> Result<String> {
         .map(|s| load_input(&program, s))
         .collect::<Result<Vec<_>>>()?;
     let cfg = config.unwrap_or_else(|| program.config.clone());
-    let rtl_only = [
-        ("--max-cycles", a.max_cycles.is_some()),
-        ("--vcd", a.vcd.is_some()),
-        ("--trace", a.trace.is_some()),
-        ("--mem-latency", a.rtl.mem_latency.is_some()),
-        ("--mem-bytes-per-cycle", a.rtl.mem_bytes_per_cycle.is_some()),
-    ];
-    match a.backend {
-        Backend::Fsim => {
-            if let Some((opt, _)) = rtl_only.iter().find(|o| o.1) {
-                bail!("{opt} needs the cycle-accurate simulator: add --backend rtl");
-            }
-        }
-        Backend::Rtl => {
-            if a.max_steps.is_some() {
-                bail!("--max-steps counts functional-simulator steps; the RTL backend's bound is --max-cycles");
-            }
-        }
+    a.rtl.refuse_unless_rtl(
+        a.backend,
+        &[
+            ("--max-cycles", a.max_cycles.is_some()),
+            ("--vcd", a.vcd.is_some()),
+            ("--trace", a.trace.is_some()),
+        ],
+    )?;
+    if a.backend == Backend::Rtl && a.max_steps.is_some() {
+        bail!("--max-steps counts functional-simulator steps; the RTL backend's bound is --max-cycles");
     }
     let window = a.vcd_window.as_deref().map(parse_window).transpose()?;
     let mut rtl: Option<RtlDevice> = None;
@@ -336,7 +362,7 @@ pub fn run(a: SimArgs) -> Result<String> {
     )?;
     for (name, data) in &run.outputs {
         let seg = program.segment(name).expect("outputs are segments");
-        match &a.out {
+        match &a.output {
             Some(dir) => {
                 std::fs::create_dir_all(dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;

@@ -21,7 +21,7 @@ pub struct ZooArgs {
     #[arg(value_enum)]
     net: Net,
     /// ONNX file to write [default: NET.onnx]
-    #[arg(short, long, value_name = "OUT")]
+    #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
     /// Seed of the deterministic pseudo-random weights
     #[arg(long, default_value_t = 0)]

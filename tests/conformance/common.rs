@@ -8,10 +8,12 @@
 
 use std::path::PathBuf;
 
-use drivers::{run_program, FsimDevice, RtlDevice, RunTimeout};
+use drivers::{run_program, RunTimeout};
 use isa::{HwConfig, MemType, Program};
 use ndarray::Array2;
+use vta_sim::rtl::RtlDevice;
 use vta_sim::rtl::RtlOptions;
+use vta_sim::FsimDevice;
 
 /// VTA's default config, a batched one, and one with BATCH > 1 and BLOCK_IN != BLOCK_OUT.
 pub const CONFIGS: [&str; 3] = ["default", "batched", "rect"];

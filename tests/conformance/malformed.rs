@@ -151,7 +151,8 @@ fn illegal_token_direction_is_refused() {
 
 #[test]
 fn garbage_instruction_bytes_are_refused_with_their_index() {
-    use drivers::{Device, FsimDevice, RunTimeout};
+    use drivers::{Device, RunTimeout};
+    use vta_sim::FsimDevice;
     let cfg = HwConfig::default();
     let mut dev = FsimDevice::new(&cfg);
     let codec = isa::Codec::new(&cfg);

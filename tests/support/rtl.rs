@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use drivers::RtlDevice;
 use isa::HwConfig;
+use vta_sim::rtl::RtlDevice;
 use vta_sim::rtl::{MemTiming, RtlOptions};
 
 /// The Verilator model cache of the tests: `$VTA_HDL_CACHE`, else the one vta-hw's tests use

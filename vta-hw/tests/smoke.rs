@@ -6,11 +6,12 @@
 mod common;
 
 use common::rtl::RtlDevice;
-use drivers::{run_program, FsimDevice, ProgramRun, RunTimeout};
+use drivers::{run_program, ProgramRun, RunTimeout};
 use isa::builder::ProgramBuilder;
 use isa::builder::{Operand, UopLoops};
 use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
 use vta_hw::sim::MemTiming;
+use vta_sim::FsimDevice;
 
 /// Deterministic bytes.
 fn bytes(n: usize, seed: u64) -> Vec<u8> {

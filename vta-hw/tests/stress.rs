@@ -7,10 +7,11 @@
 mod common;
 
 use common::rtl::RtlDevice;
-use drivers::{run_program, FsimDevice, RunTimeout};
+use drivers::{run_program, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
 use vta_hw::sim::MemTiming;
+use vta_sim::FsimDevice;
 
 struct Rng(u64);
 

@@ -4,21 +4,29 @@
 //!   diagnosed), and fast enough to run real networks. The semantics it implements are
 //!   specified in [`isa::spec`]. Entry point: [`FuncSim::run`] over any [`Memory`] (a
 //!   [`Dram`] for tests and the driver).
-//! * The **cycle-accurate simulator** ([`rtl`]): the accelerator's RTL in Verilator with a
-//!   Rust AXI memory model and the board driver's register sequence; cycle counts, the
-//!   hardware's counters, instruction traces, waveforms and hang diagnoses.
+//! * The **cycle-accurate simulator** ([`rtl`], with the default feature `rtl`): the
+//!   accelerator's RTL in Verilator with a Rust AXI memory model and the board driver's
+//!   register sequence; cycle counts, the hardware's counters, instruction traces, waveforms
+//!   and hang diagnoses.
+//!
+//! Each comes as a device of the device HAL as well: [`FsimDevice`] and `rtl::RtlDevice`
+//! implement [`drivers::Device`].
 
 pub mod bench;
 mod counters;
+mod device;
+#[cfg(test)]
+mod device_tests;
 mod error;
 mod kernels;
 mod mem;
 mod pack;
-#[cfg(unix)]
+#[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
 mod sim;
 
 pub use counters::Counters;
+pub use device::FsimDevice;
 pub use error::{describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
 pub use mem::{Access, Dram, MemFault, Memory};
 pub use sim::FuncSim;

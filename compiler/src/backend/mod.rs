@@ -11,7 +11,7 @@
 //! # fn f(conv: &QConv2d, x: ndarray::ArrayView4<i8>) -> Result<(), Box<dyn std::error::Error>> {
 //! let cfg = isa::HwConfig::default();
 //! let lp = backend::compile_conv(&cfg, conv)?; // Err: run the layer on the CPU instead
-//! let mut dev = drivers::FsimDevice::new(&cfg);
+//! let mut dev = vta_sim::FsimDevice::new(&cfg);
 //! let y = lp.run(&mut dev, x)?; // == conv.reference(x)
 //! # Ok(()) }
 //! ```

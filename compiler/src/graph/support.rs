@@ -41,6 +41,24 @@ impl Support {
         }
     }
 
+    /// The table's details column: where it runs, into what it was fused, or why.
+    pub fn details(&self) -> String {
+        match self {
+            Support::Accel { layer, step, note } => {
+                if note.is_empty() {
+                    format!("{layer} (step {step})")
+                } else {
+                    format!("{layer} (step {step}): {note}")
+                }
+            }
+            Support::Fused { into, how } => format!("into {into}: {how}"),
+            Support::Cpu { step, reason } => format!("step {step}: {reason}"),
+            Support::Removed { how } => how.clone(),
+            Support::Unsupported { reason } => reason.clone(),
+            Support::NotAnalyzed { reason } => reason.clone(),
+        }
+    }
+
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Support::Unsupported { .. })
     }
@@ -108,27 +126,13 @@ impl fmt::Display for SupportTable {
             .max(2);
         writeln!(f, "{:wn$}  {:wo$}  {:12}  details", "node", "op", "status")?;
         for e in &self.entries {
-            let detail = match &e.support {
-                Support::Accel { layer, step, note } => {
-                    if note.is_empty() {
-                        format!("{layer} (step {step})")
-                    } else {
-                        format!("{layer} (step {step}): {note}")
-                    }
-                }
-                Support::Fused { into, how } => format!("into {into}: {how}"),
-                Support::Cpu { step, reason } => format!("step {step}: {reason}"),
-                Support::Removed { how } => how.clone(),
-                Support::Unsupported { reason } => reason.clone(),
-                Support::NotAnalyzed { reason } => reason.clone(),
-            };
             writeln!(
                 f,
                 "{:wn$}  {:wo$}  {:12}  {}",
                 e.node,
                 e.op_type,
                 e.support.status(),
-                detail
+                e.support.details()
             )?;
         }
         Ok(())

@@ -239,7 +239,7 @@ fn tracing_and_instances() {
     assert_eq!(stages.first().map(String::as_str), Some("generating"));
     assert_eq!(stages.last().map(String::as_str), Some("loading"));
     let vcd = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("traced.vcd");
-    sim.trace_open(&vcd).unwrap();
+    sim.trace_open(&vcd, 100.0).unwrap();
     let (step, acc) = (sim.port("step"), sim.port("acc_out"));
     sim.reset(1);
     assert_eq!(sim.get_signed(acc), -5);
@@ -262,6 +262,12 @@ fn tracing_and_instances() {
         text.contains("$var") && text.contains(" acc "),
         "VCD lacks the register:\n{text}"
     );
+    // Real time at 100 MHz: picosecond stamps, a half period (5 ns) apart.
+    assert!(text.contains("$timescale 1ps $end"), "{text}");
+    assert!(
+        text.lines().any(|l| l == "#5000") && text.lines().any(|l| l == "#10000"),
+        "{text}"
+    );
 
     // Misuse panics with the port's name.
     let msg = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.port("nope")))
@@ -279,7 +285,7 @@ fn tracing_and_instances() {
     assert!(msg.contains("does not fit in `step` (4 bits)"), "{msg}");
     // A model without tracing refuses to trace.
     let mut plain = crate::util::build(design.top().clone());
-    assert!(plain.trace_open(&vcd).is_err());
+    assert!(plain.trace_open(&vcd, 100.0).is_err());
 }
 
 /// A model made from shim functions the program already has (as a build script links
@@ -318,7 +324,7 @@ fn model_from_linked_shim_functions() {
         ),
         trace_open: sym!(
             b"hdl_trace_open\0",
-            unsafe extern "C" fn(*mut c_void, *const c_char) -> c_int
+            unsafe extern "C" fn(*mut c_void, *const c_char, u64) -> c_int
         ),
         trace_close: sym!(b"hdl_trace_close\0", unsafe extern "C" fn(*mut c_void)),
     };
@@ -336,7 +342,7 @@ fn model_from_linked_shim_functions() {
     assert_eq!(other.get(other.port("value")), 0);
     // Not traced: opening a waveform is refused.
     let e = sim
-        .trace_open(&std::env::temp_dir().join("never.vcd"))
+        .trace_open(&std::env::temp_dir().join("never.vcd"), 100.0)
         .unwrap_err();
     assert!(e.to_string().contains("without tracing"), "{e}");
     // A port table that does not match is refused.

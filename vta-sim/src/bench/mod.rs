@@ -6,7 +6,7 @@
 //! --bench rtl`) on VTA's blocked GEMM ([`gemm`]).
 
 pub mod gemm;
-#[cfg(unix)]
+#[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
 
 use std::fmt;

@@ -18,6 +18,7 @@
 //! * **Observability**: an instruction trace in the Chrome/Perfetto format ([`trace`]), a
 //!   VCD waveform over a window of cycles (with a model built for tracing).
 
+mod device;
 pub mod model;
 pub mod trace;
 mod watch;
@@ -30,6 +31,7 @@ use isa::{Codec, HwConfig, Insn};
 use vta_hw::regs;
 use vta_hw::sim::{Accelerator, AxiMemory, MemStats, SimError};
 
+pub use device::RtlDevice;
 pub use model::ModelOrigin;
 pub use trace::{Trace, TraceEvent, TraceTrack};
 pub use vta_hw::sim::MemTiming;
@@ -287,7 +289,10 @@ impl RtlSim {
                 "the window {s}:{e} is empty (START must be below END)"
             )));
         }
-        self.acc.monitor_mut().set_vcd(path.to_path_buf(), s, e);
+        let mhz = f64::from(self.cfg.clock_mhz);
+        self.acc
+            .monitor_mut()
+            .set_vcd(path.to_path_buf(), mhz, s, e);
         Ok(())
     }
 
@@ -365,7 +370,7 @@ impl RtlSim {
     /// Places `p` in the memory (its DRAM region at the memory's base, with its initial
     /// data and zeros elsewhere; the relocated instructions after it) for [`RtlSim::run`];
     /// returns (instruction address, count). For benchmarks and tools without a device
-    /// allocator (`drivers::RtlDevice` does this through the device HAL).
+    /// allocator (`vta_sim::rtl::RtlDevice` does this through the device HAL).
     pub fn load_program(&mut self, p: &isa::Program) -> Result<(u64, u32), RtlError> {
         let base = self.memory().base();
         let region = p.dram_size();

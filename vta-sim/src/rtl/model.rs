@@ -69,7 +69,11 @@ mod linked {
         fn vta_rtl_default_hdl_eval(p: *mut c_void);
         fn vta_rtl_default_hdl_tick(p: *mut c_void, n: u64);
         fn vta_rtl_default_hdl_port_ptr(p: *mut c_void, port: u32) -> *mut c_void;
-        fn vta_rtl_default_hdl_trace_open(p: *mut c_void, path: *const c_char) -> c_int;
+        fn vta_rtl_default_hdl_trace_open(
+            p: *mut c_void,
+            path: *const c_char,
+            half_period_ps: u64,
+        ) -> c_int;
         fn vta_rtl_default_hdl_trace_close(p: *mut c_void);
     }
 

@@ -91,6 +91,7 @@ struct Track {
 /// the next run, made absolute when it begins).
 struct Vcd {
     path: PathBuf,
+    clock_mhz: f64,
     start: u64,
     end: u64,
     absolute: bool,
@@ -210,10 +211,12 @@ impl Watch {
         self.trace.take()
     }
 
-    /// Writes a VCD waveform to `path` from cycle `start` to `end` of the next run.
-    pub fn set_vcd(&mut self, path: PathBuf, start: u64, end: u64) {
+    /// Writes a VCD waveform to `path` from cycle `start` to `end` of the next run, its time
+    /// stamps in picoseconds at `clock_mhz`.
+    pub fn set_vcd(&mut self, path: PathBuf, clock_mhz: f64, start: u64, end: u64) {
         self.vcd = Some(Vcd {
             path,
+            clock_mhz,
             start,
             end,
             absolute: false,
@@ -505,7 +508,7 @@ impl Monitor for Watch {
             }
             if !v.open && cycle >= v.start {
                 v.open = true;
-                if let Err(e) = model.trace_open(&v.path) {
+                if let Err(e) = model.trace_open(&v.path, v.clock_mhz) {
                     self.vcd_error = Some(e.to_string());
                     v.done = true;
                 }

@@ -4,7 +4,9 @@ use isa::{
     Codec, DType, DepFlags, GemmInsn, HwConfig, Insn, MemInsn, MemType, Program, Role, Uop, UopLoop,
 };
 
-use crate::{run_program, Device, DeviceError, FsimDevice, RunTimeout};
+use drivers::{run_program, Device, DeviceError, RunTimeout};
+
+use crate::FsimDevice;
 
 fn cfg() -> HwConfig {
     HwConfig::preset("small").unwrap() // 1x4x4, int8

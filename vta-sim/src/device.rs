@@ -1,11 +1,12 @@
-//! The functional-simulator backend: [`vta_sim::FuncSim`] over a simulated physical memory.
+//! The functional-simulator device: [`FuncSim`] over a simulated physical memory, behind the
+//! device HAL ([`drivers::Device`]).
 
 use std::time::Instant;
 
+use drivers::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
 use isa::HwConfig;
-use vta_sim::{Dram, FuncSim, Limits, Memory, SimError};
 
-use crate::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
+use crate::{Dram, FuncSim, Limits, Memory, SimError};
 
 /// A [`Device`] backed by the functional simulator. Memory starts at a non-zero physical
 /// address so that address-0 bugs fault instead of silently working.

@@ -1,4 +1,4 @@
-//! The cycle-accurate backend: [`vta_sim::rtl::RtlSim`] (the accelerator's RTL in Verilator,
+//! The cycle-accurate device: [`RtlSim`] (the accelerator's RTL in Verilator,
 //! a Rust AXI4 memory model, the board driver's register sequence) behind the device HAL.
 //!
 //! A run's [`RunReport`] has the spec's counters (those of the instruction stream, checked
@@ -10,10 +10,10 @@
 
 use std::time::Instant;
 
+use drivers::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
 use isa::HwConfig;
-use vta_sim::rtl::{RtlError, RtlOptions, RtlRun, RtlSim, RunLimits};
 
-use crate::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
+use super::{RtlError, RtlOptions, RtlRun, RtlSim, RunLimits};
 
 /// A [`Device`] backed by the cycle-accurate simulator.
 pub struct RtlDevice {

@@ -1,0 +1,52 @@
+//! `--json` output: the machine-readable documents of `vta run`, `vta compile` and `vta bench`,
+//! built from the same figures their text reports print.
+
+use compiler::runtime::{LayerRun, RunResult};
+use serde_json::{json, Map, Value};
+
+/// Milliseconds of a duration, as scripts compare them.
+pub fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Named counters as a JSON object, in their order.
+pub fn counters<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> Value {
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), Value::from(v)))
+            .collect::<Map<_, _>>(),
+    )
+}
+
+fn layer(l: &LayerRun) -> Value {
+    let report = l.report.as_ref();
+    json!({
+        "step": l.step,
+        "name": l.name,
+        "kind": l.kind,
+        "place": l.place.to_string(),
+        "note": l.note,
+        "host_ms": ms(l.wall),
+        "counters": report.map(|r| counters(r.counters.iter().map(|(n, v)| (n.as_str(), *v)))),
+        "extras": report.map(|r| counters(r.extras.iter().map(|(n, v)| (n.as_str(), *v)))),
+        "dram_bytes": l.dram_bytes(),
+    })
+}
+
+/// The per-step breakdown of a run (summed over its samples) and its totals.
+pub fn run_result(r: &RunResult) -> Value {
+    json!({
+        "backend": r.backend,
+        "samples": r.samples,
+        "host_ms": ms(r.wall),
+        "steps": r.layers.iter().map(layer).collect::<Vec<_>>(),
+    })
+}
+
+/// Pretty JSON text with a final newline, as every `--json` prints it.
+pub fn text(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("JSON values serialize");
+    s.push('\n');
+    s
+}

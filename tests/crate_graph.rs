@@ -1,0 +1,74 @@
+//! The crate graph a board binary relies on: the device HAL (`drivers`) and the functional
+//! simulator without its `rtl` feature carry no simulator of the RTL, no HDL, no Verilator
+//! and no C++ build in their dependency trees (normal and build dependencies, as `cargo tree`
+//! resolves them for that crate alone).
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// Crates that mean "simulators, HDL or a C++ toolchain": none may reach a board binary.
+const HEAVY: [&str; 5] = ["vta-hw", "hdl", "cc", "libloading", "vta-sim"];
+
+/// The names of every crate in the tree of `package` (itself included).
+fn tree(package: &str, extra: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "--locked",
+            "--offline",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ])
+        .args(["--format", "{p}", "-p", package])
+        .args(extra)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("UTF-8")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
+}
+
+fn heavy_in(crates: &BTreeSet<String>, allowed: &[&str]) -> Vec<String> {
+    HEAVY
+        .iter()
+        .filter(|h| !allowed.contains(h) && crates.contains(**h))
+        .map(|h| h.to_string())
+        .collect()
+}
+
+#[test]
+fn the_device_hal_depends_on_the_isa_alone() {
+    let t = tree("drivers", &[]);
+    assert!(t.contains("drivers") && t.contains("isa"), "{t:?}");
+    assert!(
+        heavy_in(&t, &[]).is_empty(),
+        "drivers pulls in {:?}",
+        heavy_in(&t, &[])
+    );
+}
+
+#[test]
+fn the_functional_simulator_builds_without_the_rtl_backend() {
+    let lean = tree("vta-sim", &["--no-default-features"]);
+    assert!(lean.contains("drivers"), "{lean:?}");
+    assert!(
+        heavy_in(&lean, &["vta-sim"]).is_empty(),
+        "vta-sim without `rtl` pulls in {:?}",
+        heavy_in(&lean, &["vta-sim"])
+    );
+    // The check can fail: with its default features the RTL backend is there.
+    let full = tree("vta-sim", &[]);
+    assert!(full.contains("vta-hw") && full.contains("cc"), "{full:?}");
+}
