@@ -1,7 +1,8 @@
-//! The crate graph a board binary relies on: the device HAL (`drivers`) and the functional
-//! simulator without its `rtl` feature carry no simulator of the RTL, no HDL, no Verilator
-//! and no C++ build in their dependency trees (normal and build dependencies, as `cargo tree`
-//! resolves them for that crate alone).
+//! The crate graph a board binary relies on: the device HAL (`drivers`), the runtime
+//! (`vta-runtime`) and the functional simulator without its `rtl` feature carry no simulator of
+//! the RTL, no HDL, no Verilator and no C++ build in their dependency trees (normal and build
+//! dependencies, as `cargo tree` resolves them for that crate alone), and the runtime nothing of
+//! the ONNX front end.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -71,4 +72,15 @@ fn the_functional_simulator_builds_without_the_rtl_backend() {
     // The check can fail: with its default features the RTL backend is there.
     let full = tree("vta-sim", &[]);
     assert!(full.contains("vta-hw") && full.contains("cc"), "{full:?}");
+}
+
+#[test]
+fn the_runtime_carries_no_simulator_and_no_front_end() {
+    let t = tree("vta-runtime", &[]);
+    assert!(t.contains("drivers") && t.contains("ndarray"), "{t:?}");
+    assert!(heavy_in(&t, &[]).is_empty(), "vta-runtime pulls in {:?}", heavy_in(&t, &[]));
+    // The ONNX reader (prost), the graph IR (petgraph) and the compiler itself.
+    for front in ["compiler", "prost", "petgraph"] {
+        assert!(!t.contains(front), "vta-runtime pulls in {front}: {t:?}");
+    }
 }

@@ -6,8 +6,8 @@
 pub mod backend;
 pub mod graph;
 pub mod onnx;
-pub mod qlayer;
+pub use vta_runtime::qlayer;
 pub mod quant;
-pub mod reference;
+pub use vta_runtime::reference;
 pub mod runtime;
 pub mod zoo;

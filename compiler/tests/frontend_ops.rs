@@ -8,6 +8,7 @@ use compiler::onnx::proto::{
     attribute_type as at, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
 };
+use compiler::onnx::OnnxDType;
 use compiler::onnx::{decode_model, tensor_to_proto};
 use compiler::quant::plan_graph;
 use compiler::reference::run_plan;

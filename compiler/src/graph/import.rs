@@ -9,6 +9,7 @@ use super::ops::{self, ParseCtx};
 use super::support::{Support, SupportEntry, SupportTable};
 use super::{DType, Fact, FrontendError, Graph, OnnxNode, TensorId};
 use crate::onnx::proto::{ModelProto, NodeProto, ValueInfoProto};
+use crate::onnx::OnnxDType;
 use crate::onnx::{default_opset, tensor_from_proto};
 
 /// A model that is not well formed (the file and what is wrong).

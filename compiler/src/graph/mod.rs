@@ -22,9 +22,9 @@
 pub mod import;
 pub mod ops;
 pub mod passes;
-pub mod plan;
+pub use vta_runtime::plan;
 pub mod support;
-pub mod tensor;
+pub use vta_runtime::tensor;
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -44,14 +44,9 @@ pub use crate::quant::{FrontendOptions, RequantFidelity};
 /// Index of a tensor in [`Graph::tensors`].
 pub type TensorId = usize;
 
-/// A tensor of the graph: its name, static fact, constant value (if any) and producer.
-#[derive(Debug, Clone)]
-pub struct TensorInfo {
-    pub name: String,
-    pub fact: Fact,
-    pub value: Option<Arc<Tensor>>,
-    pub producer: Option<NodeIndex>,
-}
+/// A tensor of the graph: its name, static fact and constant value (if any); its producer is
+/// in [`Graph::producers`].
+pub use ops::TensorInfo;
 
 /// An ONNX node of the source model (name as in the file, or `op_type#index` when unnamed).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -79,6 +74,8 @@ pub struct Graph {
     /// Nodes are ops; an edge `a -> b` carries a tensor produced by `a` and read by `b`.
     pub dag: StableDiGraph<Node, TensorId>,
     pub tensors: Vec<TensorInfo>,
+    /// The node producing each tensor, by [`TensorId`].
+    pub producers: Vec<Option<NodeIndex>>,
     pub inputs: Vec<TensorId>,
     pub outputs: Vec<TensorId>,
     /// The model's ai.onnx opset.
@@ -107,8 +104,8 @@ impl Graph {
             name: name.into(),
             fact,
             value: value.map(Arc::new),
-            producer: None,
         });
+        self.producers.push(None);
         self.tensors.len() - 1
     }
 
@@ -135,10 +132,10 @@ impl Graph {
             origin,
         });
         for &o in &outputs {
-            self.tensors[o].producer = Some(ix);
+            self.producers[o] = Some(ix);
         }
         for t in inputs.into_iter().flatten() {
-            if let Some(p) = self.tensors[t].producer {
+            if let Some(p) = self.producers[t] {
                 self.dag.add_edge(p, ix, t);
             }
         }
@@ -189,7 +186,7 @@ impl Graph {
 
     /// The node producing tensor `t`.
     pub fn producer(&self, t: TensorId) -> Option<NodeIndex> {
-        self.tensors[t].producer
+        self.producers[t]
     }
 
     pub fn is_output(&self, t: TensorId) -> bool {
@@ -229,8 +226,8 @@ impl Graph {
     pub fn remove_node(&mut self, ix: NodeIndex) -> Option<Node> {
         let n = self.dag.remove_node(ix)?;
         for &o in &n.outputs {
-            if self.tensors[o].producer == Some(ix) {
-                self.tensors[o].producer = None;
+            if self.producers[o] == Some(ix) {
+                self.producers[o] = None;
             }
         }
         Some(n)
@@ -243,7 +240,7 @@ impl Graph {
         for ix in ixs {
             let ins: Vec<TensorId> = self.dag[ix].inputs.iter().flatten().copied().collect();
             for t in ins {
-                if let Some(p) = self.tensors[t].producer {
+                if let Some(p) = self.producers[t] {
                     self.dag.add_edge(p, ix, t);
                 }
             }

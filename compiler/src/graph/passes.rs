@@ -50,11 +50,11 @@ fn merge(g: &mut Graph, from: NodeIndex, into: NodeIndex, how: String) {
     let into_out = g.dag[into].outputs[0];
     // The merged node now produces the removed node's output tensor (keeping its name).
     g.dag[into].outputs[0] = from_out;
-    g.tensors[from_out].producer = Some(into);
+    g.producers[from_out] = Some(into);
     g.tensors[from_out].fact = g.tensors[into_out].fact.clone();
-    g.tensors[into_out].producer = None;
+    g.producers[into_out] = None;
     let n = g.remove_node(from).expect("node exists");
-    g.tensors[from_out].producer = Some(into);
+    g.producers[from_out] = Some(into);
     let into_name = g.dag[into].name.clone();
     for o in n.origin {
         g.fusions.push((o.clone(), into_name.clone(), how.clone()));

@@ -44,7 +44,7 @@ use ndarray::{ArrayD, IxDyn};
 use prost::Message;
 
 use crate::graph::{DType, Tensor};
-use proto::{ModelProto, TensorProto};
+use proto::{data_type, ModelProto, TensorProto};
 
 /// The lowest and highest version of the default (`ai.onnx`) operator set the importer
 /// accepts. Attribute-to-input migrations inside this range (Clip's bounds, Reshape's shape,
@@ -280,5 +280,36 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> TensorProto {
         name: name.to_string(),
         raw_data: raw,
         ..Default::default()
+    }
+}
+
+/// ONNX's data type codes of the IR's element types.
+pub trait OnnxDType: Sized {
+    /// The ONNX `TensorProto.DataType` code.
+    fn onnx_code(self) -> i32;
+    /// The type of an ONNX data type code, or its ONNX name if the IR has no such type.
+    fn from_onnx(code: i32) -> Result<Self, String>;
+}
+
+impl OnnxDType for DType {
+    fn onnx_code(self) -> i32 {
+        match self {
+            DType::F32 => data_type::FLOAT,
+            DType::I8 => data_type::INT8,
+            DType::U8 => data_type::UINT8,
+            DType::I32 => data_type::INT32,
+            DType::I64 => data_type::INT64,
+        }
+    }
+
+    fn from_onnx(code: i32) -> Result<DType, String> {
+        Ok(match code {
+            data_type::FLOAT => DType::F32,
+            data_type::INT8 => DType::I8,
+            data_type::UINT8 => DType::U8,
+            data_type::INT32 => DType::I32,
+            data_type::INT64 => DType::I64,
+            other => return Err(data_type::name(other)),
+        })
     }
 }

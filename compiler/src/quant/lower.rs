@@ -303,7 +303,7 @@ impl<'g> Lowerer<'g> {
                     vec![q],
                     vec![out],
                     StepKind::Cpu(CpuOp {
-                        op: Box::new(I8ToU8),
+                        op: I8ToU8.into(),
                         args: vec![Some(q)],
                         reason: format!("uint8 value for {consumer}"),
                     }),
@@ -365,7 +365,7 @@ impl<'g> Lowerer<'g> {
                     vec![v],
                     vec![out],
                     StepKind::Cpu(CpuOp {
-                        op: Box::new(U8ToI8),
+                        op: U8ToI8.into(),
                         args: vec![Some(v)],
                         reason: "uint8 held as int8 (u - 128) for the accelerator".into(),
                     }),
@@ -435,7 +435,7 @@ impl<'g> Lowerer<'g> {
         let name = n.name.clone();
         let ins = n.inputs.clone();
         let outs = n.outputs.clone();
-        let op = n.op.clone();
+        let op = n.op.to_any();
         let mut args = Vec::new();
         for t in ins {
             args.push(match t {
@@ -1673,7 +1673,7 @@ impl<'g> Lowerer<'g> {
         let reason =
             "layout-only op on the int8 tensor (a row-major reshape: no data change)".to_string();
         let inputs = args.iter().flatten().copied().collect();
-        let op = self.g.dag[ix].op.clone();
+        let op = self.g.dag[ix].op.to_any();
         let step = self.push(
             &self.node_name(ix),
             inputs,
@@ -1720,7 +1720,7 @@ impl<'g> Lowerer<'g> {
             .add_value(format!("{}:i8", self.g.tensors[yt].name), fact, Some(qp));
         let reason = "concatenation of int8 tensors with equal quantization (exact data movement)"
             .to_string();
-        let op = self.g.dag[ix].op.clone();
+        let op = self.g.dag[ix].op.to_any();
         let step = self.push(
             &self.node_name(ix),
             vals.clone(),

@@ -1,18 +1,15 @@
-//! `Constant`: a tensor from the `value` (or `value_float(s)`/`value_int(s)`) attribute.
-//! Always folded at load time.
+//! `Constant` from the attributes of an ONNX node; the op itself (facts, semantics) is
+//! `vta_runtime::ops::constant`.
+
+pub use vta_runtime::ops::constant::*;
 
 use ndarray::{ArrayD, IxDyn};
 
-use super::{op_boilerplate, Op, ParseCtx};
-use crate::graph::{Fact, Tensor, TensorInfo};
+use super::{FromOnnx, ParseCtx};
+use crate::graph::Tensor;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Constant {
-    pub value: Tensor,
-}
-
-impl Constant {
-    pub fn parse(ctx: &ParseCtx) -> Result<Constant, String> {
+impl FromOnnx for Constant {
+    fn parse(ctx: &ParseCtx) -> Result<Constant, String> {
         let value = if let Some(t) = ctx.tensor("value")? {
             t
         } else if let Some(f) = ctx.opt_float("value_float")? {
@@ -31,20 +28,4 @@ impl Constant {
         };
         Ok(Constant { value })
     }
-}
-
-impl Op for Constant {
-    fn op_type(&self) -> &'static str {
-        "Constant"
-    }
-
-    fn infer(&self, _inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
-        Ok(vec![self.value.fact()])
-    }
-
-    fn eval(&self, _inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
-        Ok(vec![self.value.clone()])
-    }
-
-    op_boilerplate!();
 }

@@ -1,20 +1,13 @@
-//! `ConvInteger`: `y = conv(x - x_zp, w - w_zp)` in int32 (padding reads `x_zp`, so padded
-//! cells contribute nothing), `w_zp` per tensor or per output channel.
+//! `ConvInteger` from the attributes of an ONNX node; the op itself (facts, semantics) is
+//! `vta_runtime::ops::conv_integer`.
 
-use super::conv::conv_fact;
-use super::kernels::{conv2d, dims4, Window};
-use super::qlinear_conv::{centered, centered_per_channel, per_channel_i32};
-use super::{arg, in_fact, op_boilerplate, Op, ParseCtx};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+pub use vta_runtime::ops::conv_integer::*;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConvInteger {
-    pub window: Window,
-    pub group: usize,
-}
+use super::kernels::{Window, WindowFromOnnx};
+use super::{FromOnnx, ParseCtx};
 
-impl ConvInteger {
-    pub fn parse(ctx: &ParseCtx) -> Result<ConvInteger, String> {
+impl FromOnnx for ConvInteger {
+    fn parse(ctx: &ParseCtx) -> Result<ConvInteger, String> {
         let group = ctx.int("group", 1)?;
         if group < 1 {
             return Err(format!("group must be positive, got {group}"));
@@ -24,51 +17,4 @@ impl ConvInteger {
             group: group as usize,
         })
     }
-}
-
-impl Op for ConvInteger {
-    fn op_type(&self) -> &'static str {
-        "ConvInteger"
-    }
-
-    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
-        let x = in_fact(inputs, 0, "x")?;
-        let w = in_fact(inputs, 1, "w")?;
-        for (f, what) in [(x, "x"), (w, "w")] {
-            if !matches!(f.dtype, DType::I8 | DType::U8) {
-                return Err(format!("{what} must be int8 or uint8, got {}", f.dtype));
-            }
-        }
-        Ok(vec![conv_fact(&self.window, self.group, x, w, DType::I32)?])
-    }
-
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
-        let x = arg(inputs, 0, "x")?;
-        let w = arg(inputs, 1, "w")?;
-        let (o, _, kh, kw) = dims4(w.shape(), "w")?;
-        let xz = inputs
-            .get(2)
-            .copied()
-            .flatten()
-            .map_or(0, |z| z.to_i64_vec()[0] as i32);
-        let wz = per_channel_i32(inputs.get(3).copied().flatten(), o, "w_zero_point")?;
-        let xc = centered(x, xz)?;
-        let wc = centered_per_channel(w, &wz)?;
-        let (_, _, h, wd) = dims4(x.shape(), "x")?;
-        let geo = self.window.resolve((h, wd), (kh, kw))?;
-        Ok(vec![Tensor::I32(conv2d(
-            &xc.view(),
-            &wc.view(),
-            None,
-            &geo,
-            self.group,
-            0,
-        )?)])
-    }
-
-    fn summary(&self) -> String {
-        self.window.summary()
-    }
-
-    op_boilerplate!();
 }

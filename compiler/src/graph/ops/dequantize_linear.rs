@@ -1,20 +1,12 @@
-//! `DequantizeLinear`: `y = (x - zero_point) * scale` in f32, per tensor or per axis, from
-//! int8, uint8 or int32. Never constant-folded: a DequantizeLinear of a constant is how
-//! QDQ models carry their quantized weights.
+//! `DequantizeLinear` from the attributes of an ONNX node; the op itself (facts, semantics) is
+//! `vta_runtime::ops::dequantize_linear`.
 
-use ndarray::{ArrayD, Dimension};
+pub use vta_runtime::ops::dequantize_linear::*;
 
-use super::quantize_linear::QParams;
-use super::{arg, in_const, in_fact, op_boilerplate, Op, ParseCtx};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use super::{FromOnnx, ParseCtx};
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct DequantizeLinear {
-    pub axis: i64,
-}
-
-impl DequantizeLinear {
-    pub fn parse(ctx: &ParseCtx) -> Result<DequantizeLinear, String> {
+impl FromOnnx for DequantizeLinear {
+    fn parse(ctx: &ParseCtx) -> Result<DequantizeLinear, String> {
         if ctx.int("block_size", 0)? != 0 {
             return Err("blocked quantization (block_size) is not supported".into());
         }
@@ -22,61 +14,4 @@ impl DequantizeLinear {
             axis: ctx.int("axis", 1)?,
         })
     }
-}
-
-/// Dequantizes an integer tensor.
-pub fn dequantize(x: &Tensor, p: &QParams) -> Result<ArrayD<f32>, String> {
-    let xi = x.to_i32_array()?;
-    let mut y = ArrayD::<f32>::zeros(xi.raw_dim());
-    for (idx, v) in xi.indexed_iter() {
-        let (s, z) = p.at(idx.slice());
-        y[&idx] = (v.wrapping_sub(z)) as f32 * s;
-    }
-    Ok(y)
-}
-
-impl Op for DequantizeLinear {
-    fn op_type(&self) -> &'static str {
-        "DequantizeLinear"
-    }
-
-    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
-        let x = in_fact(inputs, 0, "x")?;
-        if !matches!(x.dtype, DType::I8 | DType::U8 | DType::I32) {
-            return Err(format!(
-                "DequantizeLinear input must be int8, uint8 or int32, got {}",
-                x.dtype
-            ));
-        }
-        if let Some(z) = inputs.get(2).copied().flatten() {
-            if z.fact.dtype != x.dtype {
-                return Err(format!(
-                    "zero point type {} differs from input type {}",
-                    z.fact.dtype, x.dtype
-                ));
-            }
-        }
-        in_fact(inputs, 1, "x_scale")?;
-        if let Some(s) = in_const(inputs, 1) {
-            QParams::new(s, in_const(inputs, 2), self.axis, &x.shape)?;
-        }
-        Ok(vec![Fact::new(DType::F32, x.shape.clone())])
-    }
-
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
-        let x = arg(inputs, 0, "x")?;
-        let p = QParams::new(
-            arg(inputs, 1, "x_scale")?,
-            inputs.get(2).copied().flatten(),
-            self.axis,
-            x.shape(),
-        )?;
-        Ok(vec![Tensor::F32(dequantize(x, &p)?)])
-    }
-
-    fn foldable(&self) -> bool {
-        false
-    }
-
-    op_boilerplate!();
 }

@@ -1,14 +1,12 @@
-//! `Identity`, and `Dropout` in inference mode (also an identity). Removed by the graph
-//! passes.
+//! `Identity` from the attributes of an ONNX node; the op itself (facts, semantics) is
+//! `vta_runtime::ops::identity`.
 
-use super::{arg, in_fact, op_boilerplate, Op, ParseCtx};
-use crate::graph::{Fact, Tensor, TensorInfo};
+pub use vta_runtime::ops::identity::*;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Identity;
+use super::{FromOnnx, ParseCtx};
 
-impl Identity {
-    pub fn parse(ctx: &ParseCtx) -> Result<Identity, String> {
+impl FromOnnx for Identity {
+    fn parse(ctx: &ParseCtx) -> Result<Identity, String> {
         if ctx.node.op_type == "Dropout" {
             if ctx.node.output.iter().skip(1).any(|o| !o.is_empty()) {
                 return Err("Dropout's mask output is not supported".into());
@@ -21,20 +19,4 @@ impl Identity {
         }
         Ok(Identity)
     }
-}
-
-impl Op for Identity {
-    fn op_type(&self) -> &'static str {
-        "Identity"
-    }
-
-    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
-        Ok(vec![in_fact(inputs, 0, "input")?.clone()])
-    }
-
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
-        Ok(vec![arg(inputs, 0, "input")?.clone()])
-    }
-
-    op_boilerplate!();
 }

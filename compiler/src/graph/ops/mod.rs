@@ -1,13 +1,15 @@
-//! Operators of the graph IR, one file per ONNX op kind (tract-style): each op parses its
-//! attributes from the ONNX node, infers its output facts (type and static shape) from its
-//! input facts, and evaluates itself on tensors with ONNX's semantics (float ops in f32,
-//! integer ops exactly).
+//! Operators of the graph IR: the ops themselves (facts, ONNX semantics) are
+//! `vta_runtime::ops`; this module parses them from ONNX nodes ([`FromOnnx`], one file per op
+//! kind) and knows which ONNX op types the importer takes ([`parse`]).
 
-use std::any::Any;
-use std::fmt;
-
-use crate::graph::{Fact, Tensor, TensorInfo};
+use crate::graph::Tensor;
 use crate::onnx::proto::{attribute_type, AttributeProto, NodeProto};
+
+pub use vta_runtime::ops::{arg, axis, in_const, in_fact, to_usizes, Activation, Op, TensorInfo};
+/// Ops with no ONNX attributes: nothing to parse.
+pub use vta_runtime::ops::{
+    global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, relu,
+};
 
 pub mod average_pool;
 pub mod batch_norm;
@@ -22,106 +24,20 @@ pub mod dequantize_linear;
 pub mod flatten;
 pub mod gather;
 pub mod gemm;
-pub mod global_average_pool;
 pub mod identity;
-pub mod internal;
 pub mod kernels;
-pub mod matmul;
-pub mod matmul_integer;
 pub mod max_pool;
 pub mod qlinear_conv;
-pub mod qlinear_matmul;
 pub mod quantize_linear;
-pub mod relu;
 pub mod reshape;
 pub mod shape;
 pub mod softmax;
 pub mod squeeze;
 pub mod transpose;
 
-/// An operator of the graph IR.
-pub trait Op: fmt::Debug + Send + Sync + Any {
-    /// The ONNX op type (`"Conv"`), or a descriptive name for internal ops.
-    fn op_type(&self) -> &'static str;
-
-    /// Output facts from input facts (optional inputs that are absent are `None`; constant
-    /// inputs carry their value in [`TensorInfo::value`]).
-    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String>;
-
-    /// Evaluates the op with ONNX semantics.
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String>;
-
-    fn as_any(&self) -> &dyn Any;
-
-    fn box_clone(&self) -> Box<dyn Op>;
-
-    /// Whether the op may be evaluated at load time when all its inputs are constants.
-    /// `DequantizeLinear` says no: folding it would turn quantized weights into floats.
-    fn foldable(&self) -> bool {
-        true
-    }
-
-    /// Outputs computable from the input facts alone (`Shape`), for constant folding.
-    fn fold_from_facts(&self, _inputs: &[Option<&TensorInfo>]) -> Option<Vec<Tensor>> {
-        None
-    }
-
-    /// A one-line summary of the attributes, for support tables and debugging.
-    fn summary(&self) -> String {
-        String::new()
-    }
-}
-
-impl Clone for Box<dyn Op> {
-    fn clone(&self) -> Self {
-        self.box_clone()
-    }
-}
-
-/// Implements the boilerplate methods of [`Op`].
-macro_rules! op_boilerplate {
-    () => {
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
-        }
-        fn box_clone(&self) -> Box<dyn crate::graph::ops::Op> {
-            Box::new(self.clone())
-        }
-    };
-}
-pub(crate) use op_boilerplate;
-
-/// The clamp of a fused activation (`Relu` is `[0, +inf]`, `Clip(a, b)` is `[a, b]`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Activation {
-    pub min: f32,
-    pub max: f32,
-}
-
-impl Activation {
-    pub const RELU: Activation = Activation {
-        min: 0.0,
-        max: f32::INFINITY,
-    };
-
-    pub fn apply(&self, v: f32) -> f32 {
-        // NaN-preserving clamp, as Relu/Clip do.
-        if v < self.min {
-            self.min
-        } else if v > self.max {
-            self.max
-        } else {
-            v
-        }
-    }
-
-    /// The intersection of two clamps (an activation fused after another).
-    pub fn then(self, next: Activation) -> Activation {
-        Activation {
-            min: self.min.max(next.min),
-            max: self.max.min(next.max),
-        }
-    }
+/// An op parsed from the attributes of an ONNX node.
+pub trait FromOnnx: Sized {
+    fn parse(ctx: &ParseCtx) -> Result<Self, String>;
 }
 
 /// Parsing context of a node.
@@ -208,54 +124,6 @@ impl ParseCtx<'_> {
             Ok(())
         }
     }
-}
-
-/// Converts a list of non-negative ints.
-pub fn to_usizes(v: &[i64], what: &str) -> Result<Vec<usize>, String> {
-    v.iter()
-        .map(|&x| usize::try_from(x).map_err(|_| format!("{what} must be non-negative, got {x}")))
-        .collect()
-}
-
-/// Resolves a possibly negative axis against a rank.
-pub fn axis(a: i64, rank: usize) -> Result<usize, String> {
-    let r = rank as i64;
-    if a < -r || a >= r {
-        return Err(format!("axis {a} is out of range for rank {rank}"));
-    }
-    Ok(if a < 0 { (a + r) as usize } else { a as usize })
-}
-
-/// The fact of input `i`, or an error naming it.
-pub fn in_fact<'a>(
-    inputs: &[Option<&'a TensorInfo>],
-    i: usize,
-    what: &str,
-) -> Result<&'a Fact, String> {
-    inputs
-        .get(i)
-        .copied()
-        .flatten()
-        .map(|t| &t.fact)
-        .ok_or_else(|| format!("missing input {i} ({what})"))
-}
-
-/// The constant value of input `i` if it has one.
-pub fn in_const<'a>(inputs: &[Option<&'a TensorInfo>], i: usize) -> Option<&'a Tensor> {
-    inputs
-        .get(i)
-        .copied()
-        .flatten()
-        .and_then(|t| t.value.as_deref())
-}
-
-/// Input tensor `i`, or an error naming it.
-pub fn arg<'a>(inputs: &[Option<&'a Tensor>], i: usize, what: &str) -> Result<&'a Tensor, String> {
-    inputs
-        .get(i)
-        .copied()
-        .flatten()
-        .ok_or_else(|| format!("missing input {i} ({what})"))
 }
 
 /// The ONNX op types the importer knows, with their parser.

@@ -1,16 +1,12 @@
-//! `Reshape` with a constant target shape (`0` copies a dimension unless `allowzero`, `-1`
-//! is inferred), any type.
+//! `Reshape` from the attributes of an ONNX node; the op itself (facts, semantics) is
+//! `vta_runtime::ops::reshape`.
 
-use super::{arg, in_const, in_fact, op_boilerplate, Op, ParseCtx};
-use crate::graph::{Fact, Tensor, TensorInfo};
+pub use vta_runtime::ops::reshape::*;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reshape {
-    pub allowzero: bool,
-}
+use super::{FromOnnx, ParseCtx};
 
-impl Reshape {
-    pub fn parse(ctx: &ParseCtx) -> Result<Reshape, String> {
+impl FromOnnx for Reshape {
+    fn parse(ctx: &ParseCtx) -> Result<Reshape, String> {
         if ctx.opset < 5 {
             return Err("Reshape before opset 5 (shape attribute) is not supported".into());
         }
@@ -18,62 +14,4 @@ impl Reshape {
             allowzero: ctx.int("allowzero", 0)? != 0,
         })
     }
-
-    /// The output shape for input shape `s` and the requested `target`.
-    pub fn out_shape(&self, s: &[usize], target: &[i64]) -> Result<Vec<usize>, String> {
-        let n: usize = s.iter().product();
-        let mut out = Vec::with_capacity(target.len());
-        let mut infer = None;
-        for (i, &t) in target.iter().enumerate() {
-            match t {
-                -1 if infer.is_none() => {
-                    infer = Some(i);
-                    out.push(1);
-                }
-                0 if !self.allowzero => {
-                    out.push(*s.get(i).ok_or_else(|| {
-                        format!("shape {target:?}: no input dimension {i} to copy")
-                    })?)
-                }
-                t if t >= 0 => out.push(t as usize),
-                _ => return Err(format!("invalid target shape {target:?}")),
-            }
-        }
-        let known: usize = out
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| format!("target shape {target:?} is too large"))?;
-        if let Some(i) = infer {
-            if known == 0 || !n.is_multiple_of(known) {
-                return Err(format!("cannot reshape {s:?} to {target:?}"));
-            }
-            out[i] = n / known;
-        } else if known != n {
-            return Err(format!("cannot reshape {s:?} ({n} elements) to {target:?}"));
-        }
-        Ok(out)
-    }
-}
-
-impl Op for Reshape {
-    fn op_type(&self) -> &'static str {
-        "Reshape"
-    }
-
-    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
-        let x = in_fact(inputs, 0, "data")?;
-        let t = in_const(inputs, 1).ok_or("the target shape must be a constant (static shapes)")?;
-        Ok(vec![Fact::new(
-            x.dtype,
-            self.out_shape(&x.shape, &t.to_i64_vec())?,
-        )])
-    }
-
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
-        let x = arg(inputs, 0, "data")?;
-        let t = arg(inputs, 1, "shape")?.to_i64_vec();
-        Ok(vec![x.reshape(&self.out_shape(x.shape(), &t)?)?])
-    }
-
-    op_boilerplate!();
 }

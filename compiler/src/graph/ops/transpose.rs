@@ -1,16 +1,12 @@
-//! `Transpose` with a permutation (default: reversed axes), any type.
+//! `Transpose` from the attributes of an ONNX node; the op itself (facts, semantics) is
+//! `vta_runtime::ops::transpose`.
 
-use super::{arg, in_fact, op_boilerplate, to_usizes, Op, ParseCtx};
-use crate::graph::tensor::map_same;
-use crate::graph::{Fact, Tensor, TensorInfo};
+pub use vta_runtime::ops::transpose::*;
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Transpose {
-    pub perm: Option<Vec<usize>>,
-}
+use super::{to_usizes, FromOnnx, ParseCtx};
 
-impl Transpose {
-    pub fn parse(ctx: &ParseCtx) -> Result<Transpose, String> {
+impl FromOnnx for Transpose {
+    fn parse(ctx: &ParseCtx) -> Result<Transpose, String> {
         Ok(Transpose {
             perm: ctx
                 .ints("perm")?
@@ -18,42 +14,4 @@ impl Transpose {
                 .transpose()?,
         })
     }
-
-    fn perm_for(&self, rank: usize) -> Result<Vec<usize>, String> {
-        let p = self
-            .perm
-            .clone()
-            .unwrap_or_else(|| (0..rank).rev().collect());
-        let mut q = p.clone();
-        q.sort_unstable();
-        if q != (0..rank).collect::<Vec<_>>() {
-            return Err(format!("perm {p:?} is not a permutation of rank {rank}"));
-        }
-        Ok(p)
-    }
-}
-
-impl Op for Transpose {
-    fn op_type(&self) -> &'static str {
-        "Transpose"
-    }
-
-    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
-        let x = in_fact(inputs, 0, "data")?;
-        let p = self.perm_for(x.rank())?;
-        Ok(vec![Fact::new(
-            x.dtype,
-            p.iter().map(|&i| x.shape[i]).collect::<Vec<_>>(),
-        )])
-    }
-
-    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
-        let x = arg(inputs, 0, "data")?;
-        let p = self.perm_for(x.shape().len())?;
-        Ok(vec![
-            map_same!(x, a => a.view().permuted_axes(p.clone()).as_standard_layout().into_owned()),
-        ])
-    }
-
-    op_boilerplate!();
 }

@@ -1,9 +1,10 @@
 //! `Relu` (float). The graph passes fuse it into the producing Conv/Gemm/Add.
 
+use super::TensorInfo;
 use super::{arg, in_fact, op_boilerplate, Activation, Op};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use crate::tensor::{DType, Fact, Tensor};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Relu;
 
 impl Op for Relu {

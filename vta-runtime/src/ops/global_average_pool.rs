@@ -3,10 +3,11 @@
 use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::kernels::dims4;
+use super::TensorInfo;
 use super::{arg, in_fact, op_boilerplate, Op};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use crate::tensor::{DType, Fact, Tensor};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct GlobalAveragePool;
 
 impl Op for GlobalAveragePool {

@@ -1,16 +1,17 @@
 //! Ops the lowering inserts into plans (not ONNX operators): exact conversions between the
 //! uint8 representation of ONNX tensors and the accelerator's int8 representation.
 
+use super::TensorInfo;
 use super::{arg, in_fact, op_boilerplate, Op};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use crate::tensor::{DType, Fact, Tensor};
 
 /// `int8 = uint8 - 128` (exact: the accelerator's representation of a uint8 tensor whose
 /// zero point is moved down by 128).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct U8ToI8;
 
 /// `uint8 = int8 + 128`, the inverse of [`U8ToI8`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct I8ToU8;
 
 impl Op for U8ToI8 {

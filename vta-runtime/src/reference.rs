@@ -1,14 +1,14 @@
 //! The integer reference executor: runs a [`Plan`] on the CPU exactly, accelerator steps
-//! through [`crate::qlayer`]'s `reference` functions and CPU steps through the graph ops'
+//! through [`crate::qlayer`]'s `reference` functions and CPU steps through [`crate::ops`]'
 //! ONNX semantics, and keeps every intermediate tensor (for `vta run --check`, which compares
 //! an accelerator run with it value by value and reports the first mismatching step and
-//! element). The float executor of the original graph is [`run_float`].
+//! element).
 
 use ndarray::{Array2, ArrayD, Ix2, Ix4, IxDyn};
 
-use crate::graph::ops::quantize_linear::quantize_value;
-use crate::graph::plan::{Step, StepKind, ValueId};
-use crate::graph::{Graph, Layer, Plan, Tensor};
+use crate::ops::quantize_linear::quantize_value;
+use crate::plan::{Layer, Plan, Step, StepKind, ValueId};
+use crate::tensor::Tensor;
 
 /// A step that failed to execute.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -154,7 +154,7 @@ pub fn eval_step(step: &Step, values: &[Option<Tensor>]) -> Result<Vec<Tensor>, 
                 .iter()
                 .map(|a| a.map(get).transpose())
                 .collect::<Result<Vec<_>, _>>()?;
-            c.op.eval(&args)
+            c.op.op().eval(&args)
         }
     }
 }
@@ -219,12 +219,6 @@ pub fn run_plan(plan: &Plan, inputs: &[Tensor]) -> Result<Trace, ExecError> {
         }
     }
     Ok(Trace { values })
-}
-
-/// Runs the graph (the model as imported, or after the passes) with ONNX float/integer
-/// semantics and returns its outputs: the float reference for accuracy comparisons.
-pub fn run_float(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
-    graph.run_outputs(inputs)
 }
 
 /// The first difference between two runs of a plan (steps in order, elements in row-major

@@ -1,10 +1,11 @@
 //! `MatMul`: numpy matrix product in f32 (batch dimensions broadcast).
 
 use super::kernels::{matmul, matmul_shape};
+use super::TensorInfo;
 use super::{arg, in_fact, op_boilerplate, Op};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use crate::tensor::{DType, Fact, Tensor};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct MatMul;
 
 impl Op for MatMul {

@@ -4,10 +4,8 @@ use std::fmt;
 
 use ndarray::{ArrayD, IxDyn};
 
-use crate::onnx::proto::data_type;
-
 /// Element types the graph IR computes with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DType {
     F32,
     I8,
@@ -17,29 +15,6 @@ pub enum DType {
 }
 
 impl DType {
-    /// The ONNX `TensorProto.DataType` code.
-    pub fn onnx_code(self) -> i32 {
-        match self {
-            DType::F32 => data_type::FLOAT,
-            DType::I8 => data_type::INT8,
-            DType::U8 => data_type::UINT8,
-            DType::I32 => data_type::INT32,
-            DType::I64 => data_type::INT64,
-        }
-    }
-
-    /// The type of an ONNX data type code, or its ONNX name if the IR has no such type.
-    pub fn from_onnx(code: i32) -> Result<DType, String> {
-        Ok(match code {
-            data_type::FLOAT => DType::F32,
-            data_type::INT8 => DType::I8,
-            data_type::UINT8 => DType::U8,
-            data_type::INT32 => DType::I32,
-            data_type::INT64 => DType::I64,
-            other => return Err(data_type::name(other)),
-        })
-    }
-
     /// ONNX's name (`float`, `int8`, ...).
     pub fn name(self) -> &'static str {
         match self {
@@ -63,7 +38,7 @@ impl fmt::Display for DType {
 }
 
 /// What is statically known about a tensor: its element type and its (fully static) shape.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fact {
     pub dtype: DType,
     pub shape: Vec<usize>,
@@ -97,7 +72,7 @@ impl fmt::Display for Fact {
 }
 
 /// A tensor value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub enum Tensor {
     F32(ArrayD<f32>),
     I8(ArrayD<i8>),

@@ -17,22 +17,22 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::ops::Op;
-use super::{Fact, Tensor};
+use crate::ops::AnyOp;
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
+use crate::tensor::{Fact, Tensor};
 
 /// Index of a value in [`Plan::values`].
 pub type ValueId = usize;
 
 /// Affine quantization of an int8 plan value: `real = scale * (q - zero_point)`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq)]
 pub struct QuantParams {
     pub scale: f32,
     pub zero_point: i32,
 }
 
 /// A tensor of the plan.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct PlanValue {
     pub name: String,
     pub fact: Fact,
@@ -43,7 +43,7 @@ pub struct PlanValue {
 }
 
 /// One accelerator layer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub enum Layer {
     /// Input 0: int8 [N, C, H, W]; output int8 [N, O, OH, OW].
     Conv2d(QConv2d),
@@ -81,18 +81,18 @@ impl Layer {
     }
 }
 
-/// A CPU fallback op: an op of the graph IR with its argument slots (`None` for omitted
-/// optional inputs; constant arguments are plan values with [`PlanValue::constant`]).
-#[derive(Debug, Clone)]
+/// A CPU fallback op: an op with its argument slots (`None` for omitted optional inputs;
+/// constant arguments are plan values with [`PlanValue::constant`]).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct CpuOp {
-    pub op: Box<dyn Op>,
+    pub op: AnyOp,
     pub args: Vec<Option<ValueId>>,
     /// Why this is not on the accelerator.
     pub reason: String,
 }
 
 /// What a step does.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub enum StepKind {
     /// float32 -> int8: `q = saturate(round_half_even(x / scale) + zero_point)`.
     Quantize(QuantParams),
@@ -105,7 +105,7 @@ pub enum StepKind {
 }
 
 /// One step of the plan.
-#[derive(Debug, Clone)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub struct Step {
     /// The ONNX node (or model input/output) the step comes from.
     pub name: String,
@@ -122,7 +122,7 @@ impl Step {
             StepKind::Quantize(_) => "Quantize".into(),
             StepKind::Dequantize(_) => "Dequantize".into(),
             StepKind::Accel(l) => l.kind().into(),
-            StepKind::Cpu(c) => format!("Cpu:{}", c.op.op_type()),
+            StepKind::Cpu(c) => format!("Cpu:{}", c.op.op().op_type()),
         }
     }
 
@@ -132,7 +132,7 @@ impl Step {
 }
 
 /// A lowered model.
-#[derive(Debug, Clone, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Default)]
 pub struct Plan {
     /// The model file, for messages.
     pub source: String,
@@ -214,7 +214,7 @@ impl fmt::Display for Plan {
                     format!(" scale {} zp {}", q.scale, q.zero_point)
                 }
                 StepKind::Cpu(c) => {
-                    let sm = c.op.summary();
+                    let sm = c.op.op().summary();
                     if sm.is_empty() {
                         String::new()
                     } else {

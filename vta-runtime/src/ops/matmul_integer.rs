@@ -5,10 +5,11 @@ use ndarray::ArrayD;
 
 use super::kernels::{matmul, matmul_shape};
 use super::qlinear_conv::per_channel_i32;
+use super::TensorInfo;
 use super::{arg, in_fact, op_boilerplate, Op};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use crate::tensor::{DType, Fact, Tensor};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct MatMulInteger;
 
 /// `a - zp` where `zp` has one value or one per row (second-to-last axis).

@@ -22,7 +22,7 @@ use ndarray::{Array2, Array4, ArrayView4};
 ///
 /// `mul` is 16-bit (the ALU's immediate width) and `shift` at most 16, so every constant fits
 /// an ALU immediate; `pre_shift` keeps `v * mul` within 32 bits for large accumulators.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Requant {
     pub pre_shift: u8,
     /// One multiplier for the whole tensor, or one per output channel.
@@ -69,7 +69,7 @@ impl Requant {
 
 /// A 2D convolution: int8 input NCHW, int8 weights OIHW (I = in_channels / groups), int32
 /// bias, requantized int8 output. Zero padding (the input's zero point is 0 by construction).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct QConv2d {
     pub name: String,
     /// [N, C, H, W] of the input.
@@ -147,7 +147,7 @@ impl QConv2d {
 }
 
 /// A fully connected layer: y = requant(x . W^T + bias), x int8 [N, K], W int8 [M, K].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct QDense {
     pub name: String,
     pub weight: Array2<i8>,
@@ -168,7 +168,7 @@ impl QDense {
 /// Element-wise residual add of two int8 tensors of the same shape, each rescaled first:
 /// `out = clamp(ra(a) + rb(b) ...)` expressed as `requant(a * ma + b * mb)` with 16-bit
 /// multipliers applied in int32, then the shared `requant` (whose `mul` is per channel or 1).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct QAdd {
     pub name: String,
     pub mul_a: i16,
@@ -189,7 +189,7 @@ impl QAdd {
 
 /// Max pooling over int8 (no requantization needed: max commutes with the int8 scale).
 /// Padding cells never win (they count as -128).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct QMaxPool {
     pub name: String,
     pub kernel: (usize, usize),
@@ -227,7 +227,7 @@ impl QMaxPool {
 
 /// Average pooling over the whole spatial extent, as a sum then a requantization
 /// (`requant.mul`/`shift` encode 1/(H*W) times the scale change).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct QGlobalAvgPool {
     pub name: String,
     pub requant: Requant,

@@ -6,10 +6,11 @@ use ndarray::ArrayD;
 use super::kernels::{matmul, matmul_shape};
 use super::matmul_integer::{center_cols, center_rows};
 use super::qlinear_conv::{per_channel_f32, requantize_onnx};
+use super::TensorInfo;
 use super::{arg, in_fact, op_boilerplate, Op};
-use crate::graph::{DType, Fact, Tensor, TensorInfo};
+use crate::tensor::{DType, Fact, Tensor};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct QLinearMatMul;
 
 impl Op for QLinearMatMul {

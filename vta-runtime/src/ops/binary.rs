@@ -1,0 +1,141 @@
+//! `Add`, `Sub`, `Mul`, `Div` with numpy broadcasting, in f32 or wrapping int32/int64
+//! (integer `Div` truncates toward zero). `Add` can carry a fused activation (a residual
+//! add followed by `Relu`).
+
+use ndarray::{ArrayD, IxDyn, Zip};
+
+use super::kernels::broadcast_shapes;
+use super::TensorInfo;
+use super::{arg, in_fact, op_boilerplate, Activation, Op};
+use crate::tensor::{DType, Fact, Tensor};
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BinKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct Binary {
+    pub kind: BinKind,
+    pub activation: Option<Activation>,
+}
+
+impl Binary {
+    pub fn new(kind: BinKind) -> Binary {
+        Binary {
+            kind,
+            activation: None,
+        }
+    }
+}
+
+fn zip<T: Copy, U: Clone>(
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+    f: impl Fn(T, T) -> Result<U, String>,
+) -> Result<ArrayD<U>, String> {
+    let shape = broadcast_shapes(a.shape(), b.shape())?;
+    let av = a.broadcast(IxDyn(&shape)).ok_or("broadcast")?;
+    let bv = b.broadcast(IxDyn(&shape)).ok_or("broadcast")?;
+    let mut err = None;
+    let out = Zip::from(&av).and(&bv).map_collect(|&x, &y| match f(x, y) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            err = Some(e);
+            None
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok(out.mapv(|v| v.expect("no error")))
+}
+
+impl Op for Binary {
+    fn op_type(&self) -> &'static str {
+        match self.kind {
+            BinKind::Add => "Add",
+            BinKind::Sub => "Sub",
+            BinKind::Mul => "Mul",
+            BinKind::Div => "Div",
+        }
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
+        let a = in_fact(inputs, 0, "A")?;
+        let b = in_fact(inputs, 1, "B")?;
+        if a.dtype != b.dtype {
+            return Err(format!("operand types differ: {} and {}", a.dtype, b.dtype));
+        }
+        if !matches!(a.dtype, DType::F32 | DType::I32 | DType::I64) {
+            return Err(format!(
+                "{} is supported on float, int32 and int64, got {}",
+                self.op_type(),
+                a.dtype
+            ));
+        }
+        if self.activation.is_some() && a.dtype != DType::F32 {
+            return Err("a fused activation needs float operands".into());
+        }
+        Ok(vec![Fact::new(
+            a.dtype,
+            broadcast_shapes(&a.shape, &b.shape)?,
+        )])
+    }
+
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
+        let a = arg(inputs, 0, "A")?;
+        let b = arg(inputs, 1, "B")?;
+        let k = self.kind;
+        let out = match (a, b) {
+            (Tensor::F32(a), Tensor::F32(b)) => {
+                let act = self.activation;
+                Tensor::F32(zip(a, b, |x, y| {
+                    let v = match k {
+                        BinKind::Add => x + y,
+                        BinKind::Sub => x - y,
+                        BinKind::Mul => x * y,
+                        BinKind::Div => x / y,
+                    };
+                    Ok(act.map_or(v, |a| a.apply(v)))
+                })?)
+            }
+            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip(a, b, |x, y| match k {
+                BinKind::Add => Ok(x.wrapping_add(y)),
+                BinKind::Sub => Ok(x.wrapping_sub(y)),
+                BinKind::Mul => Ok(x.wrapping_mul(y)),
+                BinKind::Div => x
+                    .checked_div(y)
+                    .ok_or_else(|| "integer division by zero".to_string()),
+            })?),
+            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(zip(a, b, |x, y| match k {
+                BinKind::Add => Ok(x.wrapping_add(y)),
+                BinKind::Sub => Ok(x.wrapping_sub(y)),
+                BinKind::Mul => Ok(x.wrapping_mul(y)),
+                BinKind::Div => x
+                    .checked_div(y)
+                    .ok_or_else(|| "integer division by zero".to_string()),
+            })?),
+            (a, b) => {
+                return Err(format!(
+                    "{} of {} and {} is not supported",
+                    self.op_type(),
+                    a.dtype(),
+                    b.dtype()
+                ))
+            }
+        };
+        Ok(vec![out])
+    }
+
+    fn summary(&self) -> String {
+        self.activation
+            .map(|a| format!("+ clamp[{}, {}]", a.min, a.max))
+            .unwrap_or_default()
+    }
+
+    op_boilerplate!();
+}
