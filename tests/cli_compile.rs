@@ -13,9 +13,9 @@ use compiler::onnx::proto::{
     attribute_type, data_type, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
 };
-use compiler::runtime::{tensor_from_npy, tensor_to_npy};
 use isa::npy::{self, Elem};
 use support::{fails, ok, scratch, vta, vta_in};
+use vta_runtime::io::{tensor_from_npy, tensor_to_npy};
 
 fn data(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -78,7 +78,11 @@ fn the_functional_simulator_builds_without_the_rtl_backend() {
 fn the_runtime_carries_no_simulator_and_no_front_end() {
     let t = tree("vta-runtime", &[]);
     assert!(t.contains("drivers") && t.contains("ndarray"), "{t:?}");
-    assert!(heavy_in(&t, &[]).is_empty(), "vta-runtime pulls in {:?}", heavy_in(&t, &[]));
+    assert!(
+        heavy_in(&t, &[]).is_empty(),
+        "vta-runtime pulls in {:?}",
+        heavy_in(&t, &[])
+    );
     // The ONNX reader (prost), the graph IR (petgraph) and the compiler itself.
     for front in ["compiler", "prost", "petgraph"] {
         assert!(!t.contains(front), "vta-runtime pulls in {front}: {t:?}");

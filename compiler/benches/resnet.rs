@@ -10,9 +10,10 @@
 
 use std::time::{Duration, Instant};
 
+use compiler::compile::Compiled;
 use compiler::graph::{FrontendOptions, Tensor};
-use compiler::runtime::Model;
 use compiler::zoo::{self, ResNetOptions};
+use vta_runtime::model::Model;
 use vta_sim::FsimDevice;
 
 fn ms(d: Duration) -> String {
@@ -33,7 +34,7 @@ fn bench(cfg_name: &str, size: usize, check: bool) -> Result<(), Box<dyn std::er
         ms(t.elapsed())
     );
     let x = zoo::sample_input(&[1, 3, size, size], 1);
-    let m = Model::compile(
+    let m = Compiled::compile(
         onnx,
         "resnet18.onnx",
         std::slice::from_ref(&x),
@@ -50,18 +51,18 @@ fn bench(cfg_name: &str, size: usize, check: bool) -> Result<(), Box<dyn std::er
         m.accel.len(),
         ms(tm.calibration)
     );
+    print!("{}", m.layer_report());
     let t = Instant::now();
     let bytes = m.to_bytes()?;
     let t_write = t.elapsed();
     let t = Instant::now();
     let m = Model::from_bytes(&bytes, "resnet18.vtab")?;
     println!(
-        "compiled model: {:.1} MB, written in {}, loaded (plan rebuilt from the stored ONNX and ranges) in {}",
+        "compiled model: {:.1} MB, written in {}, loaded (no front end: the plan and programs are stored) in {}",
         bytes.len() as f64 / 1e6,
         ms(t_write),
         ms(t.elapsed())
     );
-    print!("{}", m.layer_report());
     let mut dev = FsimDevice::new(&cfg);
     let inputs = [Tensor::F32(x)];
     let r = m.run(&mut dev, &inputs)?;

@@ -4,10 +4,10 @@
 //! scratchpad limits, tensorized GEMM kernels, ALU epilogues, dependency tokens).
 
 pub mod backend;
+pub mod compile;
 pub mod graph;
 pub mod onnx;
 pub use vta_runtime::qlayer;
 pub mod quant;
 pub use vta_runtime::reference;
-pub mod runtime;
 pub mod zoo;

@@ -3,13 +3,14 @@
 //! semantics: the support table and the per-layer table say so, the compiled-model file keeps
 //! the refusal, and the run is still bit-exact.
 
+use compiler::compile::Compiled;
 use compiler::graph::{FrontendOptions, Support, Tensor};
 use compiler::onnx::proto::{
     attribute_type, data_type, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,
 };
-use compiler::runtime::{Model, Place};
 use compiler::zoo;
+use vta_runtime::model::{Model, Place};
 use vta_sim::FsimDevice;
 
 fn info(name: &str, shape: &[i64]) -> ValueInfoProto {
@@ -88,7 +89,7 @@ fn refused_layer_runs_on_the_cpu_exactly() {
     let onnx = wide_pool_model();
     let opts = FrontendOptions::default();
     let small = isa::HwConfig::preset("small").unwrap();
-    let m = Model::compile(
+    let m = Compiled::compile(
         onnx.clone(),
         "wide.onnx",
         std::slice::from_ref(&x),
@@ -96,8 +97,8 @@ fn refused_layer_runs_on_the_cpu_exactly() {
         &opts,
     )
     .unwrap();
-    let pool = m.accel.iter().find(|a| a.kind == "QMaxPool").unwrap();
-    assert!(pool.program().is_none(), "{}", m.compile_report());
+    let pool = m.steps.iter().find(|a| a.kind == "QMaxPool").unwrap();
+    assert!(pool.is_refused(), "{}", m.compile_report());
     let entry = m.support.get("wide_maxpool").unwrap();
     assert!(
         matches!(&entry.support, Support::Cpu { reason, .. } if reason.contains("refused by the back end")),
@@ -117,7 +118,7 @@ fn refused_layer_runs_on_the_cpu_exactly() {
 
     // The default config's larger scratchpads take the same layer.
     let cfg = isa::HwConfig::preset("default").unwrap();
-    let m = Model::compile(onnx, "wide.onnx", &[x], &cfg, &opts).unwrap();
+    let m = Compiled::compile(onnx, "wide.onnx", &[x], &cfg, &opts).unwrap();
     assert!(
         m.accel.iter().all(|a| a.program().is_some()),
         "{}",

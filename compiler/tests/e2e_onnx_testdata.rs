@@ -10,9 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
+use compiler::compile::Compiled;
 use compiler::graph::{FrontendOptions, Support};
 use compiler::onnx::load_tensor_pb;
-use compiler::runtime::{Model, Place};
+use vta_runtime::model::{Model, Place};
 use vta_sim::FsimDevice;
 
 const CASES: [&str; 11] = [
@@ -41,8 +42,9 @@ fn onnx_quantized_operator_cases_run_exactly() {
     for case in CASES {
         let d = dir(case);
         let onnx = std::fs::read(d.join("model.onnx")).unwrap();
-        let m = Model::compile(onnx, case, &[], &cfg, &FrontendOptions::default()).unwrap();
-        let m = Model::from_bytes(&m.to_bytes().unwrap(), case).unwrap();
+        let compiled =
+            Compiled::compile(onnx, case, &[], &cfg, &FrontendOptions::default()).unwrap();
+        let m = Model::from_bytes(&compiled.to_bytes().unwrap(), case).unwrap();
         let mut inputs = Vec::new();
         for i in 0.. {
             let p = d.join(format!("test_data_set_0/input_{i}.pb"));
@@ -56,9 +58,9 @@ fn onnx_quantized_operator_cases_run_exactly() {
         let r = m.run(&mut dev, &inputs).unwrap();
         assert_eq!(r.outputs[0], want, "{case}");
         assert!(r.layers.iter().all(|l| l.place == Place::Cpu), "{case}");
-        let table = m.support.to_string();
-        assert_eq!(m.support.entries.len(), 1, "{case}: {table}");
-        let Support::Cpu { reason, .. } = &m.support.entries[0].support else {
+        let table = compiled.support.to_string();
+        assert_eq!(compiled.support.entries.len(), 1, "{case}: {table}");
+        let Support::Cpu { reason, .. } = &compiled.support.entries[0].support else {
             panic!("{case}: {table}")
         };
         let why = if case.contains("integer") {

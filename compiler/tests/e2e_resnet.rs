@@ -9,9 +9,10 @@
 //! the integer reference executor's direct convolutions and the float calibration run; the
 //! full size is exercised by `cargo bench -p compiler --bench resnet` and the README.
 
+use compiler::compile::Compiled;
 use compiler::graph::{import::import, passes, FrontendOptions, Tensor};
-use compiler::runtime::{Check, Model, Place};
 use compiler::zoo::{self, ResNetOptions};
+use vta_runtime::model::{Check, Model, Place};
 use vta_sim::FsimDevice;
 
 #[test]
@@ -24,7 +25,7 @@ fn resnet18_runs_bit_exact_on_fsim() {
     let onnx = zoo::resnet18_bytes(&opts).unwrap();
     let x = zoo::sample_input(&[1, 3, size, size], 1);
     let cfg = isa::HwConfig::preset("default").unwrap();
-    let m = Model::compile(
+    let m = Compiled::compile(
         onnx.clone(),
         "resnet18.onnx",
         std::slice::from_ref(&x),
@@ -34,7 +35,7 @@ fn resnet18_runs_bit_exact_on_fsim() {
     .unwrap();
     let report = m.compile_report();
     assert_eq!(m.support.unsupported().count(), 0, "{report}");
-    let kinds = |k: &str| m.accel.iter().filter(|a| a.kind == k).count();
+    let kinds = |k: &str| m.steps.iter().filter(|a| a.kind == k).count();
     assert_eq!(
         (
             kinds("QConv2d"),

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use compiler::compile::Compiled;
 use compiler::graph::{load_calibration_npy, npy_to_f32, FrontendOptions, Tensor};
-use compiler::runtime::{Model, Place};
 use ndarray::{Axis, IxDyn};
+use vta_runtime::model::Place;
 use vta_sim::rtl::{RtlDevice, RtlOptions};
 use vta_sim::FsimDevice;
 
@@ -28,10 +29,10 @@ fn images(n: usize) -> Vec<Tensor> {
         .collect()
 }
 
-fn compile(cfg: &isa::HwConfig) -> Model {
+fn compile(cfg: &isa::HwConfig) -> Compiled {
     let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
     let bytes = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
-    Model::compile(
+    Compiled::compile(
         bytes,
         "tiny_cnn.onnx",
         &calib,

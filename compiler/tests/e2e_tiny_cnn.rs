@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use compiler::compile::Compiled;
 use compiler::graph::{load_calibration_npy, npy_to_f32, FrontendOptions, Tensor};
-use compiler::runtime::{Check, Model, Place};
 use ndarray::{ArrayD, Axis, IxDyn};
+use vta_runtime::model::{Check, Model, Place};
 use vta_sim::FsimDevice;
 
 fn data() -> PathBuf {
@@ -45,11 +46,11 @@ fn argmax(v: &[f32]) -> usize {
         .fold(0, |b, (i, x)| if *x > v[b] { i } else { b })
 }
 
-fn compile(model: &str, cfg: &str) -> Model {
+fn compile(model: &str, cfg: &str) -> Compiled {
     let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
     let bytes = std::fs::read(data().join(model)).unwrap();
     let cfg = isa::HwConfig::preset(cfg).unwrap();
-    Model::compile(bytes, model, &calib, &cfg, &FrontendOptions::default()).unwrap()
+    Compiled::compile(bytes, model, &calib, &cfg, &FrontendOptions::default()).unwrap()
 }
 
 /// Runs `n` test images on fsim, checks every run against the integer reference, and
@@ -74,9 +75,10 @@ fn float_model_is_bit_exact_and_as_accurate_as_fp32() {
     let m = compile("tiny_cnn.onnx", "default");
     let (accel, cpu) = m.counts();
     assert_eq!(accel, 8, "{}", m.compile_report());
-    assert_eq!(cpu, 4, "{}", m.compile_report()); // quantize, flatten, dequantize, softmax
-                                                  // Through the file: the programs are stored, the plan is rebuilt from the stored ONNX and
-                                                  // calibration ranges (no calibration data needed), and writing again gives the same bytes.
+    // quantize, flatten, dequantize, softmax
+    assert_eq!(cpu, 4, "{}", m.compile_report());
+    // Through the file: the plan and the programs are stored (no front end, no calibration data
+    // at load), and writing again gives the same bytes.
     let bytes = m.to_bytes().unwrap();
     let m = Model::from_bytes(&bytes, "tiny_cnn.vtab").unwrap();
     assert_eq!(m.to_bytes().unwrap(), bytes);
@@ -109,10 +111,10 @@ fn float_model_is_bit_exact_and_as_accurate_as_fp32() {
 #[test]
 fn qdq_and_qoperator_forms_are_bit_exact() {
     for (model, min_accel) in [("tiny_cnn_qdq.onnx", 8), ("tiny_cnn_qop.onnx", 1)] {
-        let m = compile(model, "default");
-        let bytes = m.to_bytes().unwrap();
+        let c = compile(model, "default");
+        let bytes = c.to_bytes().unwrap();
         let m = Model::from_bytes(&bytes, model).unwrap();
-        assert!(m.counts().0 >= min_accel, "{}", m.compile_report());
+        assert!(m.counts().0 >= min_accel, "{}", c.compile_report());
         let ort: Vec<usize> = npy(&model.replace(".onnx", "_out.npy"))
             .axis_iter(Axis(0))
             .map(|r| argmax(r.as_slice().unwrap()))
@@ -205,7 +207,7 @@ fn check_reports_the_first_mismatch() {
     };
     assert_eq!((mm.mismatch.step, mm.mismatch.flat_index), (k, 5));
     assert_eq!(mm.place, Place::Accelerator);
-    assert!(c.to_string().contains(&m.accel[2].name), "{c}");
+    assert!(c.to_string().contains(&m.plan.steps[k].name), "{c}");
 }
 
 #[test]
@@ -228,12 +230,16 @@ fn compiled_model_file_rejects_bad_files() {
             && e.contains(&batched.config_string()),
         "{e}"
     );
-    // A newer format version is refused before anything else is read.
+    // A newer format version is refused before anything else is read; version 1 (which
+    // rebuilt the plan from a stored ONNX model) asks for a recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&2u32.to_le_bytes());
-    assert!(err(&b).contains("format version 2 is newer"), "{}", err(&b));
-    // Corruption anywhere is caught by the checksum; truncation too.
-    for i in (12..bytes.len()).step_by(61) {
+    b[8..12].copy_from_slice(&3u32.to_le_bytes());
+    assert!(err(&b).contains("format version 3 is newer"), "{}", err(&b));
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    assert!(err(&b).contains("recompile the model"), "{}", err(&b));
+    // Corruption anywhere after the length is caught by the checksum; truncation is called
+    // truncation, and trailing bytes are refused.
+    for i in (20..bytes.len()).step_by(61) {
         let mut b = bytes.clone();
         b[i] ^= 0x20;
         assert!(
@@ -245,9 +251,19 @@ fn compiled_model_file_rejects_bad_files() {
     for n in (0..bytes.len()).step_by(89) {
         let e = err(&bytes[..n]);
         assert!(e.starts_with("m.vtab: "), "{e}");
+        if n >= 8 {
+            assert!(e.contains("truncated"), "{n} bytes: {e}");
+        }
     }
+    let mut long = bytes.clone();
+    long.push(0);
+    assert!(
+        err(&long).contains("1 bytes after the end"),
+        "{}",
+        err(&long)
+    );
     // Other files say what they are.
-    assert!(err(b"").contains("not a compiled model"));
+    assert!(err(b"").contains("the file is empty"), "{}", err(b""));
     let onnx = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
     assert!(
         err(&onnx).contains("compile it with `vta compile`"),
@@ -257,12 +273,15 @@ fn compiled_model_file_rejects_bad_files() {
     let prog = m.accel[0].program().unwrap();
     let vtab = isa::container::write(&prog.program).unwrap();
     assert!(err(&vtab).contains("program container"), "{}", err(&vtab));
-    // A stored program that does not belong to the rebuilt plan's layer is refused.
-    let mut bad = m.clone();
-    bad.accel[3].fingerprint ^= 1;
+    // A plan that refers to values it does not have, or programs that do not match its
+    // accelerator steps, are refused (a well-formed file with a valid checksum can still be
+    // inconsistent).
+    let mut bad = m.model.clone();
+    bad.plan.steps[3].inputs[0] = 9999;
     let e = err(&bad.to_bytes().unwrap());
-    assert!(
-        e.contains("do not match the plan rebuilt") && e.contains(&m.accel[3].name),
-        "{e}"
-    );
+    assert!(e.contains("refers to value 9999"), "{e}");
+    let mut bad = m.model.clone();
+    bad.accel.remove(3);
+    let e = err(&bad.to_bytes().unwrap());
+    assert!(e.contains("the plan has accelerator steps"), "{e}");
 }

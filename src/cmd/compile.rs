@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use compiler::compile::Compiled;
 use compiler::graph::{load_calibration_npy, FrontendOptions, RequantFidelity};
-use compiler::runtime::Model;
 
 #[derive(Args)]
 pub struct CompileArgs {
@@ -54,7 +54,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
         ..Default::default()
     };
     let source = a.model.display().to_string();
-    let model = Model::compile(onnx, &source, &calibration, &cfg, &opts)?;
+    let model = Compiled::compile(onnx, &source, &calibration, &cfg, &opts)?;
     let bytes = model
         .to_bytes()
         .with_context(|| format!("{source}: cannot write the compiled model"))?;
@@ -80,11 +80,10 @@ pub fn run(a: CompileArgs) -> Result<String> {
     )?;
     text.push_str(&model.compile_report());
     let tm = &model.times;
-    let calib = match &model.calibration {
-        Some(c) => format!(
-            "; calibration {} ({} sample(s), {} file(s) read in {})",
+    let calib = match model.calibration_samples {
+        Some(samples) => format!(
+            "; calibration {} ({samples} sample(s), {} file(s) read in {})",
             ms(tm.calibration),
-            c.samples,
             a.calibrate.len(),
             ms(t_read_calib)
         ),
@@ -107,7 +106,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
 
 /// The `--json` document of a compile.
 fn compile_json(
-    model: &Model,
+    model: &Compiled,
     source: &str,
     path: &Path,
     bytes: usize,
@@ -138,7 +137,7 @@ fn compile_json(
         "accel_steps": accel,
         "cpu_steps": cpu,
         "support": support,
-        "calibration_samples": model.calibration.as_ref().map(|c| c.samples),
+        "calibration_samples": model.calibration_samples,
         "times_ms": {
             "import": ms(tm.import),
             "calibration": ms(tm.calibration),

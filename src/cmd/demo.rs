@@ -7,10 +7,11 @@ use std::fmt::Write as _;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
+use compiler::compile::Compiled;
 use compiler::graph::{npy_to_f32, FrontendOptions, Tensor};
-use compiler::runtime::{self, Model};
 use compiler::zoo::digits;
 use isa::npy;
+use vta_runtime::io as runtime;
 
 use super::run::{device, run_samples, Backend, RtlArgs, Samples};
 
@@ -53,7 +54,7 @@ pub fn run(a: DemoArgs) -> Result<String> {
     let calib =
         npy_to_f32(&embedded("calibration", digits::CALIBRATION_NPY)?).map_err(|e| anyhow!(e))?;
     let source = "digits CNN (embedded tiny_cnn.onnx)";
-    let model = Model::compile(
+    let model = Compiled::compile(
         digits::ONNX.to_vec(),
         source,
         &[calib],

@@ -1,8 +1,8 @@
 //! `--json` output: the machine-readable documents of `vta run`, `vta compile` and `vta bench`,
 //! built from the same figures their text reports print.
 
-use compiler::runtime::{LayerRun, RunResult};
 use serde_json::{json, Map, Value};
+use vta_runtime::model::{LayerRun, RunResult};
 
 /// Milliseconds of a duration, as scripts compare them.
 pub fn ms(d: std::time::Duration) -> f64 {

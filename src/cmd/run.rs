@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use compiler::graph::Tensor;
-use compiler::runtime::{self, Check, Model, RunResult};
 use drivers::Device;
 use isa::npy;
+use vta_runtime::io as runtime;
+use vta_runtime::model::{Check, Model, RunResult};
 use vta_sim::FsimDevice;
 
 pub use super::sim::{Backend, RtlArgs};

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context, Result};
 use clap::{Args, ValueEnum};
-use compiler::runtime;
 use compiler::zoo::{self, ResNetOptions};
 use isa::npy;
+use vta_runtime::io as runtime;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Net {

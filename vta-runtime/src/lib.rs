@@ -4,10 +4,16 @@
 //! HAL (`drivers`). It depends on `isa`, `drivers` and numeric crates only, so a board binary
 //! can carry it (a test in the workspace's `tests/` checks the tree).
 
+pub mod file;
+pub mod io;
+pub mod layout;
+pub mod model;
 pub mod ops;
 pub mod plan;
+pub mod program;
 pub mod qlayer;
 pub mod reference;
 pub mod tensor;
 
+pub use model::{Model, RunResult};
 pub use tensor::{DType, Fact, Tensor};

@@ -180,6 +180,71 @@ impl Plan {
         })
     }
 
+    /// Checks that every value id is in range, every step reads computed values, every constant matches its value's fact and every
+    /// step writes fresh values: what a plan read from a file must satisfy before it runs.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.values.len();
+        let id = |v: ValueId, what: &str| {
+            if v < n {
+                Ok(())
+            } else {
+                Err(format!("{what} refers to value {v}, the plan has {n}"))
+            }
+        };
+        for (i, v) in self.values.iter().enumerate() {
+            if let Some(c) = &v.constant {
+                if c.fact() != v.fact {
+                    return Err(format!(
+                        "constant value {i} '{}' is {}, its fact says {}",
+                        v.name,
+                        c.fact(),
+                        v.fact
+                    ));
+                }
+            }
+        }
+        for &v in &self.inputs {
+            id(v, "a model input")?;
+        }
+        for &v in &self.outputs {
+            id(v, "a model output")?;
+        }
+        let mut written = vec![false; n];
+        for &v in &self.inputs {
+            written[v] = true;
+        }
+        for (k, st) in self.steps.iter().enumerate() {
+            let what = format!("step {k} ({})", st.name);
+            for &v in &st.inputs {
+                id(v, &what)?;
+                if !written[v] && self.values[v].constant.is_none() {
+                    return Err(format!(
+                        "{what} reads value {v} before any step computes it"
+                    ));
+                }
+            }
+            if let StepKind::Cpu(c) = &st.kind {
+                for &v in c.args.iter().flatten() {
+                    id(v, &what)?;
+                }
+            }
+            if st.outputs.is_empty() {
+                return Err(format!("{what} has no output"));
+            }
+            for &v in &st.outputs {
+                id(v, &what)?;
+                if written[v] || self.values[v].constant.is_some() {
+                    return Err(format!("{what} writes value {v}, which is already set"));
+                }
+                written[v] = true;
+            }
+        }
+        if let Some(&v) = self.outputs.iter().find(|&&v| !written[v]) {
+            return Err(format!("model output value {v} is computed by no step"));
+        }
+        Ok(())
+    }
+
     /// Number of accelerator steps and of CPU steps (quantize/dequantize included).
     pub fn counts(&self) -> (usize, usize) {
         let a = self.steps.iter().filter(|s| s.is_accel()).count();

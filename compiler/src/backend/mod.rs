@@ -86,8 +86,9 @@ use ndarray::Array4;
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
 
 pub use layout::ActLayout;
-pub use net::{LayerInfo, LayerKind, LayerProgram, NetBuilder, Tensor, TensorSegment};
+pub use net::{LayerInfo, LayerKind, LayerProgram, NetBuilder, Tensor};
 pub use tiling::{CostEstimate, LoopOrder, Tiling};
+pub use vta_runtime::program::{DeviceProgram, TensorSegment};
 
 /// Why a layer could not be compiled.
 #[derive(Debug, thiserror::Error)]
@@ -120,22 +121,8 @@ pub enum BackendError {
     Internal(String),
 }
 
-/// Why running a compiled program failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("the program takes {expected} input tensors, {got} given")]
-    InputCount { expected: usize, got: usize },
-    #[error("input '{name}' has shape {got:?}; the program was compiled for {expected:?}")]
-    InputShape {
-        name: String,
-        expected: [usize; 4],
-        got: Vec<usize>,
-    },
-    #[error(transparent)]
-    Device(#[from] drivers::DeviceError),
-    #[error("the run returned no output segment '{0}'")]
-    MissingOutput(String),
-}
+/// Why a compiled program did not run.
+pub use vta_runtime::program::RunError;
 
 /// Checks that `cfg` computes like the qlayers (int8 x int8 -> int32).
 pub fn check_config(cfg: &HwConfig) -> Result<(), BackendError> {

@@ -4,10 +4,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use drivers::{run_program, Device, RunReport, RunTimeout};
+use drivers::{Device, RunTimeout};
 use isa::builder::Buf;
-use isa::{DType, HwConfig, Program, Role};
+use isa::{DType, HwConfig, Role};
 use ndarray::{Array4, ArrayView4};
+use vta_runtime::program::{DeviceProgram, TensorSegment};
 
 use super::conv::{self, ConvBufs};
 use super::eltwise;
@@ -50,67 +51,23 @@ pub struct LayerInfo {
     pub kernels: usize,
 }
 
-/// A packed tensor in the program's DRAM: its segment and layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorSegment {
-    /// Segment name in [`LayerProgram::program`].
-    pub name: String,
-    pub layout: ActLayout,
-}
-
-/// A compiled program: one layer or a chain of layers.
+/// A compiled program ([`DeviceProgram`]: what a compiled model stores and runs) and how each
+/// of its layers was compiled (the compile report's tiling table).
 #[derive(Debug, Clone)]
 pub struct LayerProgram {
-    /// Instructions and DRAM segments: packed inputs (role input), weights and constants
-    /// (initialized), intermediate activations, packed outputs (role output), micro-ops.
-    pub program: Program,
-    /// Input tensors, in the order [`LayerProgram::run_all`] takes them.
-    pub inputs: Vec<TensorSegment>,
-    /// Output tensors, in the order [`LayerProgram::run_all`] returns them.
-    pub outputs: Vec<TensorSegment>,
+    pub device: DeviceProgram,
     /// Per layer, in program order.
     pub layers: Vec<LayerInfo>,
 }
 
-impl LayerProgram {
-    /// Packs `inputs` (NCHW int8, one per [`LayerProgram::inputs`]), runs the program on `dev`
-    /// and unpacks every output; also returns the device's report (counters, time).
-    pub fn run_all(
-        &self,
-        dev: &mut dyn Device,
-        inputs: &[ArrayView4<i8>],
-        timeout: RunTimeout,
-    ) -> Result<(Vec<Array4<i8>>, RunReport), RunError> {
-        if inputs.len() != self.inputs.len() {
-            return Err(RunError::InputCount {
-                expected: self.inputs.len(),
-                got: inputs.len(),
-            });
-        }
-        let mut data = Vec::with_capacity(inputs.len());
-        for (x, seg) in inputs.iter().zip(&self.inputs) {
-            if x.shape() != seg.layout.shape {
-                return Err(RunError::InputShape {
-                    name: seg.name.clone(),
-                    expected: seg.layout.shape,
-                    got: x.shape().to_vec(),
-                });
-            }
-            data.push((seg.name.clone(), seg.layout.pack(x.view())));
-        }
-        let run = run_program(dev, &self.program, &data, timeout)?;
-        let outs = self
-            .outputs
-            .iter()
-            .map(|seg| {
-                run.output(&seg.name)
-                    .map(|bytes| seg.layout.unpack(bytes))
-                    .ok_or_else(|| RunError::MissingOutput(seg.name.clone()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok((outs, run.report))
+impl std::ops::Deref for LayerProgram {
+    type Target = DeviceProgram;
+    fn deref(&self) -> &DeviceProgram {
+        &self.device
     }
+}
 
+impl LayerProgram {
     /// Runs a program of one input and one output: packs `input`, runs, unpacks.
     pub fn run(&self, dev: &mut dyn Device, input: ArrayView4<i8>) -> Result<Array4<i8>, RunError> {
         let (mut outs, _) =
@@ -508,9 +465,11 @@ impl NetBuilder {
             }
         }
         Ok(LayerProgram {
-            program,
-            inputs,
-            outputs: out_segs,
+            device: DeviceProgram {
+                program,
+                inputs,
+                outputs: out_segs,
+            },
             layers: self.layers,
         })
     }

@@ -3,7 +3,7 @@
 use isa::npy::{Array, Elem};
 use ndarray::{ArrayD, Axis, IxDyn, Slice};
 
-use crate::graph::{Fact, Tensor};
+use crate::tensor::{Fact, Tensor};
 
 /// A `.npy` array as a tensor of the same element type (float32, int8, uint8, int32 or
 /// int64; the types ONNX models here take and return).
@@ -126,7 +126,7 @@ pub fn split_samples(
                     " (the element type must be {}; convert it, e.g. numpy's x.astype(np.{}))",
                     fact.dtype,
                     match fact.dtype {
-                        crate::graph::DType::F32 => "float32",
+                        crate::tensor::DType::F32 => "float32",
                         d => d.name(),
                     }
                 ));

@@ -1,0 +1,418 @@
+//! Compiling a model: ONNX bytes (and calibration inputs for a float model) to a
+//! [`vta_runtime::Model`] — the front end's plan (import, passes, quantization, lowering) and,
+//! for every accelerator step, a device program of its own from the back end, or the back
+//! end's reason for refusing the layer (it then runs on the CPU with the layer's exact
+//! semantics) — plus what only `vta compile` reports: the op-support table, the tiling chosen for
+//! every layer and the compile times.
+//!
+//! One program per layer is a deliberate choice: each layer's counters come straight from its
+//! own run, which gives the per-layer breakdown of `vta run`, and the host sees every
+//! intermediate tensor, which is what `vta run --check` compares.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use isa::HwConfig;
+use vta_runtime::model::{AccelStep, Model, Placement};
+
+use crate::backend::{self, BackendError, LayerInfo, LayerProgram};
+use crate::graph::plan::{StepKind, ValueId};
+use crate::graph::{
+    import, passes, Fact, FrontendError, FrontendOptions, Graph, Layer, Plan, Support, SupportTable,
+};
+use crate::quant;
+
+/// Why compiling a model failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Frontend(#[from] FrontendError),
+    #[error("step {step} ({name}): the back end failed: {source}")]
+    Backend {
+        step: usize,
+        name: String,
+        source: BackendError,
+    },
+    #[error("step {step} ({name}): {message}")]
+    Plan {
+        step: usize,
+        name: String,
+        message: String,
+    },
+}
+
+/// How long compiling took, by phase.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CompileTimes {
+    /// ONNX decoding, import and graph passes.
+    pub import: Duration,
+    /// Running the float model on the calibration inputs.
+    pub calibration: Duration,
+    /// Quantization and lowering to the plan.
+    pub lowering: Duration,
+    /// The back end: every accelerator program.
+    pub backend: Duration,
+}
+
+impl CompileTimes {
+    /// The compile time without calibration (which runs the float network on the CPU).
+    pub fn compile(&self) -> Duration {
+        self.import + self.lowering + self.backend
+    }
+}
+
+/// How the back end compiled one accelerator step.
+#[derive(Debug, Clone)]
+pub enum LayerReport {
+    /// Its program's layers (one: a program per layer).
+    Compiled(Vec<LayerInfo>),
+    /// The back end's reason for refusing it.
+    Refused(String),
+}
+
+/// The compile report of one accelerator step.
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    /// Index in the plan's steps.
+    pub step: usize,
+    pub name: String,
+    /// `QConv2d`, `QDense`, ...
+    pub kind: String,
+    pub report: LayerReport,
+    /// Back-end compile time.
+    pub compile_time: Duration,
+}
+
+/// A compiled model ([`Compiled::model`], what the file holds and `vta run` runs) and the
+/// compile report. Dereferences to the model.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub model: Model,
+    /// The op-support table (accelerator steps the back end refused are marked CPU).
+    pub support: SupportTable,
+    /// One per accelerator step of the plan, in step order.
+    pub steps: Vec<StepReport>,
+    /// Calibration samples of a float model.
+    pub calibration_samples: Option<usize>,
+    pub times: CompileTimes,
+}
+
+impl StepReport {
+    /// Whether the back end refused the layer (it runs on the CPU).
+    pub fn is_refused(&self) -> bool {
+        matches!(self.report, LayerReport::Refused(_))
+    }
+}
+
+impl std::ops::Deref for Compiled {
+    type Target = Model;
+    fn deref(&self) -> &Model {
+        &self.model
+    }
+}
+
+/// Imports and simplifies an ONNX model from bytes.
+fn import_graph(onnx: &[u8], source: &str) -> Result<Graph, FrontendError> {
+    let model = crate::onnx::decode_model(onnx, source)?;
+    let mut g = import::import(&model, source)?;
+    passes::simplify(&mut g);
+    Ok(g)
+}
+
+/// A plan value as the NCHW shape accelerator programs use (rank 2 to 4, missing trailing
+/// dimensions 1).
+fn nchw_shape(fact: &Fact) -> Result<[usize; 4], String> {
+    let s = &fact.shape;
+    if !(2..=4).contains(&s.len()) {
+        return Err(format!("a rank-{} tensor {fact}", s.len()));
+    }
+    let mut v = [1; 4];
+    v[..s.len()].copy_from_slice(s);
+    Ok(v)
+}
+
+/// The NCHW input shapes of an accelerator step.
+fn step_input_shapes(plan: &Plan, step: usize) -> Result<Vec<[usize; 4]>, String> {
+    plan.steps[step]
+        .inputs
+        .iter()
+        .map(|&v| nchw_shape(&plan.values[v].fact))
+        .collect()
+}
+
+/// Compiles one layer into a program of its own.
+fn compile_layer(
+    cfg: &HwConfig,
+    layer: &Layer,
+    shapes: &[[usize; 4]],
+) -> Result<LayerProgram, BackendError> {
+    match layer {
+        Layer::Conv2d(l) => backend::compile_conv(cfg, l),
+        Layer::Dense(l) => backend::compile_dense(cfg, l, shapes[0][0]),
+        Layer::Add(l) => backend::compile_add(cfg, l, shapes[0]),
+        Layer::MaxPool(l) => backend::compile_max_pool(cfg, l, shapes[0]),
+        Layer::GlobalAvgPool(l) => backend::compile_global_avg_pool(cfg, l, shapes[0]),
+    }
+}
+
+impl Compiled {
+    /// Compiles an ONNX model (`onnx`: the file's bytes; `source`: its name, for messages)
+    /// for `cfg`. A float model is quantized with `calibration` (arrays of the model input's
+    /// shape, or with a leading axis that is a multiple of its batch; see
+    /// `graph::load_and_plan`). Fails with the support table when nodes cannot be compiled.
+    pub fn compile(
+        onnx: Vec<u8>,
+        source: &str,
+        calibration: &[ndarray::ArrayD<f32>],
+        cfg: &HwConfig,
+        opts: &FrontendOptions,
+    ) -> Result<Compiled, Error> {
+        let mut times = CompileTimes::default();
+        let t = Instant::now();
+        let g = import_graph(&onnx, source)?;
+        times.import = t.elapsed();
+
+        let t = Instant::now();
+        let stats = if !quant::is_quantized(&g) && opts.offload {
+            if calibration.is_empty() {
+                return Err(FrontendError::Calibration {
+                    file: source.to_string(),
+                    message: "the model is a float model: post-training quantization needs \
+                              calibration inputs (one or more .npy samples of the model's input)"
+                        .into(),
+                }
+                .into());
+            }
+            Some(
+                quant::calibrate::calibrate(&g, calibration).map_err(|message| {
+                    FrontendError::Calibration {
+                        file: source.to_string(),
+                        message,
+                    }
+                })?,
+            )
+        } else {
+            None
+        };
+        times.calibration = t.elapsed();
+
+        let t = Instant::now();
+        let (plan, support) = quant::plan_graph_with_stats(&g, stats.as_ref(), cfg, opts)?;
+        times.lowering = t.elapsed();
+
+        let t = Instant::now();
+        let mut accel = Vec::new();
+        let mut reports = Vec::new();
+        for (k, step) in plan.steps.iter().enumerate() {
+            let StepKind::Accel(layer) = &step.kind else {
+                continue;
+            };
+            let t1 = Instant::now();
+            let shapes = step_input_shapes(&plan, k).map_err(|message| Error::Plan {
+                step: k,
+                name: step.name.clone(),
+                message,
+            })?;
+            let placement = match compile_layer(cfg, layer, &shapes) {
+                Ok(p) => Ok(p),
+                Err(
+                    e @ (BackendError::Unsupported { .. }
+                    | BackendError::UnsupportedConfig { .. }
+                    | BackendError::Layout { .. }),
+                ) => Err(e.to_string()),
+                Err(source) => {
+                    return Err(Error::Backend {
+                        step: k,
+                        name: step.name.clone(),
+                        source,
+                    })
+                }
+            };
+            let (placement, report) = match placement {
+                Ok(lp) => {
+                    let LayerProgram { device, layers } = lp;
+                    (
+                        Placement::Program(Box::new(device)),
+                        LayerReport::Compiled(layers),
+                    )
+                }
+                Err(reason) => (
+                    Placement::Refused(reason.clone()),
+                    LayerReport::Refused(reason),
+                ),
+            };
+            accel.push(AccelStep { step: k, placement });
+            reports.push(StepReport {
+                step: k,
+                name: step.name.clone(),
+                kind: layer.kind().to_string(),
+                report,
+                compile_time: t1.elapsed(),
+            });
+        }
+        times.backend = t.elapsed();
+
+        let mut c = Compiled {
+            model: Model {
+                config: cfg.clone(),
+                source: source.to_string(),
+                plan,
+                accel,
+            },
+            support,
+            steps: reports,
+            calibration_samples: stats.as_ref().map(|s| s.samples),
+            times,
+        };
+        c.mark_refused();
+        Ok(c)
+    }
+
+    /// Marks accelerator steps the back end refused as CPU steps in the support table.
+    fn mark_refused(&mut self) {
+        for a in &self.steps {
+            let LayerReport::Refused(reason) = &a.report else {
+                continue;
+            };
+            for e in &mut self.support.entries {
+                if let Support::Accel { layer, step, .. } = &e.support {
+                    if *step == a.step {
+                        e.support = Support::Cpu {
+                            step: a.step,
+                            reason: format!("{layer} refused by the back end: {reason}"),
+                        };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The compile report: the op-support table, the tiling chosen for every accelerator
+    /// layer, and the compile times.
+    pub fn compile_report(&self) -> String {
+        let mut s = String::new();
+        let counts: Vec<String> = self
+            .support
+            .counts()
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "op support ({} ONNX nodes: {}):",
+            self.support.entries.len(),
+            counts.join(", ")
+        );
+        for line in self.support.to_string().lines() {
+            let _ = writeln!(s, "  {line}");
+        }
+        let _ = writeln!(s);
+        let _ = write!(s, "{}", self.layer_report());
+        let (a, c) = self.counts();
+        let _ = writeln!(
+            s,
+            "plan: {} steps, {a} on the accelerator, {c} on the CPU",
+            self.plan.steps.len()
+        );
+        s
+    }
+
+    /// The accelerator layers: shapes, tiling, program size.
+    pub fn layer_report(&self) -> String {
+        let mut s = String::new();
+        if self.steps.is_empty() {
+            let _ = writeln!(s, "accelerator layers: none");
+            return s;
+        }
+        let _ = writeln!(s, "accelerator layers (tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order):");
+        let rows: Vec<[String; 7]> = self
+            .steps
+            .iter()
+            .map(|a| {
+                let st = &self.plan.steps[a.step];
+                let shape = |v: &ValueId| format!("{:?}", self.plan.values[*v].fact.shape);
+                let io = format!(
+                    "{} -> {}",
+                    st.inputs
+                        .iter()
+                        .filter(|&&v| self.plan.values[v].constant.is_none())
+                        .map(shape)
+                        .collect::<Vec<_>>()
+                        .join(" + "),
+                    st.outputs.iter().map(shape).collect::<Vec<_>>().join(", ")
+                );
+                let (tiling, tiles, insns) = match &a.report {
+                    LayerReport::Compiled(layers) => {
+                        let info = &layers[0];
+                        let t = match &info.tiling {
+                            Some(t) => format!(
+                                "{}x{}x{}x{}x{} {}",
+                                t.tco,
+                                t.tci,
+                                t.th,
+                                t.tw,
+                                t.tn,
+                                match t.order {
+                                    backend::LoopOrder::CoOuter => "co-outer",
+                                    backend::LoopOrder::SpatialOuter => "spatial-outer",
+                                }
+                            ),
+                            None => "(ALU)".to_string(),
+                        };
+                        (t, info.tiles.to_string(), info.insns.to_string())
+                    }
+                    LayerReport::Refused(r) => (format!("CPU: {r}"), "-".into(), "-".into()),
+                };
+                [
+                    a.step.to_string(),
+                    a.name.clone(),
+                    a.kind.clone(),
+                    io,
+                    tiling,
+                    tiles,
+                    insns,
+                ]
+            })
+            .collect();
+        let head = ["step", "layer", "kind", "shape", "tiling", "tiles", "insns"];
+        let w: Vec<usize> = (0..7)
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r[i].len())
+                    .max()
+                    .unwrap_or(0)
+                    .max(head[i].len())
+            })
+            .collect();
+        let line = |r: [&str; 7]| {
+            format!(
+                "  {:>w0$}  {:w1$}  {:w2$}  {:w3$}  {:w4$}  {:>w5$}  {:>w6$}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                w0 = w[0],
+                w1 = w[1],
+                w2 = w[2],
+                w3 = w[3],
+                w4 = w[4],
+                w5 = w[5],
+                w6 = w[6]
+            )
+            .trim_end()
+            .to_string()
+        };
+        let _ = writeln!(s, "{}", line(head));
+        for r in &rows {
+            let _ = writeln!(
+                s,
+                "{}",
+                line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]].map(|x| x.as_str()))
+            );
+        }
+        s
+    }
+}

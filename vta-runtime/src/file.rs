@@ -1,0 +1,395 @@
+//! The compiled-model file: writer and reader. A compiled model is an executable artifact: the
+//! file holds everything a run needs (the plan with its constants and CPU steps, every device
+//! program with the packed weights in its DRAM segments, the layouts of the tensors they read
+//! and write, the input and output quantization), so loading runs neither the ONNX importer nor
+//! the quantizer.
+//!
+//! # Format version 2
+//!
+//! One little-endian binary file (by convention `.vtab`, like program containers; the magic
+//! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
+//!
+//! | size | field |
+//! |---|---|
+//! | 8 | magic `VTAMODEL` |
+//! | 4 | `u32` format version, `2` |
+//! | 8 | `u64` length of the whole file in bytes |
+//! | str | config string ([`HwConfig::config_string`]) |
+//! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
+//! | str | config JSON ([`HwConfig::to_json`]) |
+//! | 8 | `u64` body length `B` |
+//! | B | the body: the [postcard](https://postcard.jamesmunns.com/wire-format) 1.x encoding of [`Body`] |
+//! | 8 | `u64` FNV-1a checksum of every byte before it |
+//!
+//! The body is the model's [`Plan`] (values with their facts, quantization and constant
+//! tensors; steps with their quantized layers and CPU ops, every field as the Rust types
+//! declare it, in declaration order) and one [`StoredStep`] per accelerator step: the back end's
+//! reason for running it on the CPU, or its program as an `isa::container` (`VTAPROG`) with the
+//! layouts of its input and output segments.
+//!
+//! A reader checks, in order: the magic, the version (newer versions are refused before
+//! anything else is read; version 1 files, which stored the ONNX model and rebuilt the plan at
+//! load, are refused with a request to recompile), the length (a shorter file is truncated, a
+//! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
+//! one and, with a selected config, that config's ISA), the body's encoding, every program
+//! container (`isa::container::read_for`) and its segments against their layouts, and the plan
+//! itself ([`Plan::validate`], accelerator steps matching the plan). Every failure is an error
+//! naming what is wrong; no input makes it panic.
+
+use isa::container::{self, fnv1a};
+use isa::HwConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{AccelStep, Model, Placement};
+use crate::plan::{Plan, StepKind};
+use crate::program::{DeviceProgram, TensorSegment};
+
+/// The first 8 bytes of every compiled-model file.
+pub const MAGIC: [u8; 8] = *b"VTAMODEL";
+
+/// The format version this toolkit writes, and the newest it reads.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Bytes before the config string: magic, version, length.
+const HEAD: usize = 20;
+
+/// Why a compiled-model file cannot be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("the file is empty: not a compiled model")]
+    Empty,
+    #[error(
+        "not a compiled model (the file does not start with the magic bytes \"VTAMODEL\"){hint}"
+    )]
+    NotModel { hint: &'static str },
+    #[error("format version {found} is newer than this toolkit's {supported}; upgrade vta")]
+    NewerVersion { found: u32, supported: u32 },
+    #[error(
+        "format version 1 (a model compiled by an older vta, which stored the ONNX model and \
+         rebuilt the plan at load) is no longer read: recompile the model with `vta compile`"
+    )]
+    Version1,
+    #[error(
+        "format version {0} is not a valid version (versions start at 1); the file is corrupted"
+    )]
+    BadVersion(u32),
+    #[error(
+        "truncated: the file has {got} bytes but its header says {expected}; the file is \
+         incomplete (an interrupted copy or download?)"
+    )]
+    Truncated { got: u64, expected: u64 },
+    #[error("{extra} bytes after the end of the model; the file is corrupted")]
+    TrailingBytes { extra: u64 },
+    #[error(
+        "checksum mismatch (stored {stored:016x}, computed {computed:016x}): the file is corrupted"
+    )]
+    Checksum { stored: u64, computed: u64 },
+    #[error("malformed compiled model: {0}")]
+    Malformed(String),
+    #[error("the embedded config is invalid: {0}")]
+    Config(String),
+    #[error(
+        "the stored ISA hash {stored:016x} is not the hash of the embedded config {config} \
+         ({hash:016x}); the file is inconsistent"
+    )]
+    HashMismatch {
+        stored: u64,
+        config: String,
+        hash: u64,
+    },
+    #[error(
+        "the model was compiled for config {model} but the selected config is {selected}; \
+         recompile it with `vta compile --config ...` for {selected}, or run it with the config \
+         it was compiled for"
+    )]
+    WrongConfig { model: String, selected: String },
+    #[error("the program of step {step}: {problem}")]
+    Program { step: usize, problem: String },
+    #[error("the model is too large for the file format ({0})")]
+    TooLarge(String),
+}
+
+/// The body of the file (see the module documentation).
+#[derive(Serialize, Deserialize)]
+pub struct Body {
+    /// The model file it was compiled from, for messages.
+    pub source: String,
+    pub plan: Plan,
+    pub accel: Vec<StoredStep>,
+}
+
+/// One accelerator step as stored.
+#[derive(Serialize, Deserialize)]
+pub struct StoredStep {
+    /// Index in [`Plan::steps`].
+    pub step: usize,
+    pub placement: StoredPlacement,
+}
+
+/// How an accelerator step runs, as stored.
+#[derive(Serialize, Deserialize)]
+pub enum StoredPlacement {
+    /// The back end refused the layer: its reason; the step runs on the CPU.
+    Refused(String),
+    /// The step's device program.
+    Program {
+        inputs: Vec<TensorSegment>,
+        outputs: Vec<TensorSegment>,
+        /// The program as an `isa::container` (`VTAPROG`).
+        container: Vec<u8>,
+    },
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str, what: &str) -> Result<(), FileError> {
+    let n = u32::try_from(s.len()).map_err(|_| FileError::TooLarge(what.into()))?;
+    out.extend(n.to_le_bytes());
+    out.extend(s.as_bytes());
+    Ok(())
+}
+
+/// Writes `m` in the compiled-model format.
+pub fn write(m: &Model) -> Result<Vec<u8>, FileError> {
+    let accel = m
+        .accel
+        .iter()
+        .map(|a| {
+            let placement = match &a.placement {
+                Placement::Refused(r) => StoredPlacement::Refused(r.clone()),
+                Placement::Program(p) => StoredPlacement::Program {
+                    inputs: p.inputs.clone(),
+                    outputs: p.outputs.clone(),
+                    container: container::write(&p.program).map_err(|e| FileError::Program {
+                        step: a.step,
+                        problem: e.to_string(),
+                    })?,
+                },
+            };
+            Ok(StoredStep {
+                step: a.step,
+                placement,
+            })
+        })
+        .collect::<Result<Vec<_>, FileError>>()?;
+    let body = Body {
+        source: m.source.clone(),
+        plan: m.plan.clone(),
+        accel,
+    };
+    let body = postcard::to_stdvec(&body).map_err(|e| FileError::TooLarge(e.to_string()))?;
+    let mut out = Vec::with_capacity(body.len() + 4096);
+    out.extend(MAGIC);
+    out.extend(FORMAT_VERSION.to_le_bytes());
+    out.extend([0u8; 8]); // the length, once known
+    put_str(&mut out, &m.config.config_string(), "config string")?;
+    out.extend(m.config.isa_hash().to_le_bytes());
+    put_str(&mut out, &m.config.to_json(), "config JSON")?;
+    out.extend((body.len() as u64).to_le_bytes());
+    out.extend(&body);
+    let len = out.len() as u64 + 8;
+    out[12..20].copy_from_slice(&len.to_le_bytes());
+    let sum = fnv1a(&out);
+    out.extend(sum.to_le_bytes());
+    Ok(out)
+}
+
+/// A cursor over the checked part of a file.
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], FileError> {
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| self.pos.checked_add(n))
+            .filter(|&e| e <= self.b.len())
+            .ok_or_else(|| {
+                FileError::Malformed(format!("{what} at byte {} runs past the end", self.pos))
+            })?;
+        let s = &self.b[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u64(&mut self, what: &str) -> Result<u64, FileError> {
+        Ok(u64::from_le_bytes(
+            self.take(8, what)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn str(&mut self, what: &str) -> Result<String, FileError> {
+        let n = u32::from_le_bytes(self.take(4, what)?.try_into().expect("4 bytes"));
+        let b = self.take(u64::from(n), what)?;
+        String::from_utf8(b.to_vec())
+            .map_err(|_| FileError::Malformed(format!("{what} is not UTF-8")))
+    }
+}
+
+fn not_model(bytes: &[u8]) -> FileError {
+    if bytes.is_empty() {
+        return FileError::Empty;
+    }
+    let hint = if container::is_container(bytes) {
+        " but it is a program container (VTAPROG): run it with `vta sim`"
+    } else if bytes.len() > 4 && bytes[0] == 0x08 {
+        " (it looks like an ONNX model: compile it with `vta compile` first)"
+    } else {
+        ""
+    };
+    FileError::NotModel { hint }
+}
+
+/// Checks the header, length and checksum; returns the checked bytes (without the checksum).
+fn checked(bytes: &[u8]) -> Result<&[u8], FileError> {
+    if !bytes.starts_with(&MAGIC) {
+        return Err(not_model(bytes));
+    }
+    let got = bytes.len() as u64;
+    let word = |at: usize, n: usize| bytes.get(at..at + n);
+    let Some(v) = word(8, 4) else {
+        return Err(FileError::Truncated {
+            got,
+            expected: HEAD as u64,
+        });
+    };
+    let version = u32::from_le_bytes(v.try_into().expect("4 bytes"));
+    match version {
+        0 => return Err(FileError::BadVersion(0)),
+        1 => return Err(FileError::Version1),
+        v if v > FORMAT_VERSION => {
+            return Err(FileError::NewerVersion {
+                found: v,
+                supported: FORMAT_VERSION,
+            })
+        }
+        _ => {}
+    }
+    let Some(l) = word(12, 8) else {
+        return Err(FileError::Truncated {
+            got,
+            expected: HEAD as u64,
+        });
+    };
+    let expected = u64::from_le_bytes(l.try_into().expect("8 bytes"));
+    if got < expected {
+        return Err(FileError::Truncated { got, expected });
+    }
+    if got > expected {
+        return Err(FileError::TrailingBytes {
+            extra: got - expected,
+        });
+    }
+    if got < HEAD as u64 + 8 {
+        return Err(FileError::Malformed(format!(
+            "a length of {got} bytes leaves no room for the model"
+        )));
+    }
+    let (body, sum) = bytes.split_at(bytes.len() - 8);
+    let stored = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
+    let computed = fnv1a(body);
+    if stored != computed {
+        return Err(FileError::Checksum { stored, computed });
+    }
+    Ok(body)
+}
+
+/// Reads a compiled-model file; with `select`, the model runs on that config (which must have
+/// the same ISA), else on its own.
+pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError> {
+    let body = checked(bytes)?;
+    let mut r = Cursor { b: body, pos: HEAD };
+    let config_string = r.str("the config string")?;
+    let hash = r.u64("the ISA hash")?;
+    let json = r.str("the config JSON")?;
+    let cfg = HwConfig::from_json_str(&json, "the embedded config")
+        .map_err(|e| FileError::Config(e.to_string()))?;
+    if cfg.isa_hash() != hash {
+        return Err(FileError::HashMismatch {
+            stored: hash,
+            config: format!(
+                "{} (the file names it {config_string})",
+                cfg.config_string()
+            ),
+            hash: cfg.isa_hash(),
+        });
+    }
+    let cfg = match select {
+        Some(sel) if sel.isa_hash() != cfg.isa_hash() => {
+            return Err(FileError::WrongConfig {
+                model: cfg.config_string(),
+                selected: sel.config_string(),
+            })
+        }
+        Some(sel) => sel.clone(),
+        None => cfg,
+    };
+    let n = r.u64("the body length")?;
+    let encoded = r.take(n, "the body")?;
+    if r.pos != body.len() {
+        return Err(FileError::Malformed(format!(
+            "{} bytes between the body and the checksum",
+            body.len() - r.pos
+        )));
+    }
+    let body: Body = postcard::from_bytes(encoded)
+        .map_err(|e| FileError::Malformed(format!("the body does not decode: {e}")))?;
+    body.plan.validate().map_err(FileError::Malformed)?;
+    let accel = accel_steps(&cfg, &body.plan, body.accel)?;
+    Ok(Model {
+        config: cfg,
+        source: body.source,
+        plan: body.plan,
+        accel,
+    })
+}
+
+/// The stored accelerator steps, checked against the plan and the config.
+fn accel_steps(
+    cfg: &HwConfig,
+    plan: &Plan,
+    stored: Vec<StoredStep>,
+) -> Result<Vec<AccelStep>, FileError> {
+    let want: Vec<usize> = (0..plan.steps.len())
+        .filter(|&k| matches!(plan.steps[k].kind, StepKind::Accel(_)))
+        .collect();
+    let have: Vec<usize> = stored.iter().map(|s| s.step).collect();
+    if want != have {
+        return Err(FileError::Malformed(format!(
+            "the plan has accelerator steps {want:?}, the file has programs for {have:?}"
+        )));
+    }
+    stored
+        .into_iter()
+        .map(|s| {
+            let step = s.step;
+            let bad = |problem: String| FileError::Program { step, problem };
+            let placement = match s.placement {
+                StoredPlacement::Refused(r) => Placement::Refused(r),
+                StoredPlacement::Program {
+                    inputs,
+                    outputs,
+                    container,
+                } => {
+                    let program =
+                        container::read_for(&container, cfg).map_err(|e| bad(e.to_string()))?;
+                    let st = &plan.steps[step];
+                    if inputs.len() != st.inputs.len() || outputs.len() != 1 {
+                        return Err(bad(format!(
+                            "{} inputs and {} outputs for a step of {} inputs and one output",
+                            inputs.len(),
+                            outputs.len(),
+                            st.inputs.len()
+                        )));
+                    }
+                    let p = DeviceProgram {
+                        program,
+                        inputs,
+                        outputs,
+                    };
+                    p.check_segments().map_err(bad)?;
+                    Placement::Program(Box::new(p))
+                }
+            };
+            Ok(AccelStep { step, placement })
+        })
+        .collect()
+}

@@ -1,0 +1,122 @@
+//! Device programs of a compiled model: an instruction stream with its DRAM segments, and the
+//! packed tensors it reads and writes. Running one packs its inputs on the host, runs it on a
+//! device of the HAL and unpacks its outputs.
+
+use drivers::{run_program, Device, RunReport, RunTimeout};
+use isa::Program;
+use ndarray::{Array4, ArrayView4};
+
+use crate::layout::ActLayout;
+
+/// A packed tensor in the program's DRAM: its segment and layout.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TensorSegment {
+    /// Segment name in [`DeviceProgram::program`].
+    pub name: String,
+    pub layout: ActLayout,
+}
+
+/// An accelerator program: one layer or a chain of layers.
+#[derive(Debug, Clone)]
+pub struct DeviceProgram {
+    /// Instructions and DRAM segments: packed inputs (role input), weights and constants
+    /// (initialized), intermediate activations, packed outputs (role output), micro-ops.
+    pub program: Program,
+    /// Input tensors, in the order [`DeviceProgram::run_all`] takes them.
+    pub inputs: Vec<TensorSegment>,
+    /// Output tensors, in the order [`DeviceProgram::run_all`] returns them.
+    pub outputs: Vec<TensorSegment>,
+}
+
+/// Why a device program did not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the program takes {expected} input tensors, {got} given")]
+    InputCount { expected: usize, got: usize },
+    #[error("input '{name}' has shape {got:?}; the program was compiled for {expected:?}")]
+    InputShape {
+        name: String,
+        expected: [usize; 4],
+        got: Vec<usize>,
+    },
+    #[error(transparent)]
+    Device(#[from] drivers::DeviceError),
+    #[error("the run returned no output segment '{0}'")]
+    MissingOutput(String),
+}
+
+impl DeviceProgram {
+    /// Packs `inputs` (NCHW int8, one per [`DeviceProgram::inputs`]), runs the program on
+    /// `dev` and unpacks every output; also returns the device's report (counters, time).
+    pub fn run_all(
+        &self,
+        dev: &mut dyn Device,
+        inputs: &[ArrayView4<i8>],
+        timeout: RunTimeout,
+    ) -> Result<(Vec<Array4<i8>>, RunReport), RunError> {
+        if inputs.len() != self.inputs.len() {
+            return Err(RunError::InputCount {
+                expected: self.inputs.len(),
+                got: inputs.len(),
+            });
+        }
+        let mut data = Vec::with_capacity(inputs.len());
+        for (x, seg) in inputs.iter().zip(&self.inputs) {
+            if x.shape() != seg.layout.shape {
+                return Err(RunError::InputShape {
+                    name: seg.name.clone(),
+                    expected: seg.layout.shape,
+                    got: x.shape().to_vec(),
+                });
+            }
+            data.push((seg.name.clone(), seg.layout.pack(x.view())));
+        }
+        let run = run_program(dev, &self.program, &data, timeout)?;
+        let outs = self
+            .outputs
+            .iter()
+            .map(|seg| {
+                run.output(&seg.name)
+                    .map(|bytes| seg.layout.unpack(bytes))
+                    .ok_or_else(|| RunError::MissingOutput(seg.name.clone()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((outs, run.report))
+    }
+
+    /// Checks that every tensor segment exists in the program with the size its layout
+    /// needs (a program read from a file is checked before it runs).
+    pub fn check_segments(&self) -> Result<(), String> {
+        for (what, segs) in [("input", &self.inputs), ("output", &self.outputs)] {
+            for s in segs.iter() {
+                let l = &s.layout;
+                if l.batch == 0 || l.block == 0 || l.shape.contains(&0) {
+                    return Err(format!("{what} '{}' has an empty layout {l:?}", s.name));
+                }
+                let seg = self.program.segment(&s.name).ok_or_else(|| {
+                    format!("{what} '{}' is not a segment of the program", s.name)
+                })?;
+                let [n, c, h, w] = l.shape;
+                let need = [
+                    n.div_ceil(l.batch),
+                    c.div_ceil(l.block),
+                    h,
+                    w,
+                    l.batch,
+                    l.block,
+                ]
+                .iter()
+                .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+                let have = seg.size();
+                if need != Some(have) {
+                    let need = need.map_or("more than 2^64".into(), |b| b.to_string());
+                    return Err(format!(
+                        "{what} '{}' needs {need} bytes in its layout, the segment has {have}",
+                        s.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
