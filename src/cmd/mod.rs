@@ -6,6 +6,7 @@ pub mod compile;
 pub mod config;
 pub mod demo;
 pub mod disasm;
+pub mod bitstream;
 pub mod hw;
 pub mod run;
 pub mod sim;
