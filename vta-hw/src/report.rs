@@ -177,9 +177,9 @@ pub enum ReportError {
     /// yosys' `stat -json` output was not what it should be.
     #[error("cannot read yosys' statistics: {0}")]
     Stat(String),
-    /// A work path yosys' script language cannot quote.
-    #[error("the work path {0} contains a double quote or a newline; choose another --work-dir")]
-    Path(String),
+    /// A top or family name that is not a plain identifier.
+    #[error("top module and family must be plain identifiers, got {0}")]
+    Name(String),
     /// A work file could not be written or read.
     #[error("{what} {path}: {source}")]
     Io {
@@ -227,25 +227,22 @@ pub fn synthesize(
     let src = work_dir.join(format!("{top}.v"));
     std::fs::write(&src, verilog).map_err(io("writing", &src))?;
     let stat = work_dir.join("stat.json");
-    let log = work_dir.join("yosys.log");
-    let quoted = |p: &Path| {
-        let s = p.display().to_string();
-        if s.contains('"') || s.contains('\n') {
-            Err(ReportError::Path(s))
-        } else {
-            Ok(format!("\"{s}\""))
-        }
-    };
+    // yosys runs in the work directory and its script names only the two file names, so no
+    // path (spaces, quotes, semicolons) ever reaches yosys' command parser. `tee -o` takes
+    // quotes literally, so quoting would not do.
     let script = format!(
-        "read_verilog {src}; synth_xilinx -family {family} -top {top} -flatten; \
-         tee -q -o {stat} stat -json",
-        src = quoted(&src)?,
-        stat = quoted(&stat)?
+        "read_verilog {top}.v; synth_xilinx -family {family} -top {top} -flatten; \
+         tee -q -o stat.json stat -json"
     );
+    if !top.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || !family.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(ReportError::Name(format!("{top} / {family}")));
+    }
     let t = Instant::now();
     let mut child = Command::new("yosys")
-        .arg("-l")
-        .arg(&log)
+        .current_dir(work_dir)
+        .args(["-l", "yosys.log"])
         .arg("-p")
         .arg(&script)
         .stdout(Stdio::piped())
