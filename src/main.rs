@@ -47,8 +47,7 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Write a reference network (ResNet-18) as an ONNX model
     Zoo(cmd::zoo::ZooArgs),
-    /// Generate the accelerator's Verilog, estimate its FPGA resources, or write a Vivado
-    /// project for a Zynq board
+    /// Generate the accelerator's Verilog, estimate its resources, or write a Zynq Vivado project
     #[command(subcommand)]
     Hw(cmd::hw::HwCmd),
     /// Compile the embedded trained digits CNN, run its test digits, check and report accuracy
