@@ -33,7 +33,16 @@ fn a_config_too_big_for_the_part_is_refused_before_any_tool() {
     std::fs::write(dir.join("big.json"), TOO_BIG).unwrap();
     let e = fails(vta_at(
         &dir,
-        &["hw", "bitstream", "--board", "pynq-z1", "--config", "big.json", "-o", "out"],
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "pynq-z1",
+            "--config",
+            "big.json",
+            "-o",
+            "out",
+        ],
     ));
     assert!(
         e.contains("does not fit xc7z020clg400-1")
@@ -51,10 +60,19 @@ fn a_config_too_big_for_the_part_is_refused_before_any_tool() {
 #[test]
 fn bad_board_and_clock_are_named() {
     let dir = scratch("bitstream_bad_board");
-    let e = fails(vta_at(&dir, &["hw", "bitstream", "--board", "zedboard", "-o", "out"]));
-    assert!(e.contains("unknown board 'zedboard'") && e.contains("pynq-z2"), "{e}");
+    let e = fails(vta_at(
+        &dir,
+        &["hw", "bitstream", "--board", "zedboard", "-o", "out"],
+    ));
+    assert!(
+        e.contains("unknown board 'zedboard'") && e.contains("pynq-z2"),
+        "{e}"
+    );
     std::fs::write(dir.join("b.json"), "{\"name\": \"x\"}").unwrap();
-    let e = fails(vta_at(&dir, &["hw", "bitstream", "--board", "b.json", "-o", "out"]));
+    let e = fails(vta_at(
+        &dir,
+        &["hw", "bitstream", "--board", "b.json", "-o", "out"],
+    ));
     assert!(e.contains("b.json") && e.contains("missing field"), "{e}");
     std::fs::write(
         dir.join("fast.json"),
@@ -65,7 +83,16 @@ fn bad_board_and_clock_are_named() {
     .unwrap();
     let e = fails(vta_at(
         &dir,
-        &["hw", "bitstream", "--board", "pynq-z2", "--config", "fast.json", "-o", "out"],
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "pynq-z2",
+            "--config",
+            "fast.json",
+            "-o",
+            "out",
+        ],
     ));
     assert!(e.contains("CLOCK_MHZ 400") && e.contains("250 MHz"), "{e}");
 }
@@ -75,10 +102,16 @@ fn bad_board_and_clock_are_named() {
 #[test]
 fn every_board_gets_a_project_the_stub_accepts() {
     let dir = scratch("bitstream_boards");
-    let report = ok(vta_at(&dir, &["hw", "report", "--config", "small", "--json"]));
+    let report = ok(vta_at(
+        &dir,
+        &["hw", "report", "--config", "small", "--json"],
+    ));
     std::fs::write(dir.join("small.json"), &report).unwrap();
     let v: serde_json::Value = serde_json::from_str(&report).unwrap();
-    assert!(v["luts"].as_u64().unwrap() > 0 && v["rtl_hash"].is_string(), "{report}");
+    assert!(
+        v["luts"].as_u64().unwrap() > 0 && v["rtl_hash"].is_string(),
+        "{report}"
+    );
 
     // A user's board: PYNQ-Z2 with the coherent ACP port, from a file.
     let z2 = std::fs::read_to_string(
@@ -93,16 +126,35 @@ fn every_board_gets_a_project_the_stub_accepts() {
     std::fs::write(dir.join("pynq-z2-acp.json"), acp).unwrap();
 
     let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("bitstreams/tests/vivado_stub.tcl");
-    for board in ["pynq-z1", "pynq-z2", "ultra96-v2", "zcu104", "kv260", "pynq-z2-acp.json"] {
+    for board in [
+        "pynq-z1",
+        "pynq-z2",
+        "ultra96-v2",
+        "zcu104",
+        "kv260",
+        "pynq-z2-acp.json",
+    ] {
         let out = format!("proj-{board}");
         let text = ok(vta_at(
             &dir,
             &[
-                "hw", "bitstream", "--board", board, "--config", "small", "--estimate",
-                "small.json", "-o", &out, "--run",
+                "hw",
+                "bitstream",
+                "--board",
+                board,
+                "--config",
+                "small",
+                "--estimate",
+                "small.json",
+                "-o",
+                &out,
+                "--run",
             ],
         ));
-        assert!(text.contains("fit pre-check") && text.contains("LUT"), "{text}");
+        assert!(
+            text.contains("fit pre-check") && text.contains("LUT"),
+            "{text}"
+        );
         assert!(
             text.contains("vivado is not on the PATH")
                 && text.contains("vivado -mode batch -source build.tcl"),
@@ -123,7 +175,10 @@ fn every_board_gets_a_project_the_stub_accepts() {
             String::from_utf8_lossy(&run.stdout),
             String::from_utf8_lossy(&run.stderr)
         );
-        assert!(run.status.success() && log.contains("vivado-stub: OK"), "{board}: {log}");
+        assert!(
+            run.status.success() && log.contains("vivado-stub: OK"),
+            "{board}: {log}"
+        );
         let lint = Command::new("verilator")
             .args(["--lint-only", "-Wall", "--top-module", "vta_shell"])
             .arg(project.join("rtl/vta_shell.v"))
@@ -145,7 +200,16 @@ fn every_board_gets_a_project_the_stub_accepts() {
     // An estimate of other RTL is refused.
     let e = fails(vta_at(
         &dir,
-        &["hw", "bitstream", "--board", "kv260", "--estimate", "small.json", "-o", "x"],
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "kv260",
+            "--estimate",
+            "small.json",
+            "-o",
+            "x",
+        ],
     ));
     assert!(e.contains("estimates other RTL"), "{e}");
 }
@@ -162,7 +226,15 @@ fn vivado_builds_pynq_z2_with_positive_slack() {
     let dir = scratch("bitstream_vivado");
     let text = ok(vta_at(
         &dir,
-        &["hw", "bitstream", "--board", "pynq-z2", "-o", "proj", "--run"],
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "pynq-z2",
+            "-o",
+            "proj",
+            "--run",
+        ],
     ));
     assert!(text.contains("worst negative slack"), "{text}");
     let m: serde_json::Value = serde_json::from_str(

@@ -81,10 +81,7 @@ fn report_lists_resources_against_the_part() {
     assert!(text.contains("53200"), "{text}");
     insta::assert_snapshot!("help_hw_verilog", ok(vta(&["hw", "verilog", "--help"])));
     insta::assert_snapshot!("help_hw_report", ok(vta(&["hw", "report", "--help"])));
-    insta::assert_snapshot!(
-        "help_hw_bitstream",
-        ok(vta(&["hw", "bitstream", "--help"]))
-    );
+    insta::assert_snapshot!("help_hw_bitstream", ok(vta(&["hw", "bitstream", "--help"])));
 }
 
 /// The fit requirement, as a gate: VTA's default config fits the PYNQ's Zynq-7020 with

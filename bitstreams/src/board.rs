@@ -112,7 +112,9 @@ pub enum BoardError {
         path: String,
         source: std::io::Error,
     },
-    #[error("board file {path} is not valid: {source} (see README \"Adding a board\" for the fields)")]
+    #[error(
+        "board file {path} is not valid: {source} (see README \"Adding a board\" for the fields)"
+    )]
     Parse {
         path: String,
         source: serde_json::Error,
@@ -196,7 +198,13 @@ pub fn parse(text: &str, path: &str) -> Result<Board, BoardError> {
         ));
     }
     let ports: &[&str] = match b.ps {
-        PsKind::Ps7 => &["S_AXI_HP0", "S_AXI_HP1", "S_AXI_HP2", "S_AXI_HP3", "S_AXI_ACP"],
+        PsKind::Ps7 => &[
+            "S_AXI_HP0",
+            "S_AXI_HP1",
+            "S_AXI_HP2",
+            "S_AXI_HP3",
+            "S_AXI_ACP",
+        ],
         PsKind::Ps8 => &[
             "S_AXI_HP0_FPD",
             "S_AXI_HP1_FPD",
@@ -245,10 +253,7 @@ pub fn parse(text: &str, path: &str) -> Result<Board, BoardError> {
     if !["xc7", "xcup", "xcu"].contains(&b.resources.yosys_family.as_str()) {
         return Err(bad(
             "resources.yosys_family",
-            format!(
-                "'{}' is not xc7, xcu or xcup",
-                b.resources.yosys_family
-            ),
+            format!("'{}' is not xc7, xcu or xcup", b.resources.yosys_family),
         ));
     }
     let r = &b.resources;
@@ -320,17 +325,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("control.base") && e.contains("aligned"), "{e}");
-        let e = parse(&good.replace("\"S_AXI_HP0\"", "\"S_AXI_HP0_FPD\""), "x.json")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            &good.replace("\"S_AXI_HP0\"", "\"S_AXI_HP0_FPD\""),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("data.port"), "{e}");
         let e = parse(&good.replace("\"luts\"", "\"lutz\""), "x.json")
             .unwrap_err()
             .to_string();
         assert!(e.contains("lutz"), "{e}");
-        let e = parse(&good.replace("\"name\": \"pynq-z1\"", "\"name\": \"a b\""), "x.json")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            &good.replace("\"name\": \"pynq-z1\"", "\"name\": \"a b\""),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("name"), "{e}");
     }
 

@@ -74,7 +74,7 @@ fn fmt(v: f64) -> String {
 
 /// Every resource of `e` against `r`; the first one over the part is an error naming it and
 /// the margin.
-pub fn check(e: &Estimate, r: &Resources, part: &str) -> Result<Vec<Usage>, DoesNotFit> {
+pub fn check(e: &Estimate, r: &Resources, part: &str) -> Result<Vec<Usage>, Box<DoesNotFit>> {
     let rows = vec![
         Usage {
             resource: "LUT",
@@ -103,7 +103,7 @@ pub fn check(e: &Estimate, r: &Resources, part: &str) -> Result<Vec<Usage>, Does
         },
     ];
     if let Some(u) = rows.iter().find(|u| u.used > u.available as f64) {
-        return Err(DoesNotFit {
+        return Err(Box::new(DoesNotFit {
             part: part.into(),
             resource: u.resource,
             used: fmt(u.used),
@@ -111,7 +111,7 @@ pub fn check(e: &Estimate, r: &Resources, part: &str) -> Result<Vec<Usage>, Does
             over: fmt(u.used - u.available as f64),
             percent: u.percent(),
             estimate: e.source.clone(),
-        });
+        }));
     }
     Ok(rows)
 }
@@ -197,12 +197,17 @@ mod tests {
         e.bram36 = 150.5;
         let err = check(&e, &z1.resources, &z1.part).unwrap_err().to_string();
         assert!(
-            err.contains("BRAM36 needs 150.5") && err.contains("has 140") && err.contains("10.5 over"),
+            err.contains("BRAM36 needs 150.5")
+                && err.contains("has 140")
+                && err.contains("10.5 over"),
             "{err}"
         );
         e.bram36 = 1.0;
         e.dsps = 221;
         let err = check(&e, &z1.resources, &z1.part).unwrap_err().to_string();
-        assert!(err.contains("DSP needs 221") && err.contains("1 over"), "{err}");
+        assert!(
+            err.contains("DSP needs 221") && err.contains("1 over"),
+            "{err}"
+        );
     }
 }

@@ -92,8 +92,16 @@ pub fn parse(text: &str) -> Result<Hwh, HwhError> {
                 let instance = n.attribute("INSTANCE").unwrap_or("");
                 let range = Range {
                     instance: instance.into(),
-                    base: hex(instance, "BASEVALUE", n.attribute("BASEVALUE").unwrap_or(""))?,
-                    high: hex(instance, "HIGHVALUE", n.attribute("HIGHVALUE").unwrap_or(""))?,
+                    base: hex(
+                        instance,
+                        "BASEVALUE",
+                        n.attribute("BASEVALUE").unwrap_or(""),
+                    )?,
+                    high: hex(
+                        instance,
+                        "HIGHVALUE",
+                        n.attribute("HIGHVALUE").unwrap_or(""),
+                    )?,
                     master_interface: n.attribute("MASTERBUSINTERFACE").unwrap_or("").into(),
                     memtype: n.attribute("MEMTYPE").unwrap_or("").into(),
                 };
@@ -139,10 +147,15 @@ mod tests {
     #[test]
     fn bad_input_is_named() {
         assert!(matches!(parse("<a>"), Err(HwhError::Xml(_))));
-        assert!(parse("<PROJECT/>").unwrap_err().to_string().contains("EDKSYSTEM"));
-        let e = parse(r#"<EDKSYSTEM><MEMRANGE INSTANCE="x" BASEVALUE="12" HIGHVALUE="0x1"/></EDKSYSTEM>"#)
+        assert!(parse("<PROJECT/>")
             .unwrap_err()
-            .to_string();
+            .to_string()
+            .contains("EDKSYSTEM"));
+        let e = parse(
+            r#"<EDKSYSTEM><MEMRANGE INSTANCE="x" BASEVALUE="12" HIGHVALUE="0x1"/></EDKSYSTEM>"#,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("x") && e.contains("BASEVALUE"), "{e}");
     }
 }

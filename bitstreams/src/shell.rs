@@ -58,9 +58,9 @@ pub fn top_ports(manifest_json: &str) -> Result<Vec<Port>, ShellError> {
 /// AXI4 master signals the shell exposes (upper-case = the interface's logical name).
 const MEM: &[&str] = &[
     "awaddr", "awlen", "awsize", "awburst", "awcache", "awprot", "awvalid", "awready", "wdata",
-    "wstrb", "wlast", "wvalid", "wready", "bresp", "bvalid", "bready", "araddr", "arlen",
-    "arsize", "arburst", "arcache", "arprot", "arvalid", "arready", "rdata", "rresp", "rlast",
-    "rvalid", "rready",
+    "wstrb", "wlast", "wvalid", "wready", "bresp", "bvalid", "bready", "araddr", "arlen", "arsize",
+    "arburst", "arcache", "arprot", "arvalid", "arready", "rdata", "rresp", "rlast", "rvalid",
+    "rready",
 ];
 
 /// AXI4-Lite slave signals.
@@ -170,7 +170,10 @@ pub fn verilog(ports: &[Port], spec: &ShellSpec) -> Result<String, ShellError> {
         );
     }
     let _ = writeln!(v, "  vta_top u_vta (");
-    let mut conns = vec!["    .ap_clk(ap_clk)".to_string(), "    .ap_rst_n(ap_rst_n)".into()];
+    let mut conns = vec![
+        "    .ap_clk(ap_clk)".to_string(),
+        "    .ap_rst_n(ap_rst_n)".into(),
+    ];
     let mut open = vec![];
     for p in ports {
         let n = &p.name;

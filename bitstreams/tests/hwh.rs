@@ -5,8 +5,8 @@ use std::path::Path;
 
 #[test]
 fn reads_the_pynq_z2_resizer_overlay() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/pynq-z2-resizer.hwh");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/pynq-z2-resizer.hwh");
     let Ok(text) = std::fs::read_to_string(&path) else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -14,11 +14,17 @@ fn reads_the_pynq_z2_resizer_overlay() {
                 path.display()
             );
         }
-        eprintln!("note: {} is absent; skipping the real-.hwh test", path.display());
+        eprintln!(
+            "note: {} is absent; skipping the real-.hwh test",
+            path.display()
+        );
         return;
     };
     let h = bitstreams::hwh::parse(&text).unwrap();
-    assert_eq!(h.registers("resize_accel_0"), Some((0x43C0_0000, 0x43C0_FFFF)));
+    assert_eq!(
+        h.registers("resize_accel_0"),
+        Some((0x43C0_0000, 0x43C0_FFFF))
+    );
     assert_eq!(h.registers("axi_dma_0"), Some((0x4040_0000, 0x4040_FFFF)));
     assert_eq!(h.clock_hz("resize_accel_0"), Some(100_000_000));
     assert_eq!(

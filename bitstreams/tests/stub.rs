@@ -70,7 +70,13 @@ fn every_board_builds_under_the_stub() {
         // the snapshot pins.
         let redacted: String = tcl
             .lines()
-            .map(|l| if l.starts_with("set rtl_hash") { "set rtl_hash      <rtl hash>" } else { l })
+            .map(|l| {
+                if l.starts_with("set rtl_hash") {
+                    "set rtl_hash      <rtl hash>"
+                } else {
+                    l
+                }
+            })
             .collect::<Vec<_>>()
             .join("\n");
         insta::assert_snapshot!(format!("build_tcl_{}", b.name), redacted);
@@ -117,10 +123,19 @@ fn config_clock_reaches_constraints_and_block_design() {
     let b = board::load("zcu104").unwrap();
     let dir = make_project(&b, &cfg, "stub_clock150");
     let xdc = std::fs::read_to_string(dir.join("constraints/clock.xdc")).unwrap();
-    assert!(xdc.contains("-period 6.667") && xdc.contains("PS8_i/PLCLK"), "{xdc}");
+    assert!(
+        xdc.contains("-period 6.667") && xdc.contains("PS8_i/PLCLK"),
+        "{xdc}"
+    );
     let tcl = std::fs::read_to_string(dir.join("build.tcl")).unwrap();
-    assert!(tcl.contains("CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {150}"), "{tcl}");
-    assert!(tcl.contains("CONFIG.PSU__SAXIGP2__DATA_WIDTH {128}"), "{tcl}");
+    assert!(
+        tcl.contains("CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {150}"),
+        "{tcl}"
+    );
+    assert!(
+        tcl.contains("CONFIG.PSU__SAXIGP2__DATA_WIDTH {128}"),
+        "{tcl}"
+    );
     let out = run_stub(&dir, &[]);
     assert!(out.status.success(), "{}", text(&out));
     let h = hwh::parse(&std::fs::read_to_string(dir.join("output/vta.hwh")).unwrap()).unwrap();
@@ -134,8 +149,14 @@ fn negative_slack_fails_naming_the_report() {
     let out = run_stub(&dir, &[("STUB_WNS", "-1.601")]);
     let log = text(&out);
     assert!(!out.status.success(), "{log}");
-    assert!(log.contains("-1.601") && log.contains("reports/timing.rpt"), "{log}");
-    assert!(!dir.join("output/vta.bit").exists(), "no bitstream copied out");
+    assert!(
+        log.contains("-1.601") && log.contains("reports/timing.rpt"),
+        "{log}"
+    );
+    assert!(
+        !dir.join("output/vta.bit").exists(),
+        "no bitstream copied out"
+    );
     let m = std::fs::read_to_string(dir.join("output/manifest.json")).unwrap();
     assert!(m.contains("\"timing_met\": false"), "{m}");
 }
@@ -157,9 +178,17 @@ fn the_stub_refuses_what_vivado_would() {
     let tcl = std::fs::read_to_string(dir.join("build.tcl")).unwrap();
     let cases: &[(&str, &str, &str)] = &[
         // An IP property PG201 does not have.
-        ("CONFIG.PSU__FPGA_PL0_ENABLE", "CONFIG.PSU__FPGA_PL9_ENABLE", "not in the table"),
+        (
+            "CONFIG.PSU__FPGA_PL0_ENABLE",
+            "CONFIG.PSU__FPGA_PL9_ENABLE",
+            "not in the table",
+        ),
         // A hard-coded IP version this Vivado does not have (get_ipdefs would have found it).
-        ("[ipdef smartconnect] data_ic", "xilinx.com:ip:smartconnect:0.9 data_ic", "not from get_ipdefs"),
+        (
+            "[ipdef smartconnect] data_ic",
+            "xilinx.com:ip:smartconnect:0.9 data_ic",
+            "not from get_ipdefs",
+        ),
         // An interface left unconnected.
         (
             "connect_bd_intf_net [get_bd_intf_pins data_ic/M00_AXI]",
@@ -169,7 +198,11 @@ fn the_stub_refuses_what_vivado_would() {
         // The control registers outside HPM0_FPD's window.
         ("-offset $ctrl_base", "-offset 0x40000000", "outside"),
         // An option Vivado's launch_runs does not have.
-        ("launch_runs synth_1 -jobs $jobs", "launch_runs synth_1 -cores $jobs", "option '-cores'"),
+        (
+            "launch_runs synth_1 -jobs $jobs",
+            "launch_runs synth_1 -cores $jobs",
+            "option '-cores'",
+        ),
         // A command that does not exist.
         ("validate_bd_design", "validate_design", "unknown command"),
     ];
@@ -178,6 +211,9 @@ fn the_stub_refuses_what_vivado_would() {
         std::fs::write(dir.join("build.tcl"), tcl.replacen(from, to, 1)).unwrap();
         let out = run_stub(&dir, &[]);
         let log = text(&out);
-        assert!(!out.status.success() && log.contains(why), "{from} -> {to}: {log}");
+        assert!(
+            !out.status.success() && log.contains(why),
+            "{from} -> {to}: {log}"
+        );
     }
 }

@@ -31,7 +31,11 @@ pub struct BitstreamArgs {
 /// Where cached yosys estimates live: `$VTA_CACHE_DIR`, else `$XDG_CACHE_HOME/vta`, else
 /// `~/.cache/vta`.
 fn cache_dir() -> Option<PathBuf> {
-    let env = |k| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     env("VTA_CACHE_DIR")
         .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("vta")))
         .or_else(|| env("HOME").map(|d| d.join(".cache/vta")))
@@ -41,8 +45,9 @@ fn estimate_from_json(text: &str, what: &str) -> Result<fit::Estimate> {
     let v: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("{what} is not JSON"))?;
     let n = |k: &str| {
-        v[k].as_u64()
-            .with_context(|| format!("{what} has no number '{k}' (make it with `vta hw report --json`)"))
+        v[k].as_u64().with_context(|| {
+            format!("{what} has no number '{k}' (make it with `vta hw report --json`)")
+        })
     };
     Ok(fit::Estimate {
         source: format!(
@@ -217,14 +222,16 @@ fn shell_quote(p: &Path) -> String {
 }
 
 fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| d.join(tool).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()))
 }
 
 /// Runs Vivado in `dir`, relaying its progress lines to stderr; returns utilization and slack.
 fn vivado_build(dir: &Path) -> Result<String> {
-    eprintln!("running vivado -mode batch -source build.tcl in {} (tens of minutes)", dir.display());
+    eprintln!(
+        "running vivado -mode batch -source build.tcl in {} (tens of minutes)",
+        dir.display()
+    );
     let mut child = Command::new("vivado")
         .args(["-mode", "batch", "-source", "build.tcl", "-nojournal"])
         .current_dir(dir)
@@ -249,9 +256,16 @@ fn vivado_build(dir: &Path) -> Result<String> {
     let mut text: String = util
         .lines()
         .filter(|l| {
-            ["Slice LUTs", "CLB LUTs", "Slice Registers", "CLB Registers", "Block RAM Tile", "DSPs"]
-                .iter()
-                .any(|k| l.trim_start_matches(['|', ' ']).starts_with(k))
+            [
+                "Slice LUTs",
+                "CLB LUTs",
+                "Slice Registers",
+                "CLB Registers",
+                "Block RAM Tile",
+                "DSPs",
+            ]
+            .iter()
+            .any(|k| l.trim_start_matches(['|', ' ']).starts_with(k))
         })
         .map(|l| format!("{l}\n"))
         .collect();

@@ -110,9 +110,7 @@ fn report(a: ReportArgs) -> Result<String> {
     );
     let mut progress = |stage: &str| eprintln!("  {stage}");
     let result = match &a.work_dir {
-        Some(d) => {
-            vta_hw::report::synthesize(&g.verilog, "vta_top", part.family, d, &mut progress)
-        }
+        Some(d) => vta_hw::report::synthesize(&g.verilog, "vta_top", part.family, d, &mut progress),
         None => vta_hw::report::synthesize_in_temp_dir(
             &g.verilog,
             "vta_top",
@@ -146,11 +144,17 @@ pub(super) fn estimate_meta(
 ) -> serde_json::Map<String, serde_json::Value> {
     let mut m = serde_json::Map::new();
     m.insert("config_string".into(), g.config.config_string().into());
-    m.insert("isa_hash".into(), format!("{:016x}", g.config.isa_hash()).into());
+    m.insert(
+        "isa_hash".into(),
+        format!("{:016x}", g.config.isa_hash()).into(),
+    );
     m.insert("rtl_hash".into(), rtl_hash(&g.verilog).into());
     m.insert("part".into(), part.into());
     m.insert("family".into(), family.into());
-    m.insert("tool".into(), format!("{yosys} synth_xilinx -family {family}").into());
+    m.insert(
+        "tool".into(),
+        format!("{yosys} synth_xilinx -family {family}").into(),
+    );
     m
 }
 

@@ -2,11 +2,11 @@
 
 pub mod asm;
 pub mod bench;
+pub mod bitstream;
 pub mod compile;
 pub mod config;
 pub mod demo;
 pub mod disasm;
-pub mod bitstream;
 pub mod hw;
 pub mod run;
 pub mod sim;

@@ -295,7 +295,10 @@ pub fn synthesize_in_temp_dir(
     let dir = tempfile::Builder::new()
         .prefix("vta-hw-report-")
         .tempdir()
-        .map_err(io("creating a temporary directory in", &std::env::temp_dir()))?;
+        .map_err(io(
+            "creating a temporary directory in",
+            &std::env::temp_dir(),
+        ))?;
     synthesize(verilog, top, family, dir.path(), progress)
 }
 
@@ -375,7 +378,9 @@ mod tests {
     #[test]
     fn bad_stat_json_is_an_error() {
         assert!(parse_stat_json("Number of cells: 3").is_err());
-        let e = parse_stat_json(r#"{"design": {}}"#).unwrap_err().to_string();
+        let e = parse_stat_json(r#"{"design": {}}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("num_cells_by_type"), "{e}");
     }
 
