@@ -69,7 +69,8 @@ const CTRL: &[&str] = &[
     "bready", "araddr", "arvalid", "arready", "rdata", "rresp", "rvalid", "rready",
 ];
 
-/// What the shell is made for.
+/// What the shell is made for. Only the clock carries `FREQ_HZ` (the interfaces take it through
+/// `ASSOCIATED_BUSIF`), and `build.tcl` sets it to the frequency the PS actually makes.
 #[derive(Clone, Debug)]
 pub struct ShellSpec {
     /// Fabric clock the shell declares (`FREQ_HZ`), MHz.
@@ -135,12 +136,8 @@ pub fn verilog(ports: &[Port], spec: &ShellSpec) -> Result<String, ShellError> {
     };
     for (i, sig) in CTRL.iter().enumerate() {
         let p = find(&format!("s_axi_control_{sig}"))?;
-        let param = (i == 0).then(|| {
-            format!(
-                "PROTOCOL AXI4LITE, DATA_WIDTH 32, ADDR_WIDTH {}, FREQ_HZ {hz}",
-                p.width
-            )
-        });
+        let param =
+            (i == 0).then(|| format!("PROTOCOL AXI4LITE, DATA_WIDTH 32, ADDR_WIDTH {}", p.width));
         port("s_axi_ctrl", sig, p, param);
     }
     let data_bits = find("m_axi_wdata")?.width;
@@ -149,8 +146,7 @@ pub fn verilog(ports: &[Port], spec: &ShellSpec) -> Result<String, ShellError> {
         let param = (i == 0).then(|| {
             format!(
                 "PROTOCOL AXI4, DATA_WIDTH {data_bits}, ADDR_WIDTH {}, ID_WIDTH 0, \
-                 MAX_BURST_LENGTH 256, NUM_READ_OUTSTANDING 8, NUM_WRITE_OUTSTANDING 4, \
-                 FREQ_HZ {hz}",
+                 MAX_BURST_LENGTH 256, NUM_READ_OUTSTANDING 8, NUM_WRITE_OUTSTANDING 4",
                 p.width
             )
         });
