@@ -9,14 +9,20 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::{fails, ok, scratch};
+use support::{fails, ok, scratch, vta, vta_in};
 
-/// `vta` in `dir` with its cache in `dir/cache` (no estimate from an earlier run leaks in).
+/// `vta` in `dir` with its cache in `dir/cache` (no estimate from an earlier run leaks in), and
+/// with no Vivado on the PATH (so `--run` never starts an hour-long build here).
 fn vta_at(dir: &Path, args: &[&str]) -> Output {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let without_vivado: Vec<_> = std::env::split_paths(&path)
+        .filter(|d| !d.join("vivado").exists())
+        .collect();
     Command::new(env!("CARGO_BIN_EXE_vta"))
         .args(args)
         .current_dir(dir)
         .env("VTA_CACHE_DIR", dir.join("cache"))
+        .env("PATH", std::env::join_paths(without_vivado).unwrap())
         .output()
         .expect("the vta binary runs")
 }
@@ -60,7 +66,12 @@ fn a_config_too_big_for_the_part_is_refused_before_any_tool() {
 #[test]
 fn bad_board_and_clock_are_named() {
     let dir = scratch("bitstream_bad_board");
-    let e = fails(vta_at(
+    let help = ok(vta(&["hw", "bitstream", "--help"]));
+    assert!(
+        help.contains("kv260") && help.contains("board file"),
+        "{help}"
+    );
+    let e = fails(vta_in(
         &dir,
         &["hw", "bitstream", "--board", "zedboard", "-o", "out"],
     ));
@@ -223,10 +234,15 @@ fn vivado_builds_pynq_z2_with_positive_slack() {
         eprintln!("note: set VTA_VIVADO_TEST=1 (with vivado on the PATH) to run this build");
         return;
     }
+    let on_path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .any(|d| d.join("vivado").is_file());
+    assert!(
+        on_path,
+        "VTA_VIVADO_TEST is set but vivado is not on the PATH"
+    );
     let dir = scratch("bitstream_vivado");
-    let text = ok(vta_at(
-        &dir,
-        &[
+    let text = ok(Command::new(env!("CARGO_BIN_EXE_vta"))
+        .args([
             "hw",
             "bitstream",
             "--board",
@@ -234,8 +250,10 @@ fn vivado_builds_pynq_z2_with_positive_slack() {
             "-o",
             "proj",
             "--run",
-        ],
-    ));
+        ])
+        .current_dir(&dir)
+        .output()
+        .expect("the vta binary runs"));
     assert!(text.contains("worst negative slack"), "{text}");
     let m: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.join("proj/output/manifest.json")).unwrap(),

@@ -165,10 +165,12 @@ pub fn run(a: BitstreamArgs) -> Result<String> {
         config_string: cfg.config_string(),
         isa_hash: format!("{:016x}", cfg.isa_hash()),
         rtl_hash: project::rtl_hash(&g.verilog, &shell_v),
+        // It lands in a JSON string written by Tcl: no quotes or backslashes.
         fit_estimate: format!(
             "{}: LUT {} FF {} DSP {} BRAM36 {}",
             estimate.source, estimate.luts, estimate.ffs, estimate.dsps, estimate.bram36
-        ),
+        )
+        .replace(['"', '\\'], "'"),
     };
     let mut files = project::files(&b, &spec, &g.verilog, &shell_v);
     files.push(("regs.json".into(), g.regs_json.clone()));
