@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. The hardware tests drive Verilator and yosys, so this first
-# installs the system tools they need (verilator, yosys, g++) from Debian's packages when any is
-# missing (as root, or through sudo). Extra arguments go to `cargo test`.
+# Runs every test of the workspace. The hardware tests drive Verilator and yosys, and the
+# bitstream tests run the generated Vivado scripts under tclsh with a stub, so this first
+# installs the system tools they need (verilator, yosys, g++, tclsh) from Debian's packages when
+# any is missing (as root, or through sudo). Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 missing=()
-for tool in verilator yosys g++; do
+for tool in verilator yosys g++ tclsh; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -15,7 +16,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-        verilator yosys g++ make >/dev/null
+        verilator yosys g++ make tcl >/dev/null
 fi
 
 cargo test --workspace "$@"

@@ -18,8 +18,9 @@ use clap::{Parser, Subcommand};
              in Rust). Describe an accelerator with a config file (VTA's vta_config.json plus\n\
              extensions) or a preset; generate its Verilog and estimate its FPGA resources;\n\
              assemble programs in VTA's bit-exact 128-bit instruction format; compile ONNX\n\
-             networks; and run both on the functional simulator or the cycle-accurate\n\
-             Verilator simulator. Board support is in progress."
+             networks; run both on the functional simulator or the cycle-accurate\n\
+             Verilator simulator; and write Vivado projects for Zynq boards (PYNQ-Z1/Z2,\n\
+             Ultra96-V2, ZCU104, KV260). Board drivers are in progress."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -46,7 +47,7 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Write a reference network (ResNet-18) as an ONNX model
     Zoo(cmd::zoo::ZooArgs),
-    /// Generate the accelerator's Verilog, or estimate its FPGA resources
+    /// Generate the accelerator's Verilog, estimate its resources, or write a Zynq Vivado project
     #[command(subcommand)]
     Hw(cmd::hw::HwCmd),
     /// Compile the embedded trained digits CNN, run its test digits, check and report accuracy

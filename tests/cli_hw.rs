@@ -1,5 +1,6 @@
 //! End-to-end tests of `vta hw`: Verilog, register map and port manifest for any valid config,
-//! the resource report through yosys, and the config validation error for a bad config.
+//! the resource report through yosys, and the config validation error for a bad config
+//! (`vta hw bitstream` is tested in `cli_bitstream.rs`).
 
 #[path = "support/cli.rs"]
 mod support;
@@ -80,6 +81,7 @@ fn report_lists_resources_against_the_part() {
     assert!(text.contains("53200"), "{text}");
     insta::assert_snapshot!("help_hw_verilog", ok(vta(&["hw", "verilog", "--help"])));
     insta::assert_snapshot!("help_hw_report", ok(vta(&["hw", "report", "--help"])));
+    insta::assert_snapshot!("help_hw_bitstream", ok(vta(&["hw", "bitstream", "--help"])));
 }
 
 /// The fit requirement, as a gate: VTA's default config fits the PYNQ's Zynq-7020 with

@@ -1,5 +1,5 @@
-//! `vta hw`: generate the accelerator's Verilog for a config, and report its resource use
-//! on an FPGA part after synthesis with yosys.
+//! `vta hw`: generate the accelerator's Verilog for a config, report its resource use on an
+//! FPGA part after synthesis with yosys, and write a Vivado project for a Zynq board.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,6 +15,9 @@ pub enum HwCmd {
     /// Synthesize the accelerator with yosys and report LUT, FF, DSP and BRAM use against
     /// an FPGA part (takes minutes on the larger configs)
     Report(ReportArgs),
+    /// Write a Vivado project for a Zynq board (RTL, AXI shell, build.tcl, clock constraint,
+    /// README) after checking that the config fits the board's part
+    Bitstream(super::bitstream::BitstreamArgs),
 }
 
 #[derive(Args)]
@@ -22,7 +25,7 @@ pub struct VerilogArgs {
     #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
     config: Option<String>,
     /// Output directory (created if missing)
-    #[arg(short = 'o', long = "out", value_name = "DIR")]
+    #[arg(short = 'o', long = "output", value_name = "DIR", visible_alias = "out")]
     out: PathBuf,
 }
 
@@ -37,16 +40,20 @@ pub struct ReportArgs {
     /// removed afterwards)
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
+    /// Print the figures as JSON (what `vta hw bitstream --estimate` reads)
+    #[arg(long)]
+    json: bool,
 }
 
 pub fn run(c: HwCmd) -> Result<String> {
     match c {
         HwCmd::Verilog(a) => verilog(a),
         HwCmd::Report(a) => report(a),
+        HwCmd::Bitstream(a) => super::bitstream::run(a),
     }
 }
 
-fn generate(config: Option<&str>) -> Result<vta_hw::Generated> {
+pub(super) fn generate(config: Option<&str>) -> Result<vta_hw::Generated> {
     let cfg = super::load_config(config)?;
     Ok(vta_hw::generate(&cfg)?)
 }
@@ -95,29 +102,29 @@ fn report(a: ReportArgs) -> Result<String> {
     let t = Instant::now();
     eprintln!("generating vta_top ...");
     let g = generate(a.config.as_deref())?;
-    let (dir, temporary) = match &a.work_dir {
-        Some(d) => (d.clone(), false),
-        None => (
-            std::env::temp_dir().join(format!("vta-hw-report-{}", std::process::id())),
-            true,
-        ),
-    };
     eprintln!(
         "running {version}: synth_xilinx -family {} on {} lines of Verilog (minutes on large \
          configs)",
         part.family,
         g.verilog.lines().count()
     );
-    let result =
-        vta_hw::report::synthesize(&g.verilog, "vta_top", part.family, &dir, &mut |stage| {
-            eprintln!("  {stage}")
-        });
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    let mut progress = |stage: &str| eprintln!("  {stage}");
+    let result = match &a.work_dir {
+        Some(d) => vta_hw::report::synthesize(&g.verilog, "vta_top", part.family, d, &mut progress),
+        None => vta_hw::report::synthesize_in_temp_dir(
+            &g.verilog,
+            "vta_top",
+            part.family,
+            &mut progress,
+        ),
+    };
     let u = result?;
     if u.cells.is_empty() {
         bail!("yosys reported no cells for vta_top");
+    }
+    if a.json {
+        let meta = estimate_meta(&g, part.name, part.family, &version);
+        return Ok(format!("{:#}\n", u.to_json(meta)));
     }
     let title = format!(
         "{} (AXI {} bits), synthesized in {:.0} s",
@@ -126,4 +133,32 @@ fn report(a: ReportArgs) -> Result<String> {
         t.elapsed().as_secs_f64()
     );
     Ok(vta_hw::report::format_report(&u, &part, &title))
+}
+
+/// What a `--json` report describes: the config, the RTL it synthesized and the tool.
+pub(super) fn estimate_meta(
+    g: &vta_hw::Generated,
+    part: &str,
+    family: &str,
+    yosys: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("config_string".into(), g.config.config_string().into());
+    m.insert(
+        "isa_hash".into(),
+        format!("{:016x}", g.config.isa_hash()).into(),
+    );
+    m.insert("rtl_hash".into(), rtl_hash(&g.verilog).into());
+    m.insert("part".into(), part.into());
+    m.insert("family".into(), family.into());
+    m.insert(
+        "tool".into(),
+        format!("{yosys} synth_xilinx -family {family}").into(),
+    );
+    m
+}
+
+/// The accelerator Verilog's FNV-1a hash, 16 hex digits (identifies an estimate's RTL).
+pub(super) fn rtl_hash(verilog: &str) -> String {
+    format!("{:016x}", isa::container::fnv1a(verilog.as_bytes()))
 }

@@ -2,6 +2,7 @@
 
 pub mod asm;
 pub mod bench;
+pub mod bitstream;
 pub mod compile;
 pub mod config;
 pub mod demo;

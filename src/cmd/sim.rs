@@ -256,7 +256,7 @@ fn load_input(p: &Program, spec: &str) -> Result<(String, Vec<u8>)> {
     Ok((name.to_string(), arr.data))
 }
 
-/// Up to 16 values of an output, for a quick look without `--out`.
+/// Up to 16 values of an output, for a quick look without `-o`.
 fn preview(dtype: DType, data: &[u8]) -> String {
     let n = data.len() / dtype.size();
     let shown: Vec<String> = (0..n.min(16))

@@ -3,7 +3,9 @@
 //!
 //! LUTs count every LUT1..LUT6 and inverter plus the LUTs inside distributed-RAM and
 //! shift-register primitives (a RAM64M is four LUTs, ...), as Vivado's "Slice LUTs" does. Block RAM is
-//! counted in 36 Kb units: RAMB36E1 + RAMB18E1 / 2.
+//! counted in 36 Kb units: RAMB36E1 + RAMB18E1 / 2. The counts come from yosys' machine-readable
+//! `stat -json`, and [`Utilization::to_json`] is what `vta hw report --json` prints (and what
+//! `vta hw bitstream`'s fit pre-check reads).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -72,6 +74,8 @@ pub struct Utilization {
     pub dsps: u64,
     pub ramb36: u64,
     pub ramb18: u64,
+    /// UltraRAM blocks (URAM288), UltraScale+ only.
+    pub urams: u64,
     /// Every cell type and its count, as yosys' `stat` lists them.
     pub cells: BTreeMap<String, u64>,
 }
@@ -96,21 +100,20 @@ fn lut_cost(cell: &str) -> Option<u64> {
     })
 }
 
-/// Reads the cell counts of the last `Number of cells` block of yosys' `stat` output (the
-/// whole design when it is flat).
-pub fn parse_stat(text: &str) -> Utilization {
-    let start = text.rfind("Number of cells").unwrap_or(0);
+/// Reads the cell counts of the whole (flat) design from yosys' `stat -json` output.
+pub fn parse_stat_json(text: &str) -> Result<Utilization, ReportError> {
+    let bad = |why: String| ReportError::Stat(why);
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let by_type = v["design"]["num_cells_by_type"]
+        .as_object()
+        .ok_or_else(|| bad("no design.num_cells_by_type".into()))?;
     let mut u = Utilization::default();
-    for line in text[start..].lines().skip(1) {
-        let mut f = line.split_whitespace();
-        let (Some(name), Some(n), None) = (f.next(), f.next(), f.next()) else {
-            if line.trim().is_empty() {
-                continue;
-            }
-            break;
-        };
-        let Ok(n) = n.parse::<u64>() else { break };
-        u.cells.insert(name.to_string(), n);
+    for (name, n) in by_type {
+        let n = n
+            .as_u64()
+            .ok_or_else(|| bad(format!("count of {name} is not a number")))?;
+        u.cells.insert(name.clone(), n);
     }
     for (name, &n) in &u.cells {
         match lut_cost(name) {
@@ -133,8 +136,33 @@ pub fn parse_stat(text: &str) -> Utilization {
         if name.starts_with("RAMB18") || name.starts_with("FIFO18") {
             u.ramb18 += n;
         }
+        if name.starts_with("URAM288") {
+            u.urams += n;
+        }
     }
-    u
+    Ok(u)
+}
+
+impl Utilization {
+    /// The figures as JSON, with what they describe (`meta`: config string, hashes, part,
+    /// family, yosys version, ...) merged in front.
+    pub fn to_json(&self, meta: serde_json::Map<String, serde_json::Value>) -> serde_json::Value {
+        let mut m = meta;
+        for (k, v) in [
+            ("luts", self.luts),
+            ("lutram", self.lutram),
+            ("ffs", self.ffs),
+            ("dsps", self.dsps),
+            ("ramb36", self.ramb36),
+            ("ramb18", self.ramb18),
+            ("urams", self.urams),
+        ] {
+            m.insert(k.into(), v.into());
+        }
+        m.insert("bram36".into(), serde_json::json!(self.bram36()));
+        m.insert("cells".into(), serde_json::json!(self.cells));
+        serde_json::Value::Object(m)
+    }
 }
 
 /// Why a report could not be made.
@@ -146,6 +174,12 @@ pub enum ReportError {
     /// yosys failed.
     #[error("yosys failed (exit status {status}); the end of its log:\n{log}")]
     YosysFailed { status: String, log: String },
+    /// yosys' `stat -json` output was not what it should be.
+    #[error("cannot read yosys' statistics: {0}")]
+    Stat(String),
+    /// A top or family name that is not a plain identifier.
+    #[error("top module and family must be plain identifiers, got {0}")]
+    Name(String),
     /// A work file could not be written or read.
     #[error("{what} {path}: {source}")]
     Io {
@@ -192,17 +226,23 @@ pub fn synthesize(
     std::fs::create_dir_all(work_dir).map_err(io("creating", work_dir))?;
     let src = work_dir.join(format!("{top}.v"));
     std::fs::write(&src, verilog).map_err(io("writing", &src))?;
-    let stat = work_dir.join("stat.txt");
-    let log = work_dir.join("yosys.log");
+    let stat = work_dir.join("stat.json");
+    // yosys runs in the work directory and its script names only the two file names, so no
+    // path (spaces, quotes, semicolons) ever reaches yosys' command parser. `tee -o` takes
+    // quotes literally, so quoting would not do.
     let script = format!(
-        "read_verilog {src}; synth_xilinx -family {family} -top {top} -flatten; tee -o {stat} stat",
-        src = src.display(),
-        stat = stat.display()
+        "read_verilog {top}.v; synth_xilinx -family {family} -top {top} -flatten; \
+         tee -q -o stat.json stat -json"
     );
+    if !top.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || !family.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(ReportError::Name(format!("{top} / {family}")));
+    }
     let t = Instant::now();
     let mut child = Command::new("yosys")
-        .arg("-l")
-        .arg(&log)
+        .current_dir(work_dir)
+        .args(["-l", "yosys.log"])
         .arg("-p")
         .arg(&script)
         .stdout(Stdio::piped())
@@ -241,7 +281,25 @@ pub fn synthesize(
     }
     progress(&format!("[{:6.1}s] done", t.elapsed().as_secs_f64()));
     let text = std::fs::read_to_string(&stat).map_err(io("reading", &stat))?;
-    Ok(parse_stat(&text))
+    parse_stat_json(&text)
+}
+
+/// [`synthesize`] in a fresh temporary directory with an unpredictable name, removed
+/// afterwards.
+pub fn synthesize_in_temp_dir(
+    verilog: &str,
+    top: &str,
+    family: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Utilization, ReportError> {
+    let dir = tempfile::Builder::new()
+        .prefix("vta-hw-report-")
+        .tempdir()
+        .map_err(io(
+            "creating a temporary directory in",
+            &std::env::temp_dir(),
+        ))?;
+    synthesize(verilog, top, family, dir.path(), progress)
 }
 
 /// The report table: each resource, used, available and percentage.
@@ -298,13 +356,13 @@ mod tests {
 
     #[test]
     fn stat_is_parsed_and_lutram_counted() {
-        let text = "\n=== design hierarchy ===\n\n   Number of cells:                 10\n     \
-                    CARRY4                          2\n     DSP48E1                         3\n     \
-                    FDRE                          100\n     FDSE                            2\n     \
-                    LUT2                           10\n     LUT6                           20\n     \
-                    RAM64M                          5\n     RAMB18E1                        3\n     \
-                    RAMB36E1                        4\n\n";
-        let u = parse_stat(text);
+        // The shape of yosys 0.23's `stat -json` (trimmed).
+        let text = r#"{"creator": "Yosys 0.23", "invocation": "stat -json ",
+            "modules": {"\\vta_top": {"num_cells": 149}},
+            "design": {"num_cells": 149, "num_cells_by_type": {"CARRY4": 2, "DSP48E1": 3,
+                "FDRE": 100, "FDSE": 2, "LUT2": 10, "LUT6": 20, "RAM64M": 5, "RAMB18E1": 3,
+                "RAMB36E1": 4}}}"#;
+        let u = parse_stat_json(text).unwrap();
         assert_eq!(u.luts, 10 + 20 + 20);
         assert_eq!(u.lutram, 20);
         assert_eq!(u.ffs, 102);
@@ -312,6 +370,18 @@ mod tests {
         assert_eq!(u.bram36(), 5.5);
         let r = format_report(&u, &part("xc7z020").unwrap(), "t");
         assert!(r.contains("BRAM36"), "{r}");
+        let j = u.to_json(serde_json::Map::new());
+        assert_eq!(j["bram36"], 5.5);
+        assert_eq!(j["cells"]["LUT6"], 20);
+    }
+
+    #[test]
+    fn bad_stat_json_is_an_error() {
+        assert!(parse_stat_json("Number of cells: 3").is_err());
+        let e = parse_stat_json(r#"{"design": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("num_cells_by_type"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,22 @@
+//! Vivado projects for Zynq boards, generated without Vivado and checked without it.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`board`] | the board table (`boards/*.json`, or a user's file) |
+//! | [`fit`] | the fit pre-check of a resource estimate against a board's part |
+//! | [`shell`] | the Verilog-2001 top `vta_shell` with Vivado's interface attributes |
+//! | [`tcl`] | `build.tcl` (block design, synthesis, implementation, checks) and the clock XDC |
+//! | [`project`] | writing a project directory and its README |
+//! | [`hwh`] | reading a Vivado `.hwh` hand-off file (base address and clock of a cell) |
+//!
+//! The Vivado stub that runs every board's `build.tcl` under `tclsh` is
+//! `tests/vivado_stub.tcl`.
+
+pub mod board;
+pub mod fit;
+pub mod hwh;
+pub mod project;
+pub mod shell;
+pub mod tcl;
+
+pub use board::{Board, BoardError, PsKind};
