@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::layout::Field;
+
 /// The five instruction opcodes (bits 2:0 of every instruction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Opcode {
@@ -197,6 +199,16 @@ impl MemInsn {
             x_pad_1,
             ..self
         }
+    }
+
+    /// The four padding counts with their fields, in field order.
+    pub fn pads(&self) -> [(Field, u8); 4] {
+        [
+            (Field::YPad0, self.y_pad_0),
+            (Field::YPad1, self.y_pad_1),
+            (Field::XPad0, self.x_pad_0),
+            (Field::XPad1, self.x_pad_1),
+        ]
     }
 
     /// The same transfer with token flags `deps`.

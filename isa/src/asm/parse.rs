@@ -17,7 +17,7 @@ use nom::{IResult, Parser};
 use super::{AsmContext, AsmError};
 use crate::config::{HwConfig, PRESETS};
 use crate::insn::{AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Uop, UopLoop};
-use crate::layout::{Codec, IsaError};
+use crate::layout::{Codec, Field, IsaError};
 use crate::npy;
 use crate::program::{DType, Program, Role};
 
@@ -432,37 +432,23 @@ impl Ops {
 
     /// The position of the operand a codec error is about.
     fn blame(&self, e: &IsaError, fallback: usize) -> usize {
-        let field = match e {
-            IsaError::FieldOverflow { field, .. } => field.to_string(),
-            IsaError::Invalid(msg) => {
-                let known = [
-                    "sram_base",
-                    "uop_end",
-                    "y_pad_0",
-                    "y_pad_1",
-                    "x_pad_0",
-                    "x_pad_1",
-                ];
-                match known.iter().find(|f| msg.contains(*f)) {
-                    Some(f) => f.to_string(),
-                    None => return fallback,
-                }
-            }
-            _ => return fallback,
+        use crate::layout::Field::*;
+        let Some(field) = e.field() else {
+            return fallback;
         };
-        let key = match field.as_str() {
-            "sram_base" => "sram",
-            "dram_base" => "dram",
-            "y_size" => "y",
-            "x_size" => "x",
-            "x_stride" => "stride",
-            "y_pad_0" | "y_pad_1" | "x_pad_0" | "x_pad_1" => "pad",
-            "uop_bgn" | "uop_end" => "uops",
-            "iter_out" | "iter_in" => "iter",
-            "dst_factor_out" | "dst_factor_in" | "dst_idx" => "dst",
-            "src_factor_out" | "src_factor_in" | "src_idx" => "src",
-            "wgt_factor_out" | "wgt_factor_in" | "wgt_idx" => "wgt",
-            "imm" => {
+        let key = match field {
+            SramBase => "sram",
+            DramBase => "dram",
+            YSize => "y",
+            XSize => "x",
+            XStride => "stride",
+            YPad0 | YPad1 | XPad0 | XPad1 => "pad",
+            UopBgn | UopEnd => "uops",
+            IterOut | IterIn => "iter",
+            DstFactorOut | DstFactorIn | DstIdx => "dst",
+            SrcFactorOut | SrcFactorIn | SrcIdx => "src",
+            WgtFactorOut | WgtFactorIn | WgtIdx => "wgt",
+            Imm => {
                 if self.get("rawimm").is_some() {
                     "rawimm"
                 } else {
@@ -1305,14 +1291,8 @@ impl<'a> Assembler<'a> {
             }
         };
         if let Err(e) = st.codec.encode(&insn) {
-            let blame = match &e {
-                IsaError::Invalid(m)
-                    if m.contains("MUL")
-                        || m.starts_with("STORE reads")
-                        || m.starts_with("LOAD cannot") =>
-                {
-                    word_pos
-                }
+            let blame = match e.field() {
+                Some(Field::MemoryType | Field::AluOpcode) => word_pos,
                 _ => ops.blame(&e, pos),
             };
             return Err(Diag {
