@@ -130,8 +130,13 @@
 //! addresses print symbolically (`NAME` or `NAME+N`) when they fall inside a segment (see
 //! [`Program::locate`]) and the instruction moves data (`x_size > 0`), numerically otherwise.
 
+mod insns;
+mod lex;
+mod operands;
 mod parse;
 mod print;
+mod segments;
+mod syntax;
 
 use std::fmt;
 use std::path::PathBuf;
