@@ -35,7 +35,7 @@
 
 use crate::config::{ConfigError, HwConfig};
 use crate::insn::Insn;
-use crate::layout::{Codec, IsaError};
+use crate::layout::{Codec, IsaError, INSN_BYTES};
 use crate::program::{DType, Program, Role, Segment};
 
 /// The first 8 bytes of every container.
@@ -285,7 +285,7 @@ pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
     let stored_hash = c.u64(&|| "the ISA hash".into())?;
     let cfg_json = c.str(&|| "the config JSON".into())?;
     let n_insns = c.u32(&|| "the instruction count".into())?;
-    let stream = c.take(u64::from(n_insns) * 16, &|| {
+    let stream = c.take(u64::from(n_insns) * INSN_BYTES as u64, &|| {
         format!("the {n_insns} instructions")
     })?;
     let n_segs = c.u32(&|| "the segment count".into())?;
@@ -350,10 +350,10 @@ pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
     }
     let codec = Codec::new(&config);
     let insns = stream
-        .chunks_exact(16)
+        .chunks_exact(INSN_BYTES)
         .enumerate()
         .map(|(index, chunk)| {
-            let mut b = [0u8; 16];
+            let mut b = [0u8; INSN_BYTES];
             b.copy_from_slice(chunk);
             codec
                 .decode(&b)

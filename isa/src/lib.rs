@@ -8,6 +8,7 @@ pub mod builder;
 pub mod config;
 pub mod container;
 pub mod insn;
+pub mod lanes;
 pub mod layout;
 pub mod npy;
 pub mod program;

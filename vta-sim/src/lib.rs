@@ -13,7 +13,6 @@ mod counters;
 mod error;
 mod kernels;
 mod mem;
-mod pack;
 #[cfg(unix)]
 pub mod rtl;
 mod sim;

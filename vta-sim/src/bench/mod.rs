@@ -163,7 +163,7 @@ fn bytes_of(cfg: &HwConfig, m: MemType) -> u64 {
 pub fn gemm_program(cfg: &HwConfig, gemm_insns: u32) -> BenchProgram {
     let mut l = Layout::new(cfg);
     let uops = kernel(cfg);
-    let n_uops = (uops.len() / 4) as u32;
+    let n_uops = (uops.len() / isa::UOP_BYTES) as u32;
     let uop_at = l.place(MemType::Uop, uops);
     let inp_at = l.place(MemType::Inp, noise(bytes_of(cfg, MemType::Inp) as usize, 1));
     let wgt_at = l.place(MemType::Wgt, noise(bytes_of(cfg, MemType::Wgt) as usize, 2));
@@ -212,7 +212,7 @@ pub fn gemm_program(cfg: &HwConfig, gemm_insns: u32) -> BenchProgram {
 pub fn alu_program(cfg: &HwConfig, alu_insns: u32) -> BenchProgram {
     let mut l = Layout::new(cfg);
     let uops = kernel(cfg);
-    let n_uops = (uops.len() / 4) as u32;
+    let n_uops = (uops.len() / isa::UOP_BYTES) as u32;
     let uop_at = l.place(MemType::Uop, uops);
     let acc_at = l.place(MemType::Acc, noise(bytes_of(cfg, MemType::Acc) as usize, 3));
     let out_at = l.reserve(MemType::Out, bytes_of(cfg, MemType::Out));

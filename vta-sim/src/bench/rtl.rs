@@ -127,7 +127,7 @@ pub fn memory_cycles(c: &Counters, insns: u32, bus_bytes: u32, timing: &MemTimin
         + c.acc_load_bytes
         + c.uop_load_bytes
         + c.out_store_bytes
-        + 16 * insns as u64;
+        + (isa::INSN_BYTES * insns as usize) as u64;
     bytes.div_ceil(bus_bytes as u64) * timing.beat_interval as u64
 }
 
