@@ -28,7 +28,7 @@
 //! 4 KiB).
 
 use hdl::{addr_bits, count_bits, Module, ModuleBuilder, Sig};
-use isa::layout::{Codec, Field};
+use isa::layout::{Codec, Field, INSN_BITS};
 
 use crate::util::{field, log2};
 
@@ -236,7 +236,7 @@ pub fn load_engine(codec: &Codec, p: &EngineParams) -> Module {
     let m = ModuleBuilder::new(&format!("load_engine_e{e}_b{b}_a{a}"));
     let l = &codec.mem;
     let start = m.input("start", 1);
-    let insn = m.input("insn", 128);
+    let insn = m.input("insn", INSN_BITS);
     m.allow_unused(insn, "only the LOAD fields that move data are used here");
     let rc = read_client_inputs(&m, b);
 
@@ -356,7 +356,7 @@ pub fn store_engine(codec: &Codec, p: &EngineParams) -> Module {
     let m = ModuleBuilder::new(&format!("store_engine_e{e}_b{b}_a{a}"));
     let l = &codec.mem;
     let start = m.input("start", 1);
-    let insn = m.input("insn", 128);
+    let insn = m.input("insn", INSN_BITS);
     m.allow_unused(insn, "only the STORE fields that move data are used here");
     let rd_data = m.input("rd_data", e);
     let wr_req_ready = m.input("wr_req_ready", 1);
