@@ -31,7 +31,7 @@ use drivers::{
     run_program, Buffer, Device, DeviceError, FsimDevice, ProgramRun, RunReport, RunTimeout,
 };
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Uop};
+use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Queue, Uop};
 use vta_sim::rtl::MemTiming;
 
 struct Rng(u64);
@@ -61,24 +61,17 @@ impl Rng {
     }
 }
 
-const QUEUES: [(Module, Module); 4] = [
-    (Module::Load, Module::Compute),
-    (Module::Compute, Module::Load),
-    (Module::Compute, Module::Store),
-    (Module::Store, Module::Compute),
-];
-
 /// The program builder with token bookkeeping and random choreography.
 struct Gen {
     r: Rng,
     b: ProgramBuilder,
-    /// Pushes minus pops issued so far, per queue of [`QUEUES`].
+    /// Pushes minus pops issued so far, per queue of [`Queue::ALL`].
     balance: [i64; 4],
 }
 
 impl Gen {
     fn q(from: Module, to: Module) -> usize {
-        QUEUES.iter().position(|&q| q == (from, to)).unwrap()
+        Queue::between(from, to).expect("adjacent modules") as usize
     }
 
     fn push(&mut self, from: Module, to: Module) {
@@ -120,7 +113,7 @@ impl Gen {
         }
         let q = self.r.range(0, 3) as usize;
         if self.balance[q] == 0 {
-            let (from, to) = QUEUES[q];
+            let (from, to) = (Queue::ALL[q].from(), Queue::ALL[q].to());
             self.push(from, to);
             self.pop(from, to);
         }
