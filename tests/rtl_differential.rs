@@ -31,35 +31,9 @@ use drivers::{
     run_program, Buffer, Device, DeviceError, FsimDevice, ProgramRun, RunReport, RunTimeout,
 };
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
+use isa::rng::Rng;
 use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Queue, Uop};
 use vta_sim::rtl::MemTiming;
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D)
-    }
-    fn next(&mut self) -> u64 {
-        // SplitMix64.
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u32, hi: u32) -> u32 {
-        assert!(lo <= hi, "{lo}..={hi}");
-        lo + (self.next() % (hi - lo + 1) as u64) as u32
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next() >> 56) as u8).collect()
-    }
-}
 
 /// The program builder with token bookkeeping and random choreography.
 struct Gen {

@@ -12,6 +12,7 @@ pub mod lanes;
 pub mod layout;
 pub mod npy;
 pub mod program;
+pub mod rng;
 pub mod spec;
 pub mod tokens;
 

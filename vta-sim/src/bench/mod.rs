@@ -48,17 +48,9 @@ impl Default for BenchSize {
     }
 }
 
-/// Deterministic pseudo-random bytes (xorshift64).
+/// Deterministic pseudo-random bytes (`isa::rng`).
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    isa::rng::Rng::new(seed).bytes(len)
 }
 
 /// A LOAD/STORE moving `n` consecutive elements as rows of at most 4096.
