@@ -29,55 +29,22 @@ mod rtl_support;
 
 use drivers::{run_program, Buffer, Device, DeviceError, ProgramRun, RunReport, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Uop};
+use isa::rng::Rng;
+use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Queue, Uop};
 use vta_sim::rtl::MemTiming;
 use vta_sim::FsimDevice;
-
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D)
-    }
-    fn next(&mut self) -> u64 {
-        // SplitMix64.
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u32, hi: u32) -> u32 {
-        assert!(lo <= hi, "{lo}..={hi}");
-        lo + (self.next() % (hi - lo + 1) as u64) as u32
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next() >> 56) as u8).collect()
-    }
-}
-
-const QUEUES: [(Module, Module); 4] = [
-    (Module::Load, Module::Compute),
-    (Module::Compute, Module::Load),
-    (Module::Compute, Module::Store),
-    (Module::Store, Module::Compute),
-];
 
 /// The program builder with token bookkeeping and random choreography.
 struct Gen {
     r: Rng,
     b: ProgramBuilder,
-    /// Pushes minus pops issued so far, per queue of [`QUEUES`].
+    /// Pushes minus pops issued so far, per queue of [`Queue::ALL`].
     balance: [i64; 4],
 }
 
 impl Gen {
     fn q(from: Module, to: Module) -> usize {
-        QUEUES.iter().position(|&q| q == (from, to)).unwrap()
+        Queue::between(from, to).expect("adjacent modules") as usize
     }
 
     fn push(&mut self, from: Module, to: Module) {
@@ -119,7 +86,7 @@ impl Gen {
         }
         let q = self.r.range(0, 3) as usize;
         if self.balance[q] == 0 {
-            let (from, to) = QUEUES[q];
+            let (from, to) = (Queue::ALL[q].from(), Queue::ALL[q].to());
             self.push(from, to);
             self.pop(from, to);
         }

@@ -105,7 +105,7 @@ fn run_in(
         .map_err(|e| DeviceError::Program(e.to_string()))?;
     let count = u32::try_from(insns.len())
         .map_err(|_| DeviceError::Program(format!("{} instructions is too many", insns.len())))?;
-    let buf = insn_buf.insert(dev.alloc(stream.len() as u64, 16)?);
+    let buf = insn_buf.insert(dev.alloc(stream.len() as u64, isa::INSN_BYTES as u64)?);
     dev.copy_to_device(buf, 0, &stream)?;
     dev.flush(buf, 0, buf.size)?;
     let insn_addr = buf.phys_addr;

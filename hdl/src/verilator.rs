@@ -235,11 +235,6 @@ fn cache_key(parts: &[&[u8]]) -> String {
     format!("{a:016x}{b:016x}")
 }
 
-extern "C" {
-    fn flock(fd: c_int, operation: c_int) -> c_int;
-}
-const LOCK_EX: c_int = 2;
-
 /// An exclusive advisory lock on a file, released when dropped (or when the process dies).
 struct FileLock(#[allow(dead_code)] File);
 
@@ -253,7 +248,7 @@ impl FileLock {
             .map_err(io_err("creating lock file", path))?;
         loop {
             // SAFETY: flock on a file descriptor we own; no memory is shared.
-            let r = unsafe { flock(f.as_raw_fd(), LOCK_EX) };
+            let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
             if r == 0 {
                 return Ok(FileLock(f));
             }

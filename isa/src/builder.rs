@@ -30,8 +30,9 @@ use crate::config::HwConfig;
 use crate::insn::{
     AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Module, Uop, UopLoop,
 };
-use crate::layout::Codec;
+use crate::layout::{Codec, UOP_BYTES};
 use crate::program::{DType, Program, Role};
+use crate::tokens::{self, DepFlag, Queue};
 
 /// A DRAM segment of the program being built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,8 +122,8 @@ pub struct ProgramBuilder {
     uop_cursor: u32,
     /// LOAD UOP instructions whose `dram_base` still needs the `uops` segment's offset.
     uop_fixups: Vec<usize>,
-    /// Pops waiting for the next instruction of a module: [module][0 = prev, 1 = next].
-    pending_pop: [[bool; 2]; 3],
+    /// Pop flags waiting for the next instruction of each module.
+    pending_pop: [DepFlags; 3],
 }
 
 impl ProgramBuilder {
@@ -136,7 +137,7 @@ impl ProgramBuilder {
             kernels: Vec::new(),
             uop_cursor: 0,
             uop_fixups: Vec::new(),
-            pending_pop: [[false; 2]; 3],
+            pending_pop: [DepFlags::NONE; 3],
         }
     }
 
@@ -299,8 +300,9 @@ impl ProgramBuilder {
     pub fn emit(&mut self, mut insn: Insn) {
         let m = insn.module() as usize;
         let d = insn.deps_mut();
-        d.pop_prev |= std::mem::take(&mut self.pending_pop[m][0]);
-        d.pop_next |= std::mem::take(&mut self.pending_pop[m][1]);
+        let pending = std::mem::take(&mut self.pending_pop[m]);
+        d.pop_prev |= pending.pop_prev;
+        d.pop_next |= pending.pop_next;
         self.program.insns.push(insn);
     }
 
@@ -320,7 +322,7 @@ impl ProgramBuilder {
 
     /// Emits pending pops of `module` on a sync instruction of their own.
     fn commit_pops(&mut self, module: Module) {
-        if self.pending_pop[module as usize] != [false, false] {
+        if !self.pending_pop[module as usize].is_empty() {
             self.emit(Self::nop(module));
         }
     }
@@ -328,17 +330,13 @@ impl ProgramBuilder {
     /// Signals a token from module `from` to the adjacent module `to`, after everything
     /// `from` has been given so far.
     pub fn dep_push(&mut self, from: Module, to: Module) {
-        assert_adjacent(from, to);
+        let flag = token_flag(from, to, true);
         self.commit_pops(from);
-        let forward = (to as u8) > (from as u8);
-        let last_fits = self.program.insns.last().is_some_and(|i| {
-            i.module() == from
-                && !(if forward {
-                    i.deps().push_next
-                } else {
-                    i.deps().push_prev
-                })
-        });
+        let last_fits = self
+            .program
+            .insns
+            .last()
+            .is_some_and(|i| i.module() == from && !i.deps().get(flag));
         if !last_fits {
             self.emit(Self::nop(from));
         }
@@ -348,21 +346,16 @@ impl ProgramBuilder {
             .last_mut()
             .expect("an instruction")
             .deps_mut();
-        if forward {
-            d.push_next = true;
-        } else {
-            d.push_prev = true;
-        }
+        d.set(flag, true);
     }
 
     /// Makes the next instruction of module `to` wait for a token from the adjacent `from`.
     pub fn dep_pop(&mut self, from: Module, to: Module) {
-        assert_adjacent(from, to);
-        let slot = usize::from((from as u8) > (to as u8));
-        if self.pending_pop[to as usize][slot] {
+        let flag = token_flag(from, to, false);
+        if self.pending_pop[to as usize].get(flag) {
             self.commit_pops(to);
         }
-        self.pending_pop[to as usize][slot] = true;
+        self.pending_pop[to as usize].set(flag, true);
     }
 
     /// Drains the pipeline (store and load signal compute, which waits for both), appends
@@ -400,7 +393,7 @@ impl ProgramBuilder {
                     bytes.extend(enc);
                 }
             }
-            let n = bytes.len() / 4;
+            let n = bytes.len() / UOP_BYTES;
             let offset = self.program.push_segment(
                 "uops",
                 DType::Uop,
@@ -427,14 +420,21 @@ impl ProgramBuilder {
     }
 }
 
-fn assert_adjacent(from: Module, to: Module) {
-    let (a, b) = (from as i32, to as i32);
-    assert!(
-        (a - b).abs() == 1,
-        "tokens flow only between adjacent modules (load-compute, compute-store), not {} -> {}",
-        from.name(),
-        to.name()
-    );
+/// The flag that pushes (on `from`) or pops (on `to`) the queue from `from` to `to`; panics
+/// if the modules are not adjacent (a bug in the caller).
+fn token_flag(from: Module, to: Module, push: bool) -> DepFlag {
+    let queue = Queue::between(from, to).unwrap_or_else(|| {
+        panic!(
+            "tokens flow only between adjacent modules (load-compute, compute-store), not {} -> {}",
+            from.name(),
+            to.name()
+        )
+    });
+    let module = if push { from } else { to };
+    tokens::legal_flags(module)
+        .find(|&(f, q)| q == queue && f.is_push() == push)
+        .map(|(f, _)| f)
+        .expect("every queue is pushed and popped by a flag")
 }
 
 #[cfg(test)]

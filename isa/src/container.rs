@@ -35,7 +35,7 @@
 
 use crate::config::{ConfigError, HwConfig};
 use crate::insn::Insn;
-use crate::layout::{Codec, IsaError};
+use crate::layout::{Codec, IsaError, INSN_BYTES};
 use crate::program::{DType, Program, Role, Segment};
 
 /// The first 8 bytes of every container.
@@ -106,12 +106,53 @@ pub fn is_container(bytes: &[u8]) -> bool {
     bytes.starts_with(&MAGIC)
 }
 
-/// FNV-1a, 64-bit: the checksum of the toolkit's file formats (and of [`HwConfig::isa_hash`]).
-/// Stable across platforms and versions, which a std `Hasher` does not promise.
+/// FNV-1a, 64-bit, fed incrementally: the checksum of the toolkit's file formats (and of
+/// [`HwConfig::isa_hash`]). Stable across platforms and versions, which a std `Hasher` does
+/// not promise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn write(&mut self, bytes: &[u8]) -> &mut Self {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        self
+    }
+
+    /// Writes the length of `bytes` (a little-endian `u64`), then `bytes`: consecutive
+    /// parts hash differently however they are split.
+    pub fn write_part(&mut self, bytes: &[u8]) -> &mut Self {
+        self.write(&(bytes.len() as u64).to_le_bytes()).write(bytes)
+    }
+
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// FNV-1a (64-bit) of `bytes`.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    Fnv1a::new().write(bytes).finish()
+}
+
+/// FNV-1a (64-bit) of the parts, each preceded by its length ([`Fnv1a::write_part`]).
+pub fn fnv1a_parts(parts: &[&[u8]]) -> u64 {
+    let mut h = Fnv1a::new();
+    for p in parts {
+        h.write_part(p);
+    }
+    h.finish()
 }
 
 fn dtype_code(d: DType) -> u8 {
@@ -285,7 +326,7 @@ pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
     let stored_hash = c.u64(&|| "the ISA hash".into())?;
     let cfg_json = c.str(&|| "the config JSON".into())?;
     let n_insns = c.u32(&|| "the instruction count".into())?;
-    let stream = c.take(u64::from(n_insns) * 16, &|| {
+    let stream = c.take(u64::from(n_insns) * INSN_BYTES as u64, &|| {
         format!("the {n_insns} instructions")
     })?;
     let n_segs = c.u32(&|| "the segment count".into())?;
@@ -350,10 +391,10 @@ pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
     }
     let codec = Codec::new(&config);
     let insns = stream
-        .chunks_exact(16)
+        .chunks_exact(INSN_BYTES)
         .enumerate()
         .map(|(index, chunk)| {
-            let mut b = [0u8; 16];
+            let mut b = [0u8; INSN_BYTES];
             b.copy_from_slice(chunk);
             codec
                 .decode(&b)
@@ -419,6 +460,21 @@ mod tests {
     use super::*;
     use crate::insn::{AluInsn, AluOp, DepFlags, GemmInsn, MemInsn, MemType, UopLoop};
     use proptest::prelude::*;
+
+    #[test]
+    fn fnv1a_matches_the_published_vectors_and_parts_keep_their_boundaries() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+        assert_eq!(
+            Fnv1a::new().write(b"foo").write(b"bar").finish(),
+            fnv1a(b"foobar")
+        );
+        assert_ne!(fnv1a_parts(&[b"ab", b"c"]), fnv1a_parts(&[b"a", b"bc"]));
+        let mut framed = 2u64.to_le_bytes().to_vec();
+        framed.extend(b"ab");
+        assert_eq!(fnv1a_parts(&[b"ab"]), fnv1a(&framed));
+    }
 
     fn sample() -> Program {
         let config = HwConfig::default();

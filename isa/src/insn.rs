@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use crate::layout::Field;
+
 /// The five instruction opcodes (bits 2:0 of every instruction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Opcode {
@@ -199,6 +201,16 @@ impl MemInsn {
         }
     }
 
+    /// The four padding counts with their fields, in field order.
+    pub fn pads(&self) -> [(Field, u8); 4] {
+        [
+            (Field::YPad0, self.y_pad_0),
+            (Field::YPad1, self.y_pad_1),
+            (Field::XPad0, self.x_pad_0),
+            (Field::XPad1, self.x_pad_1),
+        ]
+    }
+
     /// The same transfer with token flags `deps`.
     pub fn with_deps(self, deps: DepFlags) -> Self {
         MemInsn { deps, ..self }
@@ -317,4 +329,189 @@ pub struct Uop {
     pub src_idx: u32,
     /// WGT tile (GEMM only).
     pub wgt_idx: u32,
+}
+
+/// Reads or writes one integer field of a typed value, by [`Field`].
+fn access<T: TryFrom<i64> + Into<i64> + Copy>(slot: &mut T, set: Option<i64>) -> Option<i64> {
+    match set {
+        None => Some((*slot).into()),
+        Some(v) => {
+            *slot = T::try_from(v).ok()?;
+            Some(v)
+        }
+    }
+}
+
+fn access_bool(slot: &mut bool, set: Option<i64>) -> Option<i64> {
+    match set {
+        None => Some((*slot).into()),
+        Some(v @ (0 | 1)) => {
+            *slot = v == 1;
+            Some(v)
+        }
+        Some(_) => None,
+    }
+}
+
+impl Insn {
+    /// The value of field `f` (flags as 0/1, enumerations as their codes), or `None` if the
+    /// instruction's format has no such field.
+    pub fn field(&self, f: Field) -> Option<i64> {
+        let mut copy = *self;
+        copy.access(f, None)
+    }
+
+    /// Sets field `f` to `v`; `None` if the format has no such field, the value does not fit
+    /// the field's type, or it names no memory type / ALU operation. The opcode is fixed.
+    pub fn set_field(&mut self, f: Field, v: i64) -> Option<()> {
+        self.access(f, Some(v)).map(|_| ())
+    }
+
+    fn access(&mut self, f: Field, set: Option<i64>) -> Option<i64> {
+        let opcode = self.opcode();
+        let deps = self.deps_mut();
+        match f {
+            Field::Opcode => return set.is_none().then_some(opcode as i64),
+            Field::PopPrevDep => return access_bool(&mut deps.pop_prev, set),
+            Field::PopNextDep => return access_bool(&mut deps.pop_next, set),
+            Field::PushPrevDep => return access_bool(&mut deps.push_prev, set),
+            Field::PushNextDep => return access_bool(&mut deps.push_next, set),
+            _ => {}
+        }
+        match self {
+            Insn::Load(m) | Insn::Store(m) => match f {
+                Field::MemoryType => match set {
+                    None => Some(m.memory_type as i64),
+                    Some(v) => {
+                        m.memory_type = MemType::from_bits(u64::try_from(v).ok()?)?;
+                        Some(v)
+                    }
+                },
+                Field::SramBase => access(&mut m.sram_base, set),
+                Field::DramBase => access(&mut m.dram_base, set),
+                Field::YSize => access(&mut m.y_size, set),
+                Field::XSize => access(&mut m.x_size, set),
+                Field::XStride => access(&mut m.x_stride, set),
+                Field::YPad0 => access(&mut m.y_pad_0, set),
+                Field::YPad1 => access(&mut m.y_pad_1, set),
+                Field::XPad0 => access(&mut m.x_pad_0, set),
+                Field::XPad1 => access(&mut m.x_pad_1, set),
+                _ => None,
+            },
+            Insn::Gemm(g) => match f {
+                Field::WgtFactorOut => access(&mut g.wgt_factor_out, set),
+                Field::WgtFactorIn => access(&mut g.wgt_factor_in, set),
+                _ => g.lp.access(f, set),
+            },
+            Insn::Alu(a) => match f {
+                Field::AluOpcode => match set {
+                    None => Some(a.op as i64),
+                    Some(v) => {
+                        a.op = AluOp::from_bits(u64::try_from(v).ok()?)?;
+                        Some(v)
+                    }
+                },
+                Field::UseImm => access_bool(&mut a.use_imm, set),
+                Field::Imm => access(&mut a.imm, set),
+                _ => a.lp.access(f, set),
+            },
+            Insn::Finish(_) => None,
+        }
+    }
+}
+
+impl UopLoop {
+    fn access(&mut self, f: Field, set: Option<i64>) -> Option<i64> {
+        match f {
+            Field::ResetReg => access_bool(&mut self.reset_reg, set),
+            Field::UopBgn => access(&mut self.uop_bgn, set),
+            Field::UopEnd => access(&mut self.uop_end, set),
+            Field::IterOut => access(&mut self.iter_out, set),
+            Field::IterIn => access(&mut self.iter_in, set),
+            Field::DstFactorOut => access(&mut self.dst_factor_out, set),
+            Field::DstFactorIn => access(&mut self.dst_factor_in, set),
+            Field::SrcFactorOut => access(&mut self.src_factor_out, set),
+            Field::SrcFactorIn => access(&mut self.src_factor_in, set),
+            _ => None,
+        }
+    }
+}
+
+impl Uop {
+    /// The value of field `f` (`dst_idx`, `src_idx` or `wgt_idx`).
+    pub fn field(&self, f: Field) -> Option<i64> {
+        let mut copy = *self;
+        copy.access(f, None)
+    }
+
+    /// Sets field `f`; `None` if a micro-op has no such field or `v` does not fit it.
+    pub fn set_field(&mut self, f: Field, v: i64) -> Option<()> {
+        self.access(f, Some(v)).map(|_| ())
+    }
+
+    fn access(&mut self, f: Field, set: Option<i64>) -> Option<i64> {
+        match f {
+            Field::DstIdx => access(&mut self.dst_idx, set),
+            Field::SrcIdx => access(&mut self.src_idx, set),
+            Field::WgtIdx => access(&mut self.wgt_idx, set),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{config::HwConfig, layout::Codec};
+
+    /// Every field of every format reads back what was written, through the typed value.
+    #[test]
+    fn field_access_covers_every_field_of_every_format() {
+        let codec = Codec::new(&HwConfig::default());
+        let insns = [
+            Insn::Load(MemInsn::sync(MemType::Inp)),
+            Insn::Store(MemInsn::sync(MemType::Out)),
+            Insn::Gemm(GemmInsn::default()),
+            Insn::Alu(AluInsn {
+                deps: DepFlags::NONE,
+                lp: UopLoop::default(),
+                op: AluOp::Add,
+                use_imm: false,
+                imm: 0,
+            }),
+            Insn::Finish(DepFlags::NONE),
+        ];
+        for insn in insns {
+            let layout = codec.layout_of(insn.opcode());
+            for f in Field::ALL {
+                assert_eq!(
+                    insn.field(f).is_some(),
+                    layout.has(f),
+                    "{} {f}",
+                    layout.name
+                );
+                if layout.has(f) && f != Field::Opcode {
+                    let mut i = insn;
+                    let v = if f.is_signed() { -1 } else { 1 };
+                    assert_eq!(i.set_field(f, v), Some(()), "{} {f}", layout.name);
+                    assert_eq!(i.field(f), Some(v), "{} {f}", layout.name);
+                }
+            }
+        }
+        let mut u = Uop::default();
+        for f in Field::ALL {
+            assert_eq!(u.field(f).is_some(), codec.uop.has(f), "{f}");
+        }
+        assert_eq!(u.set_field(Field::WgtIdx, 7), Some(()));
+        assert_eq!(u.wgt_idx, 7);
+        assert_eq!(u.set_field(Field::WgtIdx, -1), None);
+        let mut l = Insn::Load(MemInsn::sync(MemType::Inp));
+        assert_eq!(l.set_field(Field::YPad0, 256), None, "a u8 field");
+        assert_eq!(
+            l.set_field(Field::MemoryType, 6),
+            None,
+            "no such memory type"
+        );
+        assert_eq!(l.set_field(Field::Opcode, 1), None, "the opcode is fixed");
+    }
 }

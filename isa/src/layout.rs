@@ -1,5 +1,6 @@
 //! Bit layouts of the 128-bit instruction formats and the 32-bit micro-op, derived from the
-//! config, and the codec that packs typed instructions into them.
+//! config, the field limits that follow from them, and the codec that packs typed
+//! instructions into them.
 //!
 //! Each format is described once, as VTA's `hw_spec.h` declares it: an ordered list of fields
 //! whose widths come from the config. Positions follow the C bit-field rules VTA was compiled
@@ -7,12 +8,50 @@
 //! next one), which reproduces VTA's gaps (bits 63:58 of LOAD/STORE, bit 63 of GEMM/ALU).
 //! Encoding, decoding, range checks and the VTA-named JSON view all walk these lists.
 
+use std::fmt;
+
 use serde_json::{Map, Value};
 
 use crate::config::{HwConfig, ALU_IMM_BITS, DRAM_ADDR_BITS, LOOP_ITER_BITS, SRAM_ADDR_BITS};
 use crate::insn::{
     AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, UopLoop,
 };
+
+/// Bits of one instruction.
+pub const INSN_BITS: u32 = 128;
+/// Bytes of one instruction in memory (little-endian).
+pub const INSN_BYTES: usize = INSN_BITS as usize / 8;
+/// Bits of one micro-op.
+pub const UOP_BITS: u32 = 32;
+/// Bytes of one micro-op in memory (little-endian).
+pub const UOP_BYTES: usize = UOP_BITS as usize / 8;
+/// Instruction fields are packed into units of this many bits (VTA's `uint64_t` bit-fields).
+const INSN_UNIT_BITS: u32 = 64;
+
+/// Bits of each DMA size field of LOAD/STORE (`y_size`, `x_size`, `x_stride`).
+pub const DMA_SIZE_BITS: u32 = 16;
+/// Bits of each LOAD padding field (`y_pad_0`, ..., `x_pad_1`).
+pub const PAD_BITS: u32 = 4;
+
+/// The largest value of an unsigned field of `bits` bits.
+pub const fn unsigned_max(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1 << bits) - 1
+    }
+}
+
+/// The largest LOAD padding, in elements (or rows), on each side.
+pub const MAX_PAD: u8 = unsigned_max(PAD_BITS) as u8;
+/// The largest `y_size`, `x_size` or `x_stride` of a LOAD/STORE.
+pub const MAX_DMA_SIZE: u16 = unsigned_max(DMA_SIZE_BITS) as u16;
+/// The largest `iter_out` / `iter_in` of a GEMM/ALU micro-op loop.
+pub const MAX_ITER: u16 = unsigned_max(LOOP_ITER_BITS) as u16;
+/// The smallest ALU immediate (the field is signed).
+pub const IMM_MIN: i16 = -(1i32 << (ALU_IMM_BITS - 1)) as i16;
+/// The largest ALU immediate.
+pub const IMM_MAX: i16 = ((1i32 << (ALU_IMM_BITS - 1)) - 1) as i16;
 
 /// Every field of every format, named as in VTA's `hw_spec.h`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +93,50 @@ pub enum Field {
 const FIELD_COUNT: usize = Field::WgtIdx as usize + 1;
 
 impl Field {
+    /// Every field, in declaration order.
+    pub const ALL: [Field; FIELD_COUNT] = {
+        use Field::*;
+        [
+            Opcode,
+            PopPrevDep,
+            PopNextDep,
+            PushPrevDep,
+            PushNextDep,
+            MemoryType,
+            SramBase,
+            DramBase,
+            YSize,
+            XSize,
+            XStride,
+            YPad0,
+            YPad1,
+            XPad0,
+            XPad1,
+            ResetReg,
+            UopBgn,
+            UopEnd,
+            IterOut,
+            IterIn,
+            DstFactorOut,
+            DstFactorIn,
+            SrcFactorOut,
+            SrcFactorIn,
+            WgtFactorOut,
+            WgtFactorIn,
+            AluOpcode,
+            UseImm,
+            Imm,
+            DstIdx,
+            SrcIdx,
+            WgtIdx,
+        ]
+    };
+
+    /// Whether the field holds a two's-complement value (only the ALU immediate).
+    pub fn is_signed(self) -> bool {
+        self == Field::Imm
+    }
+
     pub fn name(self) -> &'static str {
         use Field::*;
         match self {
@@ -93,6 +176,12 @@ impl Field {
     }
 }
 
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where a field's width comes from.
 #[derive(Debug, Clone, Copy)]
 enum Width {
@@ -119,13 +208,13 @@ const MEM_FIELDS: [(Field, Width); 10] = [
     (Field::MemoryType, Width::Fixed(3)),
     (Field::SramBase, Width::Fixed(SRAM_ADDR_BITS)),
     (Field::DramBase, Width::Fixed(DRAM_ADDR_BITS)),
-    (Field::YSize, Width::Fixed(16)),
-    (Field::XSize, Width::Fixed(16)),
-    (Field::XStride, Width::Fixed(16)),
-    (Field::YPad0, Width::Fixed(4)),
-    (Field::YPad1, Width::Fixed(4)),
-    (Field::XPad0, Width::Fixed(4)),
-    (Field::XPad1, Width::Fixed(4)),
+    (Field::YSize, Width::Fixed(DMA_SIZE_BITS)),
+    (Field::XSize, Width::Fixed(DMA_SIZE_BITS)),
+    (Field::XStride, Width::Fixed(DMA_SIZE_BITS)),
+    (Field::YPad0, Width::Fixed(PAD_BITS)),
+    (Field::YPad1, Width::Fixed(PAD_BITS)),
+    (Field::XPad0, Width::Fixed(PAD_BITS)),
+    (Field::XPad1, Width::Fixed(PAD_BITS)),
 ];
 
 const LOOP_FIELDS: [(Field, Width); 7] = [
@@ -164,6 +253,13 @@ const UOP_FIELDS: [(Field, Width); 3] = [
 pub struct Slot {
     pub lsb: u32,
     pub width: u32,
+}
+
+impl Slot {
+    /// The most significant bit (`lsb` for an empty slot).
+    pub fn msb(self) -> u32 {
+        self.lsb + self.width.max(1) - 1
+    }
 }
 
 /// The placed fields of one format.
@@ -223,6 +319,22 @@ impl Layout {
         self.slots[f as usize].unwrap_or_else(|| panic!("{} has no field {}", self.name, f.name()))
     }
 
+    /// Whether the format has field `f`.
+    pub fn has(&self, f: Field) -> bool {
+        self.slots[f as usize].is_some()
+    }
+
+    /// The values field `f` can hold under this config: `0..=2^width-1`, or the two's
+    /// complement range for the signed immediate.
+    pub fn range(&self, f: Field) -> (i64, i64) {
+        let w = self.slot(f).width;
+        if f.is_signed() {
+            (-(1i64 << (w - 1)), (1i64 << (w - 1)) - 1)
+        } else {
+            (0, unsigned_max(w) as i64)
+        }
+    }
+
     fn get(&self, word: u128, f: Field) -> u64 {
         let s = self.slot(f);
         ((word >> s.lsb) & mask(s.width)) as u64
@@ -240,7 +352,7 @@ impl Layout {
         if u128::from(v) > mask(s.width) {
             return Err(IsaError::FieldOverflow {
                 format: self.name,
-                field: f.name(),
+                field: f,
                 value: v as i64,
                 width: s.width,
             });
@@ -251,12 +363,11 @@ impl Layout {
 
     fn put_signed(&self, word: &mut u128, f: Field, v: i64) -> Result<(), IsaError> {
         let s = self.slot(f);
-        let lo = -(1i64 << (s.width - 1));
-        let hi = (1i64 << (s.width - 1)) - 1;
+        let (lo, hi) = self.range(f);
         if v < lo || v > hi {
             return Err(IsaError::FieldOverflow {
                 format: self.name,
-                field: f.name(),
+                field: f,
                 value: v,
                 width: s.width,
             });
@@ -274,13 +385,15 @@ fn mask(width: u32) -> u128 {
     }
 }
 
-/// Why an instruction or micro-op cannot be encoded or decoded under a config.
+/// Why an instruction or micro-op cannot be encoded or decoded under a config. Every variant
+/// about an operand says which field it is about ([`IsaError::field`]), so that tools can
+/// point at it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IsaError {
     #[error("{format} field {field} = {value} does not fit its {width} bits under this config")]
     FieldOverflow {
         format: &'static str,
-        field: &'static str,
+        field: Field,
         value: i64,
         width: u32,
     },
@@ -290,8 +403,45 @@ pub enum IsaError {
     UnknownMemType(u64),
     #[error("unknown alu_opcode {0} (valid: 0 MIN, 1 MAX, 2 ADD, 3 SHR, 4 MUL)")]
     UnknownAluOp(u64),
-    #[error("{0}")]
-    Invalid(String),
+    #[error("STORE reads only the OUT buffer, not {}", .0.name().to_uppercase())]
+    StoreNotFromOut(MemType),
+    #[error("LOAD cannot write the OUT buffer (it is written by GEMM/ALU)")]
+    LoadIntoOut,
+    #[error(
+        "sram_base {sram_base} is beyond the {} buffer's {depth} elements",
+        .memory_type.name().to_uppercase()
+    )]
+    SramBeyondBuffer {
+        memory_type: MemType,
+        sram_base: u16,
+        depth: u32,
+    },
+    #[error("STORE has no padding, but {field} = {value}")]
+    StorePadding { field: Field, value: u8 },
+    #[error("ALU MUL is not implemented by this config (ALU_MUL is false)")]
+    AluMulUnsupported,
+    #[error("uop_end {uop_end} is beyond the micro-op buffer's {depth} entries")]
+    UopEndBeyondBuffer { uop_end: u16, depth: u32 },
+}
+
+impl IsaError {
+    /// The field the error is about: the one out of range, or the one whose value makes the
+    /// instruction invalid (`memory_type` of a STORE not from OUT, `alu_opcode` of a MUL the
+    /// config lacks).
+    pub fn field(&self) -> Option<Field> {
+        match self {
+            IsaError::FieldOverflow { field, .. } | IsaError::StorePadding { field, .. } => {
+                Some(*field)
+            }
+            IsaError::UnknownOpcode(_) => Some(Field::Opcode),
+            IsaError::UnknownMemType(_) | IsaError::StoreNotFromOut(_) | IsaError::LoadIntoOut => {
+                Some(Field::MemoryType)
+            }
+            IsaError::UnknownAluOp(_) | IsaError::AluMulUnsupported => Some(Field::AluOpcode),
+            IsaError::SramBeyondBuffer { .. } => Some(Field::SramBase),
+            IsaError::UopEndBeyondBuffer { .. } => Some(Field::UopEnd),
+        }
+    }
 }
 
 /// Encoder and decoder for one config: the four layouts plus the limits they check.
@@ -312,11 +462,26 @@ impl Codec {
         };
         Codec {
             cfg: cfg.clone(),
-            mem: place("LOAD/STORE", 64, 128, &[&HEADER, &MEM_FIELDS]),
-            gemm: place("GEMM", 64, 128, &[&HEADER, &LOOP_FIELDS, &GEMM_FIELDS]),
-            alu: place("ALU", 64, 128, &[&HEADER, &LOOP_FIELDS, &ALU_FIELDS]),
-            finish: place("FINISH", 64, 128, &[&HEADER]),
-            uop: place("micro-op", 32, 32, &[&UOP_FIELDS]),
+            mem: place(
+                "LOAD/STORE",
+                INSN_UNIT_BITS,
+                INSN_BITS,
+                &[&HEADER, &MEM_FIELDS],
+            ),
+            gemm: place(
+                "GEMM",
+                INSN_UNIT_BITS,
+                INSN_BITS,
+                &[&HEADER, &LOOP_FIELDS, &GEMM_FIELDS],
+            ),
+            alu: place(
+                "ALU",
+                INSN_UNIT_BITS,
+                INSN_BITS,
+                &[&HEADER, &LOOP_FIELDS, &ALU_FIELDS],
+            ),
+            finish: place("FINISH", INSN_UNIT_BITS, INSN_BITS, &[&HEADER]),
+            uop: place("micro-op", UOP_BITS, UOP_BITS, &[&UOP_FIELDS]),
         }
     }
 
@@ -332,42 +497,24 @@ impl Codec {
             Insn::Load(m) | Insn::Store(m) => {
                 let store = matches!(insn, Insn::Store(_));
                 if store && m.memory_type != MemType::Out {
-                    return Err(IsaError::Invalid(format!(
-                        "STORE reads only the OUT buffer, not {}",
-                        m.memory_type.name().to_uppercase()
-                    )));
+                    return Err(IsaError::StoreNotFromOut(m.memory_type));
                 }
                 if !store && m.memory_type == MemType::Out {
-                    return Err(IsaError::Invalid(
-                        "LOAD cannot write the OUT buffer (it is written by GEMM/ALU)".into(),
-                    ));
+                    return Err(IsaError::LoadIntoOut);
                 }
                 let depth = cfg.depth(m.memory_type);
                 if u32::from(m.sram_base) >= depth {
-                    return Err(IsaError::Invalid(format!(
-                        "sram_base {} is beyond the {} buffer's {depth} elements",
-                        m.sram_base,
-                        m.memory_type.name().to_uppercase()
-                    )));
+                    return Err(IsaError::SramBeyondBuffer {
+                        memory_type: m.memory_type,
+                        sram_base: m.sram_base,
+                        depth,
+                    });
                 }
-                for (name, pad) in [
-                    ("y_pad_0", m.y_pad_0),
-                    ("y_pad_1", m.y_pad_1),
-                    ("x_pad_0", m.x_pad_0),
-                    ("x_pad_1", m.x_pad_1),
-                ] {
-                    if pad > 15 {
-                        return Err(IsaError::FieldOverflow {
-                            format: "LOAD/STORE",
-                            field: name,
-                            value: pad.into(),
-                            width: 4,
-                        });
-                    }
-                    if store && pad != 0 {
-                        return Err(IsaError::Invalid(format!(
-                            "STORE has no padding, but {name} = {pad}"
-                        )));
+                if store {
+                    for (field, value) in m.pads() {
+                        if value != 0 {
+                            return Err(IsaError::StorePadding { field, value });
+                        }
                     }
                 }
                 Ok(())
@@ -375,9 +522,7 @@ impl Codec {
             Insn::Gemm(g) => self.check_loop(&g.lp),
             Insn::Alu(a) => {
                 if a.op == AluOp::Mul && !cfg.alu_mul {
-                    return Err(IsaError::Invalid(
-                        "ALU MUL is not implemented by this config (ALU_MUL is false)".into(),
-                    ));
+                    return Err(IsaError::AluMulUnsupported);
                 }
                 self.check_loop(&a.lp)
             }
@@ -388,16 +533,16 @@ impl Codec {
     fn check_loop(&self, lp: &UopLoop) -> Result<(), IsaError> {
         let depth = self.cfg.depth(MemType::Uop);
         if u32::from(lp.uop_end) > depth {
-            return Err(IsaError::Invalid(format!(
-                "uop_end {} is beyond the micro-op buffer's {depth} entries",
-                lp.uop_end
-            )));
+            return Err(IsaError::UopEndBeyondBuffer {
+                uop_end: lp.uop_end,
+                depth,
+            });
         }
         Ok(())
     }
 
     /// Encodes one instruction as VTA's 16 little-endian bytes.
-    pub fn encode(&self, insn: &Insn) -> Result<[u8; 16], IsaError> {
+    pub fn encode(&self, insn: &Insn) -> Result<[u8; INSN_BYTES], IsaError> {
         Ok(self.encode_word(insn)?.to_le_bytes())
     }
 
@@ -443,7 +588,8 @@ impl Codec {
         Ok(w)
     }
 
-    fn layout_of(&self, op: Opcode) -> &Layout {
+    /// The layout of the instructions with opcode `op`.
+    pub fn layout_of(&self, op: Opcode) -> &Layout {
         match op {
             Opcode::Load | Opcode::Store => &self.mem,
             Opcode::Gemm => &self.gemm,
@@ -454,7 +600,7 @@ impl Codec {
 
     /// Decodes VTA's 16 little-endian bytes. Bits outside every field of the format (VTA's
     /// gaps, and everything after the header of FINISH) are ignored, as the hardware does.
-    pub fn decode(&self, bytes: &[u8; 16]) -> Result<Insn, IsaError> {
+    pub fn decode(&self, bytes: &[u8; INSN_BYTES]) -> Result<Insn, IsaError> {
         let w = u128::from_le_bytes(*bytes);
         let opcode_bits = self.finish.get(w, Field::Opcode);
         let op = Opcode::from_bits(opcode_bits).ok_or(IsaError::UnknownOpcode(opcode_bits))?;
@@ -515,7 +661,7 @@ impl Codec {
     }
 
     /// Encodes a micro-op as 4 little-endian bytes.
-    pub fn encode_uop(&self, u: &Uop) -> Result<[u8; 4], IsaError> {
+    pub fn encode_uop(&self, u: &Uop) -> Result<[u8; UOP_BYTES], IsaError> {
         let mut w = 0u128;
         self.uop.put(&mut w, Field::DstIdx, u.dst_idx.into())?;
         self.uop.put(&mut w, Field::SrcIdx, u.src_idx.into())?;
@@ -524,7 +670,7 @@ impl Codec {
     }
 
     /// Decodes a micro-op; bits above the three fields are ignored.
-    pub fn decode_uop(&self, bytes: &[u8; 4]) -> Uop {
+    pub fn decode_uop(&self, bytes: &[u8; UOP_BYTES]) -> Uop {
         let w = u128::from(u32::from_le_bytes(*bytes));
         Uop {
             dst_idx: self.uop.get(w, Field::DstIdx) as u32,
@@ -535,18 +681,18 @@ impl Codec {
 
     /// Decodes a raw stream of 16-byte instructions; errors name the instruction index.
     pub fn decode_stream(&self, bytes: &[u8]) -> Result<Vec<Insn>, StreamError> {
-        if bytes.len() % 16 != 0 {
+        if bytes.len() % INSN_BYTES != 0 {
             return Err(StreamError::Length {
                 len: bytes.len(),
-                unit: 16,
+                unit: INSN_BYTES,
                 what: "instruction",
             });
         }
         bytes
-            .chunks_exact(16)
+            .chunks_exact(INSN_BYTES)
             .enumerate()
             .map(|(index, c)| {
-                self.decode(c.try_into().expect("16-byte chunk"))
+                self.decode(c.try_into().expect("an instruction's bytes"))
                     .map_err(|source| StreamError::At { index, source })
             })
             .collect()
@@ -554,7 +700,7 @@ impl Codec {
 
     /// Encodes instructions as one raw stream; errors name the instruction index.
     pub fn encode_stream(&self, insns: &[Insn]) -> Result<Vec<u8>, StreamError> {
-        let mut out = Vec::with_capacity(insns.len() * 16);
+        let mut out = Vec::with_capacity(insns.len() * INSN_BYTES);
         for (index, i) in insns.iter().enumerate() {
             out.extend(
                 self.encode(i)
@@ -566,16 +712,16 @@ impl Codec {
 
     /// Decodes a raw stream of 4-byte micro-ops.
     pub fn decode_uop_stream(&self, bytes: &[u8]) -> Result<Vec<Uop>, StreamError> {
-        if bytes.len() % 4 != 0 {
+        if bytes.len() % UOP_BYTES != 0 {
             return Err(StreamError::Length {
                 len: bytes.len(),
-                unit: 4,
+                unit: UOP_BYTES,
                 what: "micro-op",
             });
         }
         Ok(bytes
-            .chunks_exact(4)
-            .map(|c| self.decode_uop(c.try_into().expect("4-byte chunk")))
+            .chunks_exact(UOP_BYTES)
+            .map(|c| self.decode_uop(c.try_into().expect("a micro-op's bytes")))
             .collect())
     }
 
@@ -637,7 +783,7 @@ pub enum StreamError {
         unit: usize,
         what: &'static str,
     },
-    #[error("instruction {index} (byte offset {}): {source}", index * 16)]
+    #[error("instruction {index} (byte offset {}): {source}", index * INSN_BYTES)]
     At { index: usize, source: IsaError },
 }
 
@@ -674,6 +820,114 @@ mod tests {
         assert_eq!(
             uop,
             [("dst_idx", 10, 0), ("src_idx", 21, 11), ("wgt_idx", 31, 22)]
+        );
+    }
+
+    #[test]
+    fn limits_are_the_field_widths_on_every_preset() {
+        for &(name, _, _) in crate::config::PRESETS {
+            let c = Codec::new(&HwConfig::preset(name).unwrap());
+            let max = |l: &Layout, f| -> i64 { l.range(f).1 };
+            for f in [Field::YPad0, Field::YPad1, Field::XPad0, Field::XPad1] {
+                assert_eq!(max(&c.mem, f), i64::from(MAX_PAD), "{name} {f}");
+            }
+            for f in [Field::YSize, Field::XSize, Field::XStride] {
+                assert_eq!(max(&c.mem, f), i64::from(MAX_DMA_SIZE), "{name} {f}");
+            }
+            for l in [&c.gemm, &c.alu] {
+                assert_eq!(max(l, Field::IterOut), i64::from(MAX_ITER), "{name}");
+                assert_eq!(max(l, Field::IterIn), i64::from(MAX_ITER), "{name}");
+            }
+            assert_eq!(
+                c.alu.range(Field::Imm),
+                (IMM_MIN.into(), IMM_MAX.into()),
+                "{name}"
+            );
+            for l in [&c.mem, &c.gemm, &c.alu, &c.finish] {
+                let end = l.fields.iter().map(|(_, s)| s.lsb + s.width).max().unwrap();
+                assert!(end <= INSN_BITS, "{name} {}", l.name);
+            }
+            let uop_end = c.uop.fields.iter().map(|(_, s)| s.lsb + s.width).max();
+            assert!(uop_end.unwrap() <= UOP_BITS, "{name}");
+            // Config-dependent limits follow the buffer depths.
+            let cfg = c.config();
+            assert_eq!(
+                max(&c.gemm, Field::UopEnd),
+                i64::from(cfg.depth(MemType::Uop)) * 2 - 1,
+                "{name}"
+            );
+            assert_eq!(
+                max(&c.uop, Field::DstIdx),
+                i64::from(cfg.depth(MemType::Acc)) - 1,
+                "{name}"
+            );
+        }
+        assert_eq!((MAX_PAD, MAX_DMA_SIZE, MAX_ITER), (15, 65535, 16383));
+        assert_eq!(
+            (IMM_MIN, IMM_MAX, INSN_BYTES, UOP_BYTES),
+            (i16::MIN, i16::MAX, 16, 4)
+        );
+    }
+
+    #[test]
+    fn every_codec_error_about_an_operand_names_its_field() {
+        let mut cfg = HwConfig::preset("small").unwrap();
+        cfg.alu_mul = false;
+        let c = Codec::new(&cfg);
+        let load = |mt| MemInsn::transfer(mt, 0, 0, 1, 1, 1);
+        let err = |i: Insn| c.encode(&i).unwrap_err();
+        assert_eq!(
+            err(Insn::Store(load(MemType::Acc))).field(),
+            Some(Field::MemoryType)
+        );
+        assert_eq!(err(Insn::Load(load(MemType::Out))), IsaError::LoadIntoOut);
+        let far = MemInsn {
+            sram_base: u16::MAX,
+            ..load(MemType::Inp)
+        };
+        assert_eq!(err(Insn::Load(far)).field(), Some(Field::SramBase));
+        let padded = load(MemType::Out).padded([0, 0, 1, 0]);
+        assert_eq!(
+            err(Insn::Store(padded)),
+            IsaError::StorePadding {
+                field: Field::XPad0,
+                value: 1
+            }
+        );
+        let wide = load(MemType::Inp).padded([0, 16, 0, 0]);
+        assert_eq!(err(Insn::Load(wide)).field(), Some(Field::YPad1));
+        let lp = UopLoop {
+            uop_end: 1,
+            iter_out: MAX_ITER + 1,
+            iter_in: 1,
+            ..UopLoop::default()
+        };
+        let gemm = GemmInsn {
+            lp,
+            ..GemmInsn::default()
+        };
+        assert_eq!(err(Insn::Gemm(gemm)).field(), Some(Field::IterOut));
+        let mul = AluInsn {
+            deps: DepFlags::NONE,
+            lp: UopLoop { iter_out: 1, ..lp },
+            op: AluOp::Mul,
+            use_imm: true,
+            imm: 1,
+        };
+        assert_eq!(err(Insn::Alu(mul)), IsaError::AluMulUnsupported);
+        let beyond = UopLoop {
+            uop_end: u16::MAX,
+            iter_out: 1,
+            ..lp
+        };
+        assert_eq!(
+            err(Insn::Alu(AluInsn {
+                lp: beyond,
+                op: AluOp::Add,
+                ..mul
+            }))
+            .field(),
+            Some(Field::UopEnd)
         );
     }
 

@@ -8,14 +8,18 @@ pub mod builder;
 pub mod config;
 pub mod container;
 pub mod insn;
+pub mod lanes;
 pub mod layout;
 pub mod npy;
 pub mod program;
+pub mod rng;
 pub mod spec;
+pub mod tokens;
 
 pub use config::{ConfigError, HwConfig, PRESETS};
 pub use insn::{
     AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Module, Opcode, Uop, UopLoop,
 };
-pub use layout::{Codec, IsaError, StreamError};
+pub use layout::{Codec, Field, IsaError, StreamError, INSN_BYTES, UOP_BYTES};
 pub use program::{DType, Program, Role, Segment};
+pub use tokens::{DepFlag, Queue};

@@ -92,7 +92,8 @@
 //! | `g2s` | compute -> store  | results ready in OUT (RAW) |
 //! | `s2g` | store -> compute  | OUT buffer drained (WAR)   |
 //!
-//! What each flag means, by the module that executes the instruction:
+//! What each flag means, by the module that executes the instruction (the same table, as
+//! data, is [`crate::tokens::ROUTES`]):
 //!
 //! | module  | `pop_prev`  | `pop_next`  | `push_prev`  | `push_next`  |
 //! |---------|-------------|-------------|--------------|--------------|

@@ -148,9 +148,10 @@ fn values_too_large_for_their_fields() {
     check(
         "gemm uops=0..1 iter=1,1 dst=2048,0\n",
         1,
-        25,
+        29,
         &[
-            "dst_factor_out = 2048",
+            "2048 is out of range for dst_factor_out",
+            "between 0 and 2047",
             "11 bits",
             "1x16_i8w8a32_15_15_18_17",
         ],
@@ -177,8 +178,12 @@ fn values_too_large_for_their_fields() {
     check(
         "gemm uops=0..1 iter=16384,1\n",
         1,
-        16,
-        &["iter_out = 16384", "14 bits"],
+        21,
+        &[
+            "16384 is out of range for iter_out",
+            "between 0 and 16383",
+            "14 bits",
+        ],
     );
     check(
         "alu add uops=0..1 iter=1,1 imm=40000\n",
@@ -207,8 +212,8 @@ fn values_too_large_for_their_fields() {
     check(
         ".uops k\n    uop dst=0 src=0 wgt=1024\n",
         2,
-        21,
-        &["wgt_idx = 1024", "10 bits"],
+        25,
+        &["1024 is out of range for wgt_idx", "10 bits"],
     );
 }
 
@@ -491,7 +496,7 @@ fn tabs_and_crlf_keep_positions() {
     check(
         "finish\r\n\tgemm uops=0..1 iter=1,1 dst=0,4096\r\n",
         2,
-        26,
+        32,
         &["dst_factor_in"],
     );
 }

@@ -17,7 +17,12 @@ pub struct BitstreamArgs {
     #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
     config: Option<String>,
     /// Output directory for the project (created if missing)
-    #[arg(short = 'o', long = "output", value_name = "DIR", visible_alias = "out")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        visible_alias = "out"
+    )]
     out: PathBuf,
     /// Resource estimate for the fit pre-check: the output of `vta hw report --json` for this
     /// config (default: a cached yosys estimate, or a yosys run of a few minutes, then cached)

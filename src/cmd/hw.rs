@@ -25,7 +25,12 @@ pub struct VerilogArgs {
     #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
     config: Option<String>,
     /// Output directory (created if missing)
-    #[arg(short = 'o', long = "output", value_name = "DIR", visible_alias = "out")]
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DIR",
+        visible_alias = "out"
+    )]
     out: PathBuf,
 }
 

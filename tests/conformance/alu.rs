@@ -2,7 +2,7 @@
 //! compression, with VTA's operand ranges and token choreography (LOAD ACC -> ALU -> STORE per
 //! batch row group, FINISH waiting for the last store).
 
-use crate::common::{configs, output, pack, run, unpack, Rng};
+use crate::common::{configs, output, pack, run, unpack, Rng, RngMatrix};
 use isa::builder::ProgramBuilder;
 use isa::{AluInsn, AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Uop, UopLoop};
 use ndarray::Array2;

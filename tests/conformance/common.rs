@@ -22,31 +22,18 @@ pub fn configs() -> impl Iterator<Item = HwConfig> {
     CONFIGS.iter().map(|n| HwConfig::preset(n).unwrap())
 }
 
-/// SplitMix64: small, seedable, identical on every platform.
-pub struct Rng(u64);
+pub use isa::rng::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
-    }
-    pub fn matrix<T: TryFrom<i64>>(
-        &mut self,
-        rows: usize,
-        cols: usize,
-        lo: i64,
-        hi: i64,
-    ) -> Array2<T>
+/// Random matrices for the conformance programs.
+pub trait RngMatrix {
+    /// A `rows x cols` matrix of values uniform in `lo..=hi`.
+    fn matrix<T: TryFrom<i64>>(&mut self, rows: usize, cols: usize, lo: i64, hi: i64) -> Array2<T>
+    where
+        T::Error: std::fmt::Debug;
+}
+
+impl RngMatrix for Rng {
+    fn matrix<T: TryFrom<i64>>(&mut self, rows: usize, cols: usize, lo: i64, hi: i64) -> Array2<T>
     where
         T::Error: std::fmt::Debug,
     {

@@ -3,7 +3,7 @@
 //! VTA's token choreography. Output = low 8 bits of bias + X.W^T.
 
 use crate::alu::{deps, mem};
-use crate::common::{block, configs, output, pack, run, unpack, Rng};
+use crate::common::{block, configs, output, pack, run, unpack, Rng, RngMatrix};
 use isa::builder::{Buf, ProgramBuilder};
 use isa::{DType, HwConfig, Insn, MemType, Program, Uop};
 use ndarray::Array2;

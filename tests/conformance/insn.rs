@@ -2,7 +2,7 @@
 //! with shift-and-clip (one and two virtual threads), relu, shift-and-scale. Written with the
 //! program builder, so they also exercise its token bookkeeping.
 
-use crate::common::{block, configs, output, pack, run, unpack, Rng};
+use crate::common::{block, configs, output, pack, run, unpack, Rng, RngMatrix};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
 use ndarray::{s, Array2};

@@ -44,14 +44,7 @@ pub fn compute(cfg: &HwConfig, len_width: u32) -> Module {
     let m = ModuleBuilder::new("vta_compute");
     let can_launch = m.wire("can_launch", 1);
     let done = m.wire("work_done", 1);
-    let s = sequencer(
-        &m,
-        &codec,
-        &[(Field::PopPrevDep, "l2g"), (Field::PopNextDep, "s2g")],
-        &[(Field::PushPrevDep, "g2l"), (Field::PushNextDep, "g2s")],
-        can_launch,
-        done,
-    );
+    let s = sequencer(&m, &codec, isa::Module::Compute, can_launch, done);
     let rc = read_client_inputs(&m, b);
     let exec_insn_ready = m.input("exec_insn_ready", 1);
     let exec_done = m.input("exec_done", 1);

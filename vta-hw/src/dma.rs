@@ -28,7 +28,7 @@
 //! 4 KiB).
 
 use hdl::{addr_bits, count_bits, Module, ModuleBuilder, Sig};
-use isa::layout::{Codec, Field};
+use isa::layout::{Codec, Field, DMA_SIZE_BITS, INSN_BITS, MAX_DMA_SIZE, MAX_PAD};
 
 use crate::util::{field, log2};
 
@@ -236,7 +236,7 @@ pub fn load_engine(codec: &Codec, p: &EngineParams) -> Module {
     let m = ModuleBuilder::new(&format!("load_engine_e{e}_b{b}_a{a}"));
     let l = &codec.mem;
     let start = m.input("start", 1);
-    let insn = m.input("insn", 128);
+    let insn = m.input("insn", INSN_BITS);
     m.allow_unused(insn, "only the LOAD fields that move data are used here");
     let rc = read_client_inputs(&m, b);
 
@@ -245,7 +245,8 @@ pub fn load_engine(codec: &Codec, p: &EngineParams) -> Module {
     let y_size = field(insn, l, Field::YSize);
     let x_size = field(insn, l, Field::XSize);
     let x_stride = field(insn, l, Field::XStride);
-    let w = 17; // padded extents: 16-bit sizes plus two 4-bit pads
+    // Padded extents: a size plus two pads.
+    let w = count_bits(u64::from(MAX_DMA_SIZE) + 2 * u64::from(MAX_PAD));
     let y0 = field(insn, l, Field::YPad0).zext(w);
     let y1 = m.named("data_rows_end", y0 + y_size.zext(w));
     let rows = m.named("rows", y1 + field(insn, l, Field::YPad1).zext(w));
@@ -256,9 +257,9 @@ pub fn load_engine(codec: &Codec, p: &EngineParams) -> Module {
 
     // ---- request generator ------------------------------------------------------------
     let rq_active = m.reg("rq_active", 1, 0);
-    let rq_left = m.reg_noreset("rq_rows_left", 16);
+    let rq_left = m.reg_noreset("rq_rows_left", DMA_SIZE_BITS);
     let rq_addr = m.reg_noreset("rq_elem_addr", 32);
-    let unpack = m.instance("u_unpack", &unpacker(g, 16));
+    let unpack = m.instance("u_unpack", &unpacker(g, DMA_SIZE_BITS));
     let (addr, beats, skip) = row_request(&m, g, rq_addr, x_size, lw);
     let desc_ok = if g.wide() {
         m.bit(true)
@@ -356,7 +357,7 @@ pub fn store_engine(codec: &Codec, p: &EngineParams) -> Module {
     let m = ModuleBuilder::new(&format!("store_engine_e{e}_b{b}_a{a}"));
     let l = &codec.mem;
     let start = m.input("start", 1);
-    let insn = m.input("insn", 128);
+    let insn = m.input("insn", INSN_BITS);
     m.allow_unused(insn, "only the STORE fields that move data are used here");
     let rd_data = m.input("rd_data", e);
     let wr_req_ready = m.input("wr_req_ready", 1);
@@ -372,14 +373,14 @@ pub fn store_engine(codec: &Codec, p: &EngineParams) -> Module {
 
     // ---- request generator ------------------------------------------------------------
     let rq_active = m.reg("rq_active", 1, 0);
-    let rq_left = m.reg_noreset("rq_rows_left", 16);
+    let rq_left = m.reg_noreset("rq_rows_left", DMA_SIZE_BITS);
     let rq_addr = m.reg_noreset("rq_elem_addr", 32);
     let (addr, beats, skip) = row_request(&m, g, rq_addr, x_size, lw);
     // E < B: the packer's row descriptors.
     let dq = skip.map(|_| {
         m.instance(
             "u_desc",
-            &hdl::widgets::small_fifo(log2(g.elems_per_beat()) + 16, DESC_DEPTH),
+            &hdl::widgets::small_fifo(log2(g.elems_per_beat()) + DMA_SIZE_BITS, DESC_DEPTH),
         )
     });
     let desc_ok = match &dq {
@@ -414,8 +415,8 @@ pub fn store_engine(codec: &Codec, p: &EngineParams) -> Module {
 
     // ---- reader: OUT rows densely from sram_base ----------------------------------------
     let rd_active = m.reg("rd_active", 1, 0);
-    let rd_r = m.reg_noreset("rd_row", 16);
-    let rd_c = m.reg_noreset("rd_col", 16);
+    let rd_r = m.reg_noreset("rd_row", DMA_SIZE_BITS);
+    let rd_c = m.reg_noreset("rd_col", DMA_SIZE_BITS);
     let rd_a = m.reg_noreset("rd_sram_addr", a);
     let rd_pending = m.reg("rd_pending", 1, 0); // read issued last cycle
     let buf = m.instance("u_buffer", &hdl::widgets::small_fifo(e, STORE_BUFFER_DEPTH));
@@ -476,7 +477,7 @@ pub fn store_engine(codec: &Codec, p: &EngineParams) -> Module {
         let head = dq.output("out_data");
         let cur = m.reg("cur_valid", 1, 0);
         let slot = m.reg_noreset("slot", kl);
-        let remaining = m.reg_noreset("remaining", 16);
+        let remaining = m.reg_noreset("remaining", DMA_SIZE_BITS);
         let load = m.named("load_desc", !cur & dq.output("out_valid"));
         dq.connect("out_ready", load);
 
@@ -505,12 +506,16 @@ pub fn store_engine(codec: &Codec, p: &EngineParams) -> Module {
         m.next_when(
             slot,
             load | fire,
-            m.mux(load, head.slice(kl + 15, 16), slot + 1),
+            m.mux(
+                load,
+                head.slice(kl + DMA_SIZE_BITS - 1, DMA_SIZE_BITS),
+                slot + 1,
+            ),
         );
         m.next_when(
             remaining,
             load | fire,
-            m.mux(load, head.slice(15, 0), remaining - 1),
+            m.mux(load, head.slice(DMA_SIZE_BITS - 1, 0), remaining - 1),
         );
         m.output_from("wr_data_valid", ofull);
         m.output_from("wr_data", obeat);

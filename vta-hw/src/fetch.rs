@@ -16,7 +16,7 @@
 //! dispatched) and `dispatched` (a pulse per instruction).
 
 use hdl::{count_bits, Module, ModuleBuilder};
-use isa::layout::{Codec, Field};
+use isa::layout::{Codec, Field, INSN_BITS};
 use isa::{HwConfig, MemType, Opcode};
 
 use crate::dma::{read_client_inputs, row_request, unpacker, Gear};
@@ -31,7 +31,7 @@ pub const CHUNK: u32 = 16;
 pub fn fetch(cfg: &HwConfig, len_width: u32) -> Module {
     let codec = Codec::new(cfg);
     let g = Gear {
-        elem_bits: 128,
+        elem_bits: INSN_BITS,
         bus_bits: cfg.axi_data_width,
     };
     let m = ModuleBuilder::new("vta_fetch");
@@ -99,7 +99,10 @@ pub fn fetch(cfg: &HwConfig, len_width: u32) -> Module {
     unpack.connect("in_valid", rc.data_valid);
     unpack.connect("in_data", rc.data);
     m.output_from("rd_data_ready", unpack.output("in_ready"));
-    let buffer = m.instance("u_buffer", &hdl::widgets::sync_fifo(128, BUFFER_DEPTH));
+    let buffer = m.instance(
+        "u_buffer",
+        &hdl::widgets::sync_fifo(INSN_BITS, BUFFER_DEPTH),
+    );
     buffer.connect("in_valid", unpack.output("out_valid"));
     buffer.connect("in_data", unpack.output("out_data"));
     // Room was reserved when the request was issued.

@@ -16,7 +16,7 @@
 //! cycles of sequencing.
 
 use hdl::{ModuleBuilder, Sig};
-use isa::layout::{Codec, Field};
+use isa::layout::{Codec, Field, INSN_BITS};
 
 use crate::util::flag;
 
@@ -50,29 +50,36 @@ pub(crate) const EXEC: u64 = 1;
 /// Sequencer state: the work is complete; waiting for room in a pushed queue.
 pub(crate) const PUSH: u64 = 2;
 
-/// Builds the sequencer in `m`: declares the queue ports `q_valid`, `q_ready`, `q_data`,
-/// and for each `(flag, queue)` of `pops` the ports `<queue>_can_pop` / `<queue>_pop`, of
-/// `pushes` the ports `<queue>_can_push` / `<queue>_push`. `can_launch` and `done` are
-/// wires the caller drives (they may depend on the returned signals).
+/// Builds the sequencer of `unit` in `m`: declares the queue ports `q_valid`, `q_ready`,
+/// `q_data`, and for each flag legal on `unit` (`isa::tokens`) the ports `<queue>_can_pop` /
+/// `<queue>_pop` of a pop, `<queue>_can_push` / `<queue>_push` of a push. Illegal flags are
+/// ignored (spec 5.2). `can_launch` and `done` are wires the caller drives (they may depend
+/// on the returned signals).
 pub(crate) fn sequencer<'a>(
     m: &'a ModuleBuilder,
     codec: &Codec,
-    pops: &[(Field, &str)],
-    pushes: &[(Field, &str)],
+    unit: isa::Module,
     can_launch: Sig<'a>,
     done: Sig<'a>,
 ) -> Sequencer<'a> {
+    let ports = |push: bool| -> Vec<(Field, &str)> {
+        isa::tokens::legal_flags(unit)
+            .filter(|(f, _)| f.is_push() == push)
+            .map(|(f, q)| (f.field(), q.name()))
+            .collect()
+    };
+    let (pops, pushes) = (ports(false), ports(true));
     let l = &codec.mem;
     let q_valid = m.input("q_valid", 1);
-    let q_data = m.input("q_data", 128);
+    let q_data = m.input("q_data", INSN_BITS);
     let state = m.reg("state", 2, IDLE);
-    let insn = m.reg_noreset("insn", 128);
+    let insn = m.reg_noreset("insn", INSN_BITS);
     let idle = m.named("idle", state.eq(IDLE));
 
     // Pops, checked on the queue's head.
     let mut pops_ok = m.bit(true);
     let mut pop_flags = vec![];
-    for &(f, q) in pops {
+    for &(f, q) in &pops {
         let set = flag(q_data, l, f);
         let can = m.input(&format!("{q}_can_pop"), 1);
         pops_ok = pops_ok & (!set | can);
@@ -95,7 +102,7 @@ pub(crate) fn sequencer<'a>(
     // Pushes, in the retiring cycle or later in PUSH.
     let mut push_ok = m.bit(true);
     let mut push_flags = vec![];
-    for &(f, q) in pushes {
+    for &(f, q) in &pushes {
         let set = flag(insn, l, f);
         let can = m.input(&format!("{q}_can_push"), 1);
         push_ok = push_ok & (!set | can);

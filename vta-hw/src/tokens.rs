@@ -8,10 +8,7 @@
 //! `clear` (the start of a run) empties every queue.
 
 use hdl::{count_bits, Module, ModuleBuilder};
-use isa::HwConfig;
-
-/// The four queues, in the spec's order.
-pub const QUEUES: [&str; 4] = ["l2g", "g2l", "g2s", "s2g"];
+use isa::{HwConfig, Queue};
 
 /// Builds `vta_tokens` for `cfg`.
 pub fn tokens(cfg: &HwConfig) -> Module {
@@ -19,7 +16,7 @@ pub fn tokens(cfg: &HwConfig) -> Module {
     let w = count_bits(depth);
     let m = ModuleBuilder::new("vta_tokens");
     let clear = m.input("clear", 1);
-    for q in QUEUES {
+    for q in Queue::ALL {
         let push = m.input(&format!("{q}_push"), 1);
         let pop = m.input(&format!("{q}_pop"), 1);
         let count = m.reg(&format!("{q}_count"), w, 0);

@@ -17,6 +17,7 @@
 
 use hdl::widgets::{axi4_master, AxiMasterConfig};
 use hdl::{addr_bits, count_bits, Module, ModuleBuilder};
+use isa::layout::INSN_BITS;
 use isa::{HwConfig, MemType};
 
 use crate::dma::{read_arbiter, Gear};
@@ -30,8 +31,8 @@ pub const MAX_OUTSTANDING_READS: u32 = 8;
 /// Write bursts the master keeps in flight.
 pub const MAX_OUTSTANDING_WRITES: u32 = 4;
 
-/// Width of DMA request lengths (in beats) for `cfg`: enough for a row of 65535 elements
-/// of the widest element type, and for a fetch request.
+/// Width of DMA request lengths (in beats) for `cfg`: enough for a row of the largest
+/// `x_size` of the widest element type, and for a fetch request.
 pub fn len_width(cfg: &HwConfig) -> u32 {
     let max = MemType::ALL
         .iter()
@@ -40,13 +41,13 @@ pub fn len_width(cfg: &HwConfig) -> u32 {
                 elem_bits: cfg.elem_bits(mt),
                 bus_bits: cfg.axi_data_width,
             }
-            .max_beats(u16::MAX as u64)
+            .max_beats(isa::layout::MAX_DMA_SIZE.into())
         })
         .max()
         .unwrap_or(0)
         .max(
             Gear {
-                elem_bits: 128,
+                elem_bits: INSN_BITS,
                 bus_bits: cfg.axi_data_width,
             }
             .max_beats(crate::fetch::CHUNK as u64),
@@ -97,7 +98,7 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
     fetch.connect("insn_addr", ctl.output("insn_addr"));
     fetch.connect("insn_count", ctl.output("insn_count"));
     // A CMD_QUEUE_DEPTH that is not a power of two is rounded up.
-    let queue = lutram_fifo(128, cfg.cmd_queue_depth.next_power_of_two());
+    let queue = lutram_fifo(INSN_BITS, cfg.cmd_queue_depth.next_power_of_two());
     let load = m.instance("u_load", &crate::load::load(cfg, lw));
     let compute = m.instance("u_compute", &crate::compute::compute(cfg, lw));
     let store = m.instance("u_store", &crate::store::store(cfg, lw));
@@ -120,13 +121,13 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
     // ---- dependency tokens ---------------------------------------------------------------
     let tokens = m.instance("u_tokens", &crate::tokens::tokens(cfg));
     tokens.connect("clear", start);
-    // (queue, pushing module, popping module)
-    for (q, from, to) in [
-        ("l2g", &load, &compute),
-        ("g2l", &compute, &load),
-        ("g2s", &compute, &store),
-        ("s2g", &store, &compute),
-    ] {
+    let instance = |unit: isa::Module| match unit {
+        isa::Module::Load => &load,
+        isa::Module::Compute => &compute,
+        isa::Module::Store => &store,
+    };
+    for queue in isa::Queue::ALL {
+        let (q, from, to) = (queue.name(), instance(queue.from()), instance(queue.to()));
         tokens.connect(&format!("{q}_push"), from.output(&format!("{q}_push")));
         tokens.connect(&format!("{q}_pop"), to.output(&format!("{q}_pop")));
         from.connect(
@@ -276,9 +277,9 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
     let state = m.cat(&fields);
     assert_eq!(state.width(), crate::debug::STATE_BITS);
     m.output_from(crate::debug::STATE_PORT, state);
-    for q in crate::tokens::QUEUES {
+    for q in isa::Queue::ALL {
         m.output_from(
-            &crate::debug::tokens_port(q),
+            &crate::debug::tokens_port(q.name()),
             tokens.output(&format!("{q}_tokens")),
         );
     }

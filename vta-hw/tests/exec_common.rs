@@ -297,40 +297,21 @@ impl Reference {
 
 // ----- random numbers ----------------------------------------------------------------------
 
-/// xorshift64*: deterministic and seedable.
-pub struct Rng(u64);
+pub use isa::rng::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in `0..n` (0 when n is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
+/// Random lane values for the datapath tests.
+pub trait RngLanes {
     /// A random signed value of `bits` bits.
-    pub fn signed(&mut self, bits: u32) -> i64 {
+    fn signed(&mut self, bits: u32) -> i64;
+    /// Like [`signed`](Self::signed), but often an extreme value.
+    fn edgy(&mut self, bits: u32) -> i64;
+}
+
+impl RngLanes for Rng {
+    fn signed(&mut self, bits: u32) -> i64 {
         wrap(i128::from(self.next_u64()), bits)
     }
-    /// Like [`signed`](Self::signed), but often an extreme value.
-    pub fn edgy(&mut self, bits: u32) -> i64 {
+    fn edgy(&mut self, bits: u32) -> i64 {
         let max = (1i64 << (bits - 1)) - 1;
         match self.below(8) {
             0 => max,

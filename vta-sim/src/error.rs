@@ -45,36 +45,8 @@ impl Default for Limits {
     }
 }
 
-/// The four dependency-token queues (see `isa::spec`, "Tokens").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Queue {
-    /// load -> compute ("data loaded").
-    L2g = 0,
-    /// compute -> load ("INP/WGT buffer free").
-    G2l = 1,
-    /// compute -> store ("results ready").
-    G2s = 2,
-    /// store -> compute ("OUT buffer drained").
-    S2g = 3,
-}
-
-impl Queue {
-    pub const ALL: [Queue; 4] = [Queue::L2g, Queue::G2l, Queue::G2s, Queue::S2g];
-    pub fn name(self) -> &'static str {
-        match self {
-            Queue::L2g => "l2g",
-            Queue::G2l => "g2l",
-            Queue::G2s => "g2s",
-            Queue::S2g => "s2g",
-        }
-    }
-}
-
-impl fmt::Display for Queue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// The four dependency-token queues, routed as `isa::tokens` says.
+pub use isa::Queue;
 
 /// A short name of an instruction for messages: `LOAD inp`, `GEMM`, `GEMM reset`, `ALU shr`.
 pub fn describe(insn: &Insn) -> String {

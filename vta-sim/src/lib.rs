@@ -20,7 +20,6 @@ mod device_tests;
 mod error;
 mod kernels;
 mod mem;
-mod pack;
 #[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
 mod sim;

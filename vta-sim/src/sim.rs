@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use isa::tokens::{self, DepFlag};
+use isa::INSN_BYTES;
 use isa::{
     AluInsn, Codec, GemmInsn, HwConfig, Insn, MemInsn, MemType, Module, StreamError, Uop, UopLoop,
 };
@@ -11,7 +13,7 @@ use crate::counters::Counters;
 use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
 use crate::kernels::{self, Loop, Shape};
 use crate::mem::Memory;
-use crate::pack;
+use isa::lanes;
 
 /// Bit-exact, token-checked functional model of one accelerator config.
 ///
@@ -63,37 +65,18 @@ type FlagQueues = ([Option<Queue>; 2], [Option<Queue>; 2]);
 /// names a flag that is illegal on the module.
 fn flag_queues(module: Module, insn: &Insn) -> Result<FlagQueues, &'static str> {
     let d = insn.deps();
-    let q = |on: bool, q: Queue| on.then_some(q);
-    match module {
-        Module::Load => {
-            if d.pop_prev {
-                return Err("pop_prev");
-            }
-            if d.push_prev {
-                return Err("push_prev");
-            }
-            Ok((
-                [q(d.pop_next, Queue::G2l), None],
-                [q(d.push_next, Queue::L2g), None],
-            ))
-        }
-        Module::Compute => Ok((
-            [q(d.pop_prev, Queue::L2g), q(d.pop_next, Queue::S2g)],
-            [q(d.push_prev, Queue::G2l), q(d.push_next, Queue::G2s)],
-        )),
-        Module::Store => {
-            if d.pop_next {
-                return Err("pop_next");
-            }
-            if d.push_next {
-                return Err("push_next");
-            }
-            Ok((
-                [q(d.pop_prev, Queue::G2s), None],
-                [q(d.push_prev, Queue::S2g), None],
-            ))
-        }
+    let (mut pops, mut pushes) = ([None; 2], [None; 2]);
+    for flag in DepFlag::ALL.into_iter().filter(|&f| d.get(f)) {
+        let q = tokens::route(module, flag).ok_or(flag.name())?;
+        let slots = if flag.is_push() {
+            &mut pushes
+        } else {
+            &mut pops
+        };
+        // "prev" flags take the first slot, "next" flags the second.
+        slots[flag as usize % 2] = Some(q);
     }
+    Ok((pops, pushes))
 }
 
 fn module_index(m: Module) -> usize {
@@ -238,8 +221,8 @@ impl FuncSim {
         let mut done = 0u64;
         while done < u64::from(insn_count) {
             let n = CHUNK.min(u64::from(insn_count) - done);
-            bytes.resize(n as usize * 16, 0);
-            mem.read(insn_addr + done * 16, &mut bytes)
+            bytes.resize(n as usize * INSN_BYTES, 0);
+            mem.read(insn_addr + done * INSN_BYTES as u64, &mut bytes)
                 .map_err(|fault| SimError::Fetch {
                     addr: insn_addr,
                     count: insn_count,
@@ -285,11 +268,14 @@ impl FuncSim {
                 flag,
             })?;
             if let Insn::Finish(d) = insn {
-                if let Some(flag) = [(d.push_prev, "push_prev"), (d.push_next, "push_next")]
+                if let Some(flag) = [DepFlag::PushPrev, DepFlag::PushNext]
                     .into_iter()
-                    .find_map(|(on, n)| on.then_some(n))
+                    .find(|&f| d.get(f))
                 {
-                    return Err(SimError::FinishPush { index, flag });
+                    return Err(SimError::FinishPush {
+                        index,
+                        flag: flag.name(),
+                    });
                 }
             }
             flags.push(f);
@@ -600,7 +586,7 @@ impl FuncSim {
     fn unpack_row(&mut self, mt: MemType, first: usize, count: usize, bytes: &[u8]) {
         let sh = self.sh;
         match mt {
-            MemType::Inp => pack::unpack_i16(
+            MemType::Inp => lanes::unpack_i16(
                 bytes,
                 self.cfg.inp_width(),
                 &mut self.inp[first * sh.inp_lanes..][..count * sh.inp_lanes],
@@ -608,7 +594,7 @@ impl FuncSim {
             MemType::Wgt => {
                 let (bi, bo) = (sh.block_in, sh.block_out);
                 self.lanes.resize(count * bo * bi, 0);
-                pack::unpack_i16(bytes, self.cfg.wgt_width(), &mut self.lanes);
+                lanes::unpack_i16(bytes, self.cfg.wgt_width(), &mut self.lanes);
                 let tiles = self.wgt[first * sh.wgt_lanes..][..count * sh.wgt_lanes]
                     .chunks_exact_mut(sh.wgt_lanes);
                 for (tile, natural) in tiles.zip(self.lanes.chunks_exact(bo * bi)) {
@@ -617,12 +603,12 @@ impl FuncSim {
                     }
                 }
             }
-            MemType::Acc => pack::unpack_i32(
+            MemType::Acc => lanes::unpack_i32(
                 bytes,
                 self.cfg.acc_width(),
                 &mut self.acc[first * sh.acc_lanes..][..count * sh.acc_lanes],
             ),
-            MemType::Acc8 => pack::unpack_i32(
+            MemType::Acc8 => lanes::unpack_i32(
                 bytes,
                 8,
                 &mut self.acc[first * sh.acc_lanes..][..count * sh.acc_lanes],
@@ -630,9 +616,11 @@ impl FuncSim {
             MemType::Uop => {
                 for (u, b) in self.uop[first..first + count]
                     .iter_mut()
-                    .zip(bytes.chunks_exact(4))
+                    .zip(bytes.chunks_exact(isa::UOP_BYTES))
                 {
-                    *u = self.codec.decode_uop(b.try_into().expect("4-byte chunk"));
+                    *u = self
+                        .codec
+                        .decode_uop(b.try_into().expect("a micro-op's bytes"));
                 }
             }
             MemType::Out => unreachable!("Codec::check refuses LOAD OUT"),
@@ -664,7 +652,7 @@ impl FuncSim {
         let result = (|| {
             for r in 0..usize::from(m.y_size) {
                 let first = start as usize + r * x;
-                pack::pack_low(&self.acc[first * al..][..x * al], bits, &mut row);
+                lanes::pack_low(&self.acc[first * al..][..x * al], bits, &mut row);
                 let elem_addr = u64::from(m.dram_base) + r as u64 * u64::from(m.x_stride);
                 mem.write(elem_addr * eb, &row)
                     .map_err(|fault| Fault::Dram {

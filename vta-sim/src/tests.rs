@@ -178,15 +178,7 @@ fn i32s(v: &[i32]) -> Vec<u8> {
 }
 
 fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+    isa::rng::Rng::new(seed).bytes(len)
 }
 
 // ---------------------------------------------------------------------------------------- LOAD

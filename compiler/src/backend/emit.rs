@@ -175,8 +175,8 @@ impl Ctx {
         self.cfg.depth(m) as usize
     }
 
-    /// Emits a LOAD. Empty transfers become zero fills; pads above 15 rows become zero fills
-    /// of their own.
+    /// Emits a LOAD. Empty transfers become zero fills; pads above [`MAX_PAD`] rows become
+    /// zero fills of their own.
     pub fn load(&mut self, d: Dma) -> Result<(), BackendError> {
         let total = d.sram_len();
         if total == 0 {

@@ -55,12 +55,12 @@ use super::layout::WeightLayout;
 use super::BackendError;
 use crate::qlayer::QConv2d;
 
-/// Largest GEMM/ALU loop extent (14-bit fields).
-pub const MAX_ITER: usize = (1 << isa::config::LOOP_ITER_BITS) - 1;
-/// Largest LOAD/STORE size or stride (16-bit fields).
-pub const MAX_DMA: usize = u16::MAX as usize;
-/// Largest LOAD pad (4-bit fields).
-pub const MAX_PAD: usize = 15;
+/// Largest GEMM/ALU loop extent (`iter_out`/`iter_in`).
+pub const MAX_ITER: usize = isa::layout::MAX_ITER as usize;
+/// Largest LOAD/STORE size or stride (`y_size`, `x_size`, `x_stride`).
+pub const MAX_DMA: usize = isa::layout::MAX_DMA_SIZE as usize;
+/// Largest LOAD pad (`y_pad_0` ... `x_pad_1`).
+pub const MAX_PAD: usize = isa::layout::MAX_PAD as usize;
 
 /// Scratchpad capacities (in elements) and element sizes of a config.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -591,7 +591,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         + usize::from(w_tiles.len() * tw != g.ow)
         + usize::from(k_tiles * tco != g.cob);
     let halves = if uniform_c && cpt == 1 { 2 } else { 4 };
-    let uop_bytes = (halves * kernel * variants * 4) as u64;
+    let uop_bytes = (halves * kernel * variants * isa::UOP_BYTES) as u64;
     let gemm_insns = tiles
         * if uniform_c {
             cpt
@@ -619,7 +619,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         ..Default::default()
     };
     let bytes = e.load_bytes() + e.out_bytes;
-    e.t_mem = (bytes + 16 * e.insns()) as f64 / b.bus_bytes + 8.0 * e.dma_rows as f64;
+    e.t_mem =
+        (bytes + isa::INSN_BYTES as u64 * e.insns()) as f64 / b.bus_bytes + 8.0 * e.dma_rows as f64;
     e.t_compute = (gemm_uops + reset_uops + alu_uops) as f64 + 4.0 * compute_insns as f64;
     let first_chunk = (tci * pitch * b.inp_eb + max_w * b.wgt_eb) as f64 / b.bus_bytes;
     let last_store = (acc_tile * b.out_eb) as f64 / b.bus_bytes;

@@ -110,10 +110,15 @@
 //! - `FLAGS` are the dependency-token flags `pop_prev`, `pop_next`, `push_prev` and
 //!   `push_next`, in any order.
 //!
-//! Operands may come in any order. Every instruction is checked against the config as it is
-//! parsed ([`crate::Codec::encode`]): a value too wide for its field, an SRAM index beyond its
-//! buffer, a STORE from a buffer other than OUT or an ALU `mul` on a config without it is an
-//! error at that instruction.
+//! Operands may come in any order. Every value is checked against the range of its field in
+//! the config's layout ([`crate::layout::Layout::range`]; the message gives the range and the
+//! field's width), and every instruction against the config as it is parsed
+//! ([`crate::Codec::encode`]): an SRAM index beyond its buffer, a STORE from a buffer other
+//! than OUT or an ALU `mul` on a config without it is an error at the operand or word the
+//! problem is about ([`crate::IsaError::field`]).
+//!
+//! The parser and the printer both follow one table of this syntax (mnemonics, the word after
+//! them, operands with the fields they hold, flags), so that they cannot disagree.
 //!
 //! # Errors
 //!
@@ -130,8 +135,13 @@
 //! addresses print symbolically (`NAME` or `NAME+N`) when they fall inside a segment (see
 //! [`Program::locate`]) and the instruction moves data (`x_size > 0`), numerically otherwise.
 
+mod insns;
+mod lex;
+mod operands;
 mod parse;
 mod print;
+mod segments;
+mod syntax;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,11 +1,13 @@
-//! The printer: [`Program`] to canonical source text.
+//! The printer: [`Program`] to canonical source text; instructions and micro-ops are written
+//! by the syntax table the parser reads them with ([`super::syntax`]).
 
 use std::fmt::Write as _;
 
-use super::parse::{is_ident_char, is_ident_start};
+use super::lex::{is_ident_char, is_ident_start};
+use super::syntax::{self, Kind, UOP_MNEMONIC, UOP_OPERANDS};
 use crate::config::{HwConfig, PRESETS};
-use crate::insn::{DepFlags, Insn, MemInsn, Uop, UopLoop};
-use crate::layout::Codec;
+use crate::insn::{Insn, MemInsn, Uop};
+use crate::layout::{Codec, Field};
 use crate::program::{DType, Program, Segment};
 
 /// Values per line of an inline initializer.
@@ -211,7 +213,12 @@ fn canonical_uops(codec: &Codec, s: &Segment) -> Option<Vec<Uop>> {
 }
 
 fn uop_text(u: &Uop) -> String {
-    format!("uop dst={} src={} wgt={}", u.dst_idx, u.src_idx, u.wgt_idx)
+    let mut s = UOP_MNEMONIC.to_string();
+    for o in UOP_OPERANDS {
+        let v = u.field(o.fields[0]).expect("micro-op fields");
+        let _ = write!(s, " {}={v}", o.key);
+    }
+    s
 }
 
 /// An initializer after `= `: `zeros`, or the values in brackets.
@@ -253,90 +260,41 @@ fn init_text(dtype: DType, init: &[u8]) -> String {
     format!("[\n{}\n]", rows.join(",\n"))
 }
 
-fn flags_text(out: &mut String, d: &DepFlags) {
-    for (on, name) in [
-        (d.pop_prev, "pop_prev"),
-        (d.pop_next, "pop_next"),
-        (d.push_prev, "push_prev"),
-        (d.push_next, "push_next"),
-    ] {
-        if on {
-            out.push(' ');
-            out.push_str(name);
-        }
-    }
-}
-
-fn loop_text(out: &mut String, lp: &UopLoop) {
-    let _ = write!(
-        out,
-        " uops={}..{} iter={},{} dst={},{} src={},{}",
-        lp.uop_bgn,
-        lp.uop_end,
-        lp.iter_out,
-        lp.iter_in,
-        lp.dst_factor_out,
-        lp.dst_factor_in,
-        lp.src_factor_out,
-        lp.src_factor_in
-    );
-}
-
-/// One instruction; `dram` renders a LOAD/STORE's `dram_base`.
+/// One instruction, written by the syntax table; `dram` renders a LOAD/STORE's `dram_base`.
 fn insn_text(insn: &Insn, dram: &dyn Fn(&MemInsn) -> String) -> String {
-    let mut s = String::new();
-    match insn {
-        Insn::Load(m) | Insn::Store(m) => {
-            let mn = if matches!(insn, Insn::Load(_)) {
-                "load"
-            } else {
-                "store"
-            };
-            let _ = write!(
-                s,
-                "{mn:<5} {} sram={} dram={} y={} x={} stride={}",
-                m.memory_type.name(),
-                m.sram_base,
-                dram(m),
-                m.y_size,
-                m.x_size,
-                m.x_stride
-            );
-            if (m.y_pad_0, m.y_pad_1, m.x_pad_0, m.x_pad_1) != (0, 0, 0, 0) {
-                let _ = write!(
-                    s,
-                    " pad={},{},{},{}",
-                    m.y_pad_0, m.y_pad_1, m.x_pad_0, m.x_pad_1
-                );
-            }
-            flags_text(&mut s, &m.deps);
+    let syn = syntax::of(insn);
+    let mut s = format!("{:<5}", syn.mnemonic);
+    let value = |f: Field| insn.field(f).expect("the syntax names the format's fields");
+    if let Some(f) = syn.selector.field() {
+        let v = value(f);
+        let (word, _) = syn
+            .selector
+            .words()
+            .into_iter()
+            .find(|w| w.1 == v)
+            .expect("a typed instruction holds a valid selector");
+        let _ = write!(s, " {word}");
+    }
+    for o in syn.operands {
+        let values: Vec<i64> = o.fields.iter().map(|&f| value(f)).collect();
+        if !syntax::printed(o, insn, &values) {
+            continue;
         }
-        Insn::Gemm(g) => {
-            s.push_str("gemm ");
-            loop_text(&mut s, &g.lp);
-            let _ = write!(s, " wgt={},{}", g.wgt_factor_out, g.wgt_factor_in);
-            if g.lp.reset_reg {
-                s.push_str(" reset");
-            }
-            flags_text(&mut s, &g.deps);
-        }
-        Insn::Alu(a) => {
-            let _ = write!(s, "alu   {}", a.op.name());
-            loop_text(&mut s, &a.lp);
-            if a.use_imm {
-                let _ = write!(s, " imm={}", a.imm);
-            } else if a.imm != 0 {
-                let _ = write!(s, " rawimm={}", a.imm);
-            }
-            if a.lp.reset_reg {
-                s.push_str(" reset");
-            }
-            flags_text(&mut s, &a.deps);
-        }
-        Insn::Finish(d) => {
-            s.push_str("finish");
-            flags_text(&mut s, d);
+        let text = match (o.kind, insn) {
+            (Kind::Addr, Insn::Load(m) | Insn::Store(m)) => dram(m),
+            (Kind::Range, _) => format!("{}..{}", values[0], values[1]),
+            _ => values
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        };
+        let _ = write!(s, " {}={text}", o.key);
+    }
+    for f in syn.all_flags() {
+        if value(f.field) != 0 {
+            let _ = write!(s, " {}", f.word);
         }
     }
-    s
+    s.trim_end().to_string()
 }

@@ -2,7 +2,7 @@
 //! index path, the scratchpads, forwarding, and the write port.
 
 use hdl::{Module, ModuleBuilder, Sig};
-use isa::layout::{Field, Layout, Slot};
+use isa::layout::{Field, Layout, Slot, INSN_BITS, UOP_BITS};
 use isa::{Codec, HwConfig, Opcode};
 
 use super::{alu, dot, ExecParams};
@@ -82,11 +82,11 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     // ----- ports ------------------------------------------------------------------------
     let insn_valid = m.input("insn_valid", 1);
     let insn_ready = m.output("insn_ready", 1);
-    let insn = m.input("insn", 128);
+    let insn = m.input("insn", INSN_BITS);
     let done = m.output("done", 1);
     let uop_wr_en = m.input("uop_wr_en", 1);
     let uop_wr_addr = m.input("uop_wr_addr", p.a_uop);
-    let uop_wr_data = m.input("uop_wr_data", 32);
+    let uop_wr_data = m.input("uop_wr_data", UOP_BITS);
     let inp_rd_en = m.output("inp_rd_en", 1);
     let inp_rd_addr = m.output("inp_rd_addr", p.a_inp);
     let inp_rd_data = m.input("inp_rd_data", inp_bits);

@@ -48,17 +48,9 @@ impl Default for BenchSize {
     }
 }
 
-/// Deterministic pseudo-random bytes (xorshift64).
+/// Deterministic pseudo-random bytes (`isa::rng`).
 pub fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    isa::rng::Rng::new(seed).bytes(len)
 }
 
 /// A LOAD/STORE moving `n` consecutive elements as rows of at most 4096.
@@ -163,7 +155,7 @@ fn bytes_of(cfg: &HwConfig, m: MemType) -> u64 {
 pub fn gemm_program(cfg: &HwConfig, gemm_insns: u32) -> BenchProgram {
     let mut l = Layout::new(cfg);
     let uops = kernel(cfg);
-    let n_uops = (uops.len() / 4) as u32;
+    let n_uops = (uops.len() / isa::UOP_BYTES) as u32;
     let uop_at = l.place(MemType::Uop, uops);
     let inp_at = l.place(MemType::Inp, noise(bytes_of(cfg, MemType::Inp) as usize, 1));
     let wgt_at = l.place(MemType::Wgt, noise(bytes_of(cfg, MemType::Wgt) as usize, 2));
@@ -212,7 +204,7 @@ pub fn gemm_program(cfg: &HwConfig, gemm_insns: u32) -> BenchProgram {
 pub fn alu_program(cfg: &HwConfig, alu_insns: u32) -> BenchProgram {
     let mut l = Layout::new(cfg);
     let uops = kernel(cfg);
-    let n_uops = (uops.len() / 4) as u32;
+    let n_uops = (uops.len() / isa::UOP_BYTES) as u32;
     let uop_at = l.place(MemType::Uop, uops);
     let acc_at = l.place(MemType::Acc, noise(bytes_of(cfg, MemType::Acc) as usize, 3));
     let out_at = l.reserve(MemType::Out, bytes_of(cfg, MemType::Out));

@@ -102,22 +102,16 @@ impl RtlFigures {
 /// CPU time used by the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`): a measure of
 /// simulation speed that other processes on the machine do not disturb.
 pub fn thread_cpu_time() -> Duration {
-    #[repr(C)]
-    struct Timespec {
-        sec: i64,
-        nsec: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut ts = Timespec { sec: 0, nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a plain libc call writing the struct we pass.
-    let r = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     if r != 0 {
         return Duration::ZERO;
     }
-    Duration::new(ts.sec as u64, ts.nsec as u32)
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Cycles the memory needs for the traffic of a run: bytes over bytes per cycle.
@@ -127,7 +121,7 @@ pub fn memory_cycles(c: &Counters, insns: u32, bus_bytes: u32, timing: &MemTimin
         + c.acc_load_bytes
         + c.uop_load_bytes
         + c.out_store_bytes
-        + 16 * insns as u64;
+        + (isa::INSN_BYTES * insns as usize) as u64;
     bytes.div_ceil(bus_bytes as u64) * timing.beat_interval as u64
 }
 

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use hdl::verilator::BuildError;
-use isa::{Codec, HwConfig, Insn};
+use isa::{Codec, HwConfig, Insn, INSN_BYTES};
 use vta_hw::regs;
 use vta_hw::sim::{Accelerator, AxiMemory, MemStats, SimError};
 
@@ -415,12 +415,13 @@ impl RtlSim {
     /// Reads and decodes the instruction stream (the driver refuses what it cannot decode).
     fn read_stream(&self, insn_addr: u64, insn_count: u32) -> Result<Vec<Insn>, RtlError> {
         let mem = self.acc.memory();
-        if insn_addr % 16 != 0 || insn_addr > u32::MAX as u64 {
+        if insn_addr % INSN_BYTES as u64 != 0 || insn_addr > u32::MAX as u64 {
             return Err(RtlError::Program(format!(
-                "instruction address {insn_addr:#x} is not a 16-byte aligned 32-bit address"
+                "instruction address {insn_addr:#x} is not a {INSN_BYTES}-byte aligned 32-bit \
+                 address"
             )));
         }
-        let len = insn_count as u64 * 16;
+        let len = insn_count as u64 * INSN_BYTES as u64;
         let end = mem.base() + mem.size() as u64;
         if insn_addr < mem.base() || insn_addr + len > end {
             return Err(RtlError::Program(format!(
@@ -432,11 +433,11 @@ impl RtlSim {
         let mut bytes = vec![0u8; len as usize];
         mem.read(insn_addr, &mut bytes);
         bytes
-            .chunks_exact(16)
+            .chunks_exact(INSN_BYTES)
             .enumerate()
             .map(|(i, c)| {
                 self.codec
-                    .decode(c.try_into().expect("16 bytes"))
+                    .decode(c.try_into().expect("an instruction's bytes"))
                     .map_err(|e| RtlError::Program(format!("instruction {i}: {e}")))
             })
             .collect()

@@ -41,18 +41,6 @@ impl std::fmt::Display for ModelOrigin {
     }
 }
 
-/// FNV-1a (64-bit) of the parts, each preceded by its length (as in build.rs).
-#[cfg_attr(not(vta_rtl_linked), allow(dead_code))]
-pub(crate) fn source_hash(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for p in parts {
-        for &b in (p.len() as u64).to_le_bytes().iter().chain(p.iter()) {
-            h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    h
-}
-
 #[cfg(vta_rtl_linked)]
 mod linked {
     use std::ffi::{c_char, c_int, c_void};
@@ -105,7 +93,7 @@ fn from_linked(cfg: &HwConfig, design: &hdl::Design) -> Option<Result<Model, Rtl
     }
     let (verilog, _) = hdl::verilator::sim_verilog(design);
     let shim = hdl::verilator::shim_cpp(design);
-    if source_hash(&[verilog.as_bytes(), shim.as_bytes()]) != linked::SOURCE_HASH {
+    if isa::container::fnv1a_parts(&[verilog.as_bytes(), shim.as_bytes()]) != linked::SOURCE_HASH {
         return None;
     }
     // SAFETY: build.rs compiled these functions from exactly this design (same config, same

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use hdl::verilator::{Model, PortId};
-use isa::{HwConfig, Insn, Module};
+use isa::{HwConfig, Insn};
 use serde_json::json;
 use vta_hw::debug::{self, DebugState, SeqState};
 use vta_hw::sim::{AxiMemory, Monitor};
@@ -48,23 +48,21 @@ impl InsnInfo {
         let text = isa::asm::print_insns(cfg, std::slice::from_ref(insn));
         let text = text.split(';').next().unwrap_or("").trim().to_string();
         let d = insn.deps();
-        let on = |f: bool, q: &'static str| f.then_some(q);
+        let module = insn.module();
         // Flags that are illegal on a module are ignored by the hardware (spec 5.2).
-        let (module, pops, pushes) = match insn.module() {
-            Module::Load => (0, vec![on(d.pop_next, "g2l")], vec![on(d.push_next, "l2g")]),
-            Module::Compute => (
-                1,
-                vec![on(d.pop_prev, "l2g"), on(d.pop_next, "s2g")],
-                vec![on(d.push_prev, "g2l"), on(d.push_next, "g2s")],
-            ),
-            Module::Store => (2, vec![on(d.pop_prev, "g2s")], vec![on(d.push_prev, "s2g")]),
+        let set = |push: bool| -> Vec<&'static str> {
+            isa::tokens::legal_flags(module)
+                .filter(|&(f, _)| f.is_push() == push && d.get(f))
+                .map(|(_, q)| q.name())
+                .collect()
         };
+        let (pops, pushes) = (set(false), set(true));
         InsnInfo {
             label,
             text,
-            module,
-            pops: pops.into_iter().flatten().collect(),
-            pushes: pushes.into_iter().flatten().collect(),
+            module: module as usize,
+            pops,
+            pushes,
         }
     }
 }
@@ -117,7 +115,7 @@ pub(crate) struct Watch {
 
 impl Watch {
     pub fn new(model: &Model) -> Watch {
-        let token_ports = vta_hw::tokens::QUEUES.map(|q| model.port(&debug::tokens_port(q)));
+        let token_ports = isa::Queue::ALL.map(|q| model.port(&debug::tokens_port(q.name())));
         Watch {
             state_port: model.port(debug::STATE_PORT),
             token_ports,
@@ -311,7 +309,7 @@ impl Watch {
                 );
             }
         }
-        let counts: Vec<String> = vta_hw::tokens::QUEUES
+        let counts: Vec<String> = isa::Queue::ALL
             .iter()
             .zip(&self.token_ports)
             .map(|(q, &p)| format!("{q} {}", model.get(p)))
@@ -364,7 +362,7 @@ impl Watch {
                             .iter()
                             .copied()
                             .filter(|q| {
-                                let qi = vta_hw::tokens::QUEUES.iter().position(|x| x == q);
+                                let qi = isa::Queue::ALL.iter().position(|x| x.name() == *q);
                                 qi.is_none_or(|qi| model.get(self.token_ports[qi]) == 0)
                             })
                             .collect()

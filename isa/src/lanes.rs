@@ -1,6 +1,7 @@
-//! DRAM element packing (`isa::spec`, "Data"): lanes little-endian in order, sub-byte lanes
-//! from the least significant bits of each byte, multi-byte lanes little-endian; lanes are
-//! signed two's complement.
+//! Element lane packing (`isa::spec`, "Data"), shared by every model of the accelerator's
+//! memory: lanes little-endian in order, sub-byte lanes from the least significant bits of
+//! each byte, multi-byte lanes little-endian; lanes are signed two's complement. The widths
+//! are those a validated [`crate::HwConfig`] can have; any other is a caller bug and panics.
 
 /// Unpacks `out.len()` signed lanes of `bits` (4, 8 or 16) from `bytes`.
 pub fn unpack_i16(bytes: &[u8], bits: u32, out: &mut [i16]) {
