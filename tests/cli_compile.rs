@@ -199,6 +199,26 @@ fn one_sample_prints_top5_and_the_per_layer_table() {
 }
 
 #[test]
+fn output_over_the_model_is_refused() {
+    let dir = scratch("compile_overwrite");
+    let onnx = std::fs::read(data("tiny_cnn.onnx")).unwrap();
+    std::fs::write(dir.join("m.onnx"), &onnx).unwrap();
+    let e = fails(vta_in(
+        &dir,
+        &[
+            "compile",
+            "m.onnx",
+            "--calibrate",
+            &data("digits_calib.npy"),
+            "-o",
+            "./m.onnx",
+        ],
+    ));
+    assert!(e.contains("would overwrite it"), "{e}");
+    assert_eq!(std::fs::read(dir.join("m.onnx")).unwrap(), onnx);
+}
+
+#[test]
 fn calibrate_is_repeatable_and_leaves_the_model_argument_alone() {
     let dir = scratch("compile_calibrate");
     // Options before the model: `--calibrate` takes one file, so MODEL stays the model.

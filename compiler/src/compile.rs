@@ -167,8 +167,22 @@ impl Compiled {
         cfg: &HwConfig,
         opts: &FrontendOptions,
     ) -> Result<Compiled, Error> {
+        Self::compile_observed(onnx, source, calibration, cfg, opts, &mut |_| {})
+    }
+
+    /// [`Compiled::compile`], telling `stage` what it is doing (`importing`, `calibrating on
+    /// N samples`, `lowering`, `back end: step K/N NAME`), for progress displays.
+    pub fn compile_observed(
+        onnx: Vec<u8>,
+        source: &str,
+        calibration: &[ndarray::ArrayD<f32>],
+        cfg: &HwConfig,
+        opts: &FrontendOptions,
+        stage: &mut dyn FnMut(&str),
+    ) -> Result<Compiled, Error> {
         let mut times = CompileTimes::default();
         let t = Instant::now();
+        stage("importing");
         let g = import_graph(&onnx, source)?;
         times.import = t.elapsed();
 
@@ -183,6 +197,7 @@ impl Compiled {
                 }
                 .into());
             }
+            stage("calibrating (running the float model on the calibration inputs)");
             Some(
                 quant::calibrate::calibrate(&g, calibration).map_err(|message| {
                     FrontendError::Calibration {
@@ -197,6 +212,7 @@ impl Compiled {
         times.calibration = t.elapsed();
 
         let t = Instant::now();
+        stage("quantizing and lowering");
         let (plan, support) = quant::plan_graph_with_stats(&g, stats.as_ref(), cfg, opts)?;
         times.lowering = t.elapsed();
 
@@ -213,6 +229,11 @@ impl Compiled {
                 name: step.name.clone(),
                 message,
             })?;
+            stage(&format!(
+                "back end: step {k}/{} {}",
+                plan.steps.len(),
+                step.name
+            ));
             let placement = match compile_layer(cfg, layer, &shapes) {
                 Ok(p) => Ok(p),
                 Err(

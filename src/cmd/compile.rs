@@ -54,11 +54,23 @@ pub fn run(a: CompileArgs) -> Result<String> {
         ..Default::default()
     };
     let source = a.model.display().to_string();
-    let model = Compiled::compile(onnx, &source, &calibration, &cfg, &opts)?;
+    let path = a.output.unwrap_or_else(|| a.model.with_extension("vtab"));
+    if same_file(&path, &a.model) {
+        anyhow::bail!(
+            "-o {}: that is the model being compiled; writing the compiled model there would \
+             overwrite it (choose another output file)",
+            path.display()
+        );
+    }
+    let model = {
+        let progress = super::progress::Progress::spinner(&format!("compiling {source}"));
+        Compiled::compile_observed(onnx, &source, &calibration, &cfg, &opts, &mut |s| {
+            progress.message(s)
+        })?
+    };
     let bytes = model
         .to_bytes()
         .with_context(|| format!("{source}: cannot write the compiled model"))?;
-    let path = a.output.unwrap_or_else(|| a.model.with_extension("vtab"));
     std::fs::write(&path, &bytes).with_context(|| format!("cannot write {}", path.display()))?;
 
     if a.json {
@@ -147,4 +159,12 @@ fn compile_json(
             "total": ms(total),
         },
     })
+}
+
+/// Whether two paths name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }

@@ -54,13 +54,17 @@ pub fn run(a: DemoArgs) -> Result<String> {
     let calib =
         npy_to_f32(&embedded("calibration", digits::CALIBRATION_NPY)?).map_err(|e| anyhow!(e))?;
     let source = "digits CNN (embedded tiny_cnn.onnx)";
-    let model = Compiled::compile(
-        digits::ONNX.to_vec(),
-        source,
-        &[calib],
-        &cfg,
-        &FrontendOptions::default(),
-    )?;
+    let model = {
+        let progress = super::progress::Progress::spinner("compiling the digits CNN");
+        Compiled::compile_observed(
+            digits::ONNX.to_vec(),
+            source,
+            &[calib],
+            &cfg,
+            &FrontendOptions::default(),
+            &mut |s| progress.message(s),
+        )?
+    };
 
     let test = embedded("test digits", digits::TEST_NPY)?;
     let labels = embedded("labels", digits::TEST_LABELS_NPY)?;

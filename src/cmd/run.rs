@@ -144,12 +144,27 @@ pub fn run_samples(
     let mut total: Option<RunResult> = None;
     let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
     let mut checked: Option<(usize, usize, usize)> = None;
+    let steps = model.plan.steps.len() as u64;
+    let passes = if check { 2 } else { 1 };
+    let progress = super::progress::Progress::bar(
+        &format!("{} on {}", model.source, dev.name()),
+        runs.len() as u64 * steps * passes,
+    );
     for (i, ins) in runs.iter().enumerate() {
+        let sample = |what: &str| {
+            if runs.len() > 1 {
+                format!("sample {}/{}: {what}", i + 1, runs.len())
+            } else {
+                what.to_string()
+            }
+        };
+        progress.message(&sample("running"));
         let r = model
-            .run(dev, ins)
+            .run_observed(dev, ins, &mut |_| progress.inc())
             .with_context(|| format!("{file}: run failed on {}", dev.name()))?;
         if check {
-            match model.check(ins, &r)? {
+            progress.message(&sample("checking against the integer reference"));
+            match model.check_observed(ins, &r, &mut |_| progress.inc())? {
                 Check::BitExact {
                     layers,
                     accel_layers,

@@ -183,6 +183,17 @@ impl Model {
     /// their programs, the others on the CPU. `inputs` in the order of the model's inputs,
     /// with their ONNX types and shapes.
     pub fn run(&self, dev: &mut dyn Device, inputs: &[Tensor]) -> Result<RunResult, Error> {
+        self.run_observed(dev, inputs, &mut |_| {})
+    }
+
+    /// [`Model::run`], telling `step_done` the index of every step it finishes (for progress:
+    /// a step on the RTL simulator can take seconds).
+    pub fn run_observed(
+        &self,
+        dev: &mut dyn Device,
+        inputs: &[Tensor],
+        step_done: &mut dyn FnMut(usize),
+    ) -> Result<RunResult, Error> {
         if dev.config().isa_hash() != self.config.isa_hash() {
             return Err(Error::DeviceConfig {
                 model: self.config.config_string(),
@@ -251,6 +262,7 @@ impl Model {
                 report,
                 samples: 1,
             });
+            step_done(k);
         }
         let outputs = plan
             .outputs
@@ -270,11 +282,23 @@ impl Model {
     /// Runs the integer reference executor on `inputs` and compares every step's output of
     /// `run` (a run of this model on the same inputs) with it, in step order.
     pub fn check(&self, inputs: &[Tensor], run: &RunResult) -> Result<Check, Error> {
+        self.check_observed(inputs, run, &mut |_| {})
+    }
+
+    /// [`Model::check`], telling `step_done` the index of every reference step it finishes.
+    pub fn check_observed(
+        &self,
+        inputs: &[Tensor],
+        run: &RunResult,
+        step_done: &mut dyn FnMut(usize),
+    ) -> Result<Check, Error> {
         self.check_inputs(inputs)?;
-        let trace = reference::run_plan(&self.plan, inputs).map_err(|e| Error::Exec {
-            step: e.step,
-            name: e.name,
-            message: format!("integer reference: {}", e.message),
+        let trace = reference::run_plan_observed(&self.plan, inputs, step_done).map_err(|e| {
+            Error::Exec {
+                step: e.step,
+                name: e.name,
+                message: format!("integer reference: {}", e.message),
+            }
         })?;
         if let Some(m) = reference::first_mismatch(&self.plan, &trace, &run.values) {
             return Ok(Check::Mismatch(Box::new(MismatchReport {

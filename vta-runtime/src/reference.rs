@@ -162,6 +162,15 @@ pub fn eval_step(step: &Step, values: &[Option<Tensor>]) -> Result<Vec<Tensor>, 
 /// Runs a plan on the CPU exactly; `inputs` in the order of [`Plan::inputs`], with their
 /// ONNX types (float32 for float models).
 pub fn run_plan(plan: &Plan, inputs: &[Tensor]) -> Result<Trace, ExecError> {
+    run_plan_observed(plan, inputs, &mut |_| {})
+}
+
+/// [`run_plan`], telling `step_done` the index of every step it finishes (for progress).
+pub fn run_plan_observed(
+    plan: &Plan,
+    inputs: &[Tensor],
+    step_done: &mut dyn FnMut(usize),
+) -> Result<Trace, ExecError> {
     let fail = |step: usize, name: &str, message: String| ExecError {
         step,
         name: name.to_string(),
@@ -217,6 +226,7 @@ pub fn run_plan(plan: &Plan, inputs: &[Tensor]) -> Result<Trace, ExecError> {
             }
             values[o] = Some(t);
         }
+        step_done(k);
     }
     Ok(Trace { values })
 }
