@@ -4,6 +4,12 @@ use isa::{Codec, Program};
 
 use crate::{Buffer, Device, DeviceError, RunReport, RunTimeout};
 
+/// [`RunReport::extras`] of a [`run_program`]: bytes the host copied into the device's memory
+/// (every segment, initialized or zeroed, and the instruction stream) ...
+pub const HOST_TO_DEVICE: &str = "host_to_device_bytes";
+/// ... and bytes it copied back (the output segments).
+pub const DEVICE_TO_HOST: &str = "device_to_host_bytes";
+
 /// The result of [`run_program`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProgramRun {
@@ -87,7 +93,9 @@ fn run_in(
     region: &Buffer,
     insn_buf: &mut Option<Buffer>,
 ) -> Result<ProgramRun, DeviceError> {
+    let mut to_device = 0u64;
     for seg in &p.segments {
+        to_device += seg.size();
         let given = inputs.iter().find(|(n, _)| *n == seg.name).map(|(_, d)| d);
         match given.or(seg.init.as_ref()) {
             Some(data) => dev.copy_to_device(region, seg.offset, data)?,
@@ -107,10 +115,11 @@ fn run_in(
         .map_err(|_| DeviceError::Program(format!("{} instructions is too many", insns.len())))?;
     let buf = insn_buf.insert(dev.alloc(stream.len() as u64, isa::INSN_BYTES as u64)?);
     dev.copy_to_device(buf, 0, &stream)?;
+    to_device += stream.len() as u64;
     dev.flush(buf, 0, buf.size)?;
     let insn_addr = buf.phys_addr;
 
-    let report = dev.run(insn_addr, count, timeout)?;
+    let mut report = dev.run(insn_addr, count, timeout)?;
 
     dev.invalidate(region, 0, region.size)?;
     let mut outputs = Vec::new();
@@ -119,5 +128,8 @@ fn run_in(
         dev.copy_from_device(region, seg.offset, &mut data)?;
         outputs.push((seg.name.clone(), data));
     }
+    let from_device = outputs.iter().map(|(_, d)| d.len() as u64).sum();
+    report.extras.push((HOST_TO_DEVICE.into(), to_device));
+    report.extras.push((DEVICE_TO_HOST.into(), from_device));
     Ok(ProgramRun { outputs, report })
 }

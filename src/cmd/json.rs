@@ -40,6 +40,9 @@ pub fn run_result(r: &RunResult) -> Value {
         "backend": r.backend,
         "samples": r.samples,
         "host_ms": ms(r.wall),
+        "device_launches": r.launches(),
+        "host_to_device_bytes": r.host_to_device_bytes(),
+        "device_to_host_bytes": r.device_to_host_bytes(),
         "steps": r.layers.iter().map(layer).collect::<Vec<_>>(),
     })
 }

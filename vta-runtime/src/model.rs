@@ -464,6 +464,31 @@ impl RunResult {
         }
     }
 
+    /// Device launches (one per accelerator step that ran a program), summed over samples.
+    pub fn launches(&self) -> usize {
+        self.layers
+            .iter()
+            .filter(|l| l.report.is_some())
+            .map(|l| l.samples)
+            .sum()
+    }
+
+    /// Bytes copied from host to device memory, summed over steps and samples.
+    pub fn host_to_device_bytes(&self) -> u64 {
+        self.layers
+            .iter()
+            .filter_map(|l| l.get(drivers::HOST_TO_DEVICE))
+            .sum()
+    }
+
+    /// Bytes copied from device to host memory, summed over steps and samples.
+    pub fn device_to_host_bytes(&self) -> u64 {
+        self.layers
+            .iter()
+            .filter_map(|l| l.get(drivers::DEVICE_TO_HOST))
+            .sum()
+    }
+
     /// The per-layer table and totals.
     pub fn table(&self) -> String {
         let mut s = String::new();
@@ -573,6 +598,16 @@ impl RunResult {
             } else {
                 format!("; no cycle counts ({} is not cycle-accurate)", self.backend)
             }
+        );
+        let per_run = |v: u64| v as f64 / self.samples.max(1) as f64 / 1024.0;
+        let _ = writeln!(
+            s,
+            "host-device traffic per inference: {} device launches, {:.1} KiB host -> device \
+             (every program's segments, weights and zeroed buffers included, and its \
+             instructions), {:.1} KiB device -> host",
+            self.launches() / self.samples.max(1),
+            per_run(self.host_to_device_bytes()),
+            per_run(self.device_to_host_bytes()),
         );
         if self.layers.iter().any(|l| l.note.is_some()) {
             let _ = writeln!(s, "cpu*: an accelerator layer the back end refused (see `vta compile`), run on the CPU exactly");
