@@ -18,7 +18,7 @@ use vta_runtime::model::{AccelStep, Model, Placement};
 use crate::backend::{self, BackendError, LayerInfo, LayerProgram};
 use crate::graph::plan::{StepKind, ValueId};
 use crate::graph::{
-    import, passes, Fact, FrontendError, FrontendOptions, Graph, Layer, Plan, Support, SupportTable,
+    import, passes, FrontendError, FrontendOptions, Graph, Layer, Plan, Support, SupportTable,
 };
 use crate::quant;
 
@@ -119,24 +119,12 @@ fn import_graph(onnx: &[u8], source: &str) -> Result<Graph, FrontendError> {
     Ok(g)
 }
 
-/// A plan value as the NCHW shape accelerator programs use (rank 2 to 4, missing trailing
-/// dimensions 1).
-fn nchw_shape(fact: &Fact) -> Result<[usize; 4], String> {
-    let s = &fact.shape;
-    if !(2..=4).contains(&s.len()) {
-        return Err(format!("a rank-{} tensor {fact}", s.len()));
-    }
-    let mut v = [1; 4];
-    v[..s.len()].copy_from_slice(s);
-    Ok(v)
-}
-
 /// The NCHW input shapes of an accelerator step.
 fn step_input_shapes(plan: &Plan, step: usize) -> Result<Vec<[usize; 4]>, String> {
     plan.steps[step]
         .inputs
         .iter()
-        .map(|&v| nchw_shape(&plan.values[v].fact))
+        .map(|&v| plan.values[v].fact.nchw())
         .collect()
 }
 

@@ -91,18 +91,6 @@ pub struct Model {
     pub accel: Vec<AccelStep>,
 }
 
-/// A plan value as the NCHW shape accelerator programs use (rank 2 to 4, missing trailing
-/// dimensions 1).
-fn nchw_shape(fact: &Fact) -> Result<[usize; 4], String> {
-    let s = &fact.shape;
-    if !(2..=4).contains(&s.len()) {
-        return Err(format!("a rank-{} tensor {fact}", s.len()));
-    }
-    let mut v = [1; 4];
-    v[..s.len()].copy_from_slice(s);
-    Ok(v)
-}
-
 impl Model {
     /// Reads a compiled-model file; `file` names it in errors. The model runs on its own
     /// config.
@@ -361,7 +349,7 @@ fn run_program_step(
                 plan.values[v].fact
             ));
         };
-        let s = nchw_shape(&plan.values[v].fact)?;
+        let s = plan.values[v].fact.nchw()?;
         let a4 = a
             .view()
             .into_shape_with_order(s)

@@ -52,6 +52,18 @@ impl Fact {
         }
     }
 
+    /// The shape as accelerator programs see it, NCHW: rank 2 to 4, missing trailing
+    /// dimensions 1.
+    pub fn nchw(&self) -> Result<[usize; 4], String> {
+        let s = &self.shape;
+        if !(2..=4).contains(&s.len()) {
+            return Err(format!("a rank-{} tensor {self}", s.len()));
+        }
+        let mut v = [1; 4];
+        v[..s.len()].copy_from_slice(s);
+        Ok(v)
+    }
+
     pub fn rank(&self) -> usize {
         self.shape.len()
     }
