@@ -483,6 +483,29 @@ fn error_damaged_containers() {
     assert!(err.contains("format version 9 is newer"), "{err}");
     let err = fails(vta_in(&dir, &["disasm", "--uops", "new.vtab"]));
     assert!(err.contains("container"), "{err}");
+    // Garbage after the magic is damage, not a format from the future.
+    std::fs::write(dir.join("garbage.vtab"), b"VTAPROG\0garbage garbage").unwrap();
+    let err = fails(vta_in(&dir, &["disasm", "garbage.vtab"]));
+    assert!(
+        err.contains("not a valid version") && err.contains("corrupted"),
+        "{err}"
+    );
+}
+
+#[test]
+fn error_empty_files_and_compiled_models_are_named() {
+    let dir = scratch("other_files");
+    std::fs::write(dir.join("empty.vtab"), b"").unwrap();
+    std::fs::write(dir.join("model.vtab"), b"VTAMODEL\x02\0\0\0").unwrap();
+    for cmd in ["disasm", "sim"] {
+        let err = fails(vta_in(&dir, &[cmd, "empty.vtab"]));
+        assert!(err.contains("the file is empty"), "{cmd}: {err}");
+        let err = fails(vta_in(&dir, &[cmd, "model.vtab"]));
+        assert!(
+            err.contains("compiled model") && err.contains("vta run"),
+            "{cmd}: {err}"
+        );
+    }
 }
 
 #[test]

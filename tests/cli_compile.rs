@@ -150,8 +150,13 @@ fn one_sample_prints_top5_and_the_per_layer_table() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
-    // Inputs can be given by name.
+    // Inputs can be given by name; a wrong name is called that, not a missing file.
     ok(vta_in(&dir, &["run", "tiny.vtab", "-i", "image=x.npy"]));
+    let e = fails(vta_in(&dir, &["run", "tiny.vtab", "-i", "wrong=x.npy"]));
+    assert!(
+        e.contains("no input named 'wrong'") && e.contains("'image'"),
+        "{e}"
+    );
 
     // --json: the same figures for scripts.
     let j: serde_json::Value = serde_json::from_str(&ok(vta_in(
@@ -438,6 +443,23 @@ fn errors_are_one_clear_message() {
         &["compile", &data("tiny_cnn.onnx"), "-o", "x.vtab"],
     ));
     assert!(e.contains("calibration inputs"), "{e}");
+    // An empty calibration file is refused, not used to calibrate nothing.
+    npy::write_file(&dir.join("none.npy"), Elem::F32, &[0, 1, 8, 8], &[]).unwrap();
+    let e = fails(vta_in(
+        &dir,
+        &[
+            "compile",
+            &data("tiny_cnn.onnx"),
+            "--calibrate",
+            "none.npy",
+            "-o",
+            "x.vtab",
+        ],
+    ));
+    assert!(
+        e.contains("none.npy") && e.contains("holds no samples"),
+        "{e}"
+    );
     // Unsupported nodes: the whole support table.
     std::fs::write(dir.join("sig.onnx"), unsupported_model()).unwrap();
     let e = fails(vta_in(&dir, &["compile", "sig.onnx"]));

@@ -498,11 +498,25 @@ fn shape_inference_per_op() {
             "QLinearConv",
             vec![("pads", A::Is(vec![1, 1, 1, 1]))],
             (U8, &[1, 2, 5, 5]),
-            qc,
+            qc.clone(),
             13
         ),
         Ok(f(U8, &[1, 4, 5, 5]))
     );
+    // A bias of the wrong length is refused when the graph is built (it used to panic later).
+    for n in [3, 5] {
+        let mut bad = qc.clone();
+        bad[7] = tensor(I32, &[n], 6);
+        let e = infer(
+            "QLinearConv",
+            vec![("pads", A::Is(vec![1, 1, 1, 1]))],
+            (U8, &[1, 2, 5, 5]),
+            bad,
+            13,
+        )
+        .unwrap_err();
+        assert!(e.contains("one value per output channel ([4])"), "{e}");
+    }
     let qm = vec![
         s_f32(0.02),
         s_i8(3),

@@ -48,13 +48,14 @@ pub const FORMAT_VERSION: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerError {
     #[error(
-        "not a VTA program container (the file does not start with the magic bytes \"VTAPROG\\0\")"
+        "not a VTA program container (the file does not start with the magic bytes \"VTAPROG\\0\"){hint}"
     )]
-    NotContainer,
+    NotContainer { hint: &'static str },
     #[error("format version {found} is newer than this toolkit's {supported}; upgrade vta")]
     NewerVersion { found: u32, supported: u32 },
     #[error(
-        "format version {0} is not a valid version (versions start at 1); the file is corrupted"
+        "format version {0} is not a valid version (versions start at 1 and stay small); the \
+         file is corrupted"
     )]
     BadVersion(u32),
     #[error(
@@ -99,6 +100,21 @@ pub enum ContainerError {
          was built for"
     )]
     WrongConfig { program: String, selected: String },
+}
+
+/// Versions above this are read as corruption rather than as a newer format.
+pub const MAX_PLAUSIBLE_VERSION: u32 = 0xFF;
+
+/// What a file that is not a program container is, when that can be told from its first
+/// bytes: `": the file is empty"`, a compiled model's hint, or nothing.
+pub fn other_file_hint(bytes: &[u8]) -> &'static str {
+    if bytes.is_empty() {
+        ": the file is empty"
+    } else if bytes.starts_with(b"VTAMODEL") {
+        "; it is a compiled model (VTAMODEL): run it with `vta run`"
+    } else {
+        ""
+    }
 }
 
 /// True when `bytes` starts with the container magic.
@@ -304,13 +320,19 @@ fn utf8(at: usize, bytes: &[u8], what: &str) -> Result<String, ContainerError> {
 /// Decodes a container, using the config embedded in it.
 pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
     if !is_container(bytes) {
-        return Err(ContainerError::NotContainer);
+        return Err(ContainerError::NotContainer {
+            hint: other_file_hint(bytes),
+        });
     }
     let mut c = Cursor {
         bytes,
         pos: MAGIC.len(),
     };
     let version = c.u32(&|| "the format version".into())?;
+    // A value far beyond any version this format will reach is damage, not the future.
+    if version > MAX_PLAUSIBLE_VERSION {
+        return Err(ContainerError::BadVersion(version));
+    }
     if version > FORMAT_VERSION {
         return Err(ContainerError::NewerVersion {
             found: version,
@@ -569,7 +591,7 @@ mod tests {
         let good = write(&p).unwrap();
 
         let e = read(b"hello world, not a program").unwrap_err();
-        assert!(matches!(e, ContainerError::NotContainer), "{e}");
+        assert!(matches!(e, ContainerError::NotContainer { .. }), "{e}");
 
         let mut newer = good.clone();
         newer[8..12].copy_from_slice(&7u32.to_le_bytes());

@@ -28,6 +28,10 @@ pub fn run(a: DisasmArgs) -> Result<String> {
     let bytes = super::read_input(&a.input)?;
     let name = a.input.display().to_string();
     let is_container = container::is_container(&bytes);
+    let hint = container::other_file_hint(&bytes);
+    if !is_container && !hint.is_empty() {
+        bail!("{name}: not a program or a raw stream{hint}");
+    }
     if a.uops {
         if is_container {
             bail!("{name}: is a program container, not a raw micro-op stream; drop --uops");

@@ -67,6 +67,12 @@ fn read_inputs(m: &Model, specs: &[String]) -> Result<Vec<Tensor>> {
             Some((name, file)) if names.contains(&name) => {
                 (names.iter().position(|n| *n == name).expect("found"), file)
             }
+            Some((name, _)) if !Path::new(spec).exists() => {
+                bail!(
+                    "--input {spec}: the model has no input named '{name}'; its inputs are {}",
+                    m.input_list()
+                );
+            }
             _ => {
                 while next < slots.len() && slots[next].is_some() {
                     next += 1;

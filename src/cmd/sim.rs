@@ -205,6 +205,10 @@ fn load_program(path: &Path, config: Option<isa::HwConfig>) -> Result<Program> {
         };
         return p.with_context(|| format!("{}: cannot load the program", path.display()));
     }
+    let hint = container::other_file_hint(&bytes);
+    if !hint.is_empty() {
+        bail!("{}: not a program{hint}", path.display());
+    }
     let src = String::from_utf8(bytes).map_err(|_| {
         anyhow!(
             "{}: neither a .vtab container nor assembly text",

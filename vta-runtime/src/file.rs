@@ -70,7 +70,8 @@ pub enum FileError {
     )]
     Version1,
     #[error(
-        "format version {0} is not a valid version (versions start at 1); the file is corrupted"
+        "format version {0} is not a valid version (versions start at 1 and stay small); the \
+         file is corrupted"
     )]
     BadVersion(u32),
     #[error(
@@ -254,6 +255,7 @@ fn checked(bytes: &[u8]) -> Result<&[u8], FileError> {
     let version = u32::from_le_bytes(v.try_into().expect("4 bytes"));
     match version {
         0 => return Err(FileError::BadVersion(0)),
+        v if v > container::MAX_PLAUSIBLE_VERSION => return Err(FileError::BadVersion(v)),
         1 => return Err(FileError::Version1),
         v if v > FORMAT_VERSION => {
             return Err(FileError::NewerVersion {

@@ -420,7 +420,20 @@ pub fn load_calibration_npy(paths: &[&Path]) -> Result<Vec<ArrayD<f32>>, Fronten
                 file: file.clone(),
                 message: e.to_string(),
             })?;
-            npy_to_f32(&a).map_err(|message| FrontendError::Calibration { file, message })
+            let x = npy_to_f32(&a).map_err(|message| FrontendError::Calibration {
+                file: file.clone(),
+                message,
+            })?;
+            if x.is_empty() {
+                return Err(FrontendError::Calibration {
+                    file,
+                    message: format!(
+                        "the file holds no samples (shape {:?}): calibration needs at least one",
+                        x.shape()
+                    ),
+                });
+            }
+            Ok(x)
         })
         .collect()
 }

@@ -76,6 +76,17 @@ pub fn centered_per_channel(w: &Tensor, zp: &[i32]) -> Result<ArrayD<i32>, Strin
     Ok(w)
 }
 
+/// ONNX's `B` of a quantized convolution: one int32 per output channel.
+fn bias_fits(shape: &[usize], out_channels: usize) -> Result<(), String> {
+    if shape != [out_channels] {
+        return Err(format!(
+            "the bias B has shape {shape:?}; it must hold one value per output channel \
+             ([{out_channels}])"
+        ));
+    }
+    Ok(())
+}
+
 impl Op for QLinearConv {
     fn op_type(&self) -> &'static str {
         "QLinearConv"
@@ -89,6 +100,9 @@ impl Op for QLinearConv {
             if !matches!(f.dtype, DType::I8 | DType::U8) {
                 return Err(format!("{what} must be int8 or uint8, got {}", f.dtype));
             }
+        }
+        if let Some(b) = inputs.get(8).copied().flatten() {
+            bias_fits(&b.fact.shape, w.shape.first().copied().unwrap_or(0))?;
         }
         Ok(vec![conv_fact(&self.window, self.group, x, w, yz.dtype)?])
     }
@@ -110,6 +124,9 @@ impl Op for QLinearConv {
             .flatten()
             .map(|b| b.to_i32_array().map(|a| a.iter().cloned().collect()))
             .transpose()?;
+        if let Some(b) = &bias {
+            bias_fits(&[b.len()], o)?;
+        }
         let xc = centered(x, xz)?;
         let wc = centered_per_channel(w, &wz)?;
         let (_, _, h, wd) = dims4(x.shape(), "x")?;
