@@ -11,7 +11,8 @@
 use std::time::{Duration, Instant};
 
 use compiler::compile::Compiled;
-use compiler::graph::{FrontendOptions, Tensor};
+use compiler::frontend::FrontendOptions;
+use compiler::graph::Tensor;
 use compiler::zoo::{self, ResNetOptions};
 use vta_runtime::model::Model;
 use vta_sim::FsimDevice;

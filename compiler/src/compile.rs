@@ -16,10 +16,9 @@ use isa::HwConfig;
 use vta_runtime::model::{AccelStep, Model, Placement};
 
 use crate::backend::{self, BackendError, LayerInfo, LayerProgram};
+use crate::frontend::{import_graph, FrontendError, FrontendOptions};
 use crate::graph::plan::{StepKind, ValueId};
-use crate::graph::{
-    import, passes, FrontendError, FrontendOptions, Graph, Layer, Plan, Support, SupportTable,
-};
+use crate::graph::{Layer, Plan, Support, SupportTable};
 use crate::quant;
 
 /// Why compiling a model failed.
@@ -111,14 +110,6 @@ impl std::ops::Deref for Compiled {
     }
 }
 
-/// Imports and simplifies an ONNX model from bytes.
-fn import_graph(onnx: &[u8], source: &str) -> Result<Graph, FrontendError> {
-    let model = crate::onnx::decode_model(onnx, source)?;
-    let mut g = import::import(&model, source)?;
-    passes::simplify(&mut g);
-    Ok(g)
-}
-
 /// The NCHW input shapes of an accelerator step.
 fn step_input_shapes(plan: &Plan, step: usize) -> Result<Vec<[usize; 4]>, String> {
     plan.steps[step]
@@ -147,7 +138,7 @@ impl Compiled {
     /// Compiles an ONNX model (`onnx`: the file's bytes; `source`: its name, for messages)
     /// for `cfg`. A float model is quantized with `calibration` (arrays of the model input's
     /// shape, or with a leading axis that is a multiple of its batch; see
-    /// `graph::load_and_plan`). Fails with the support table when nodes cannot be compiled.
+    /// `frontend::load_and_plan`). Fails with the support table when nodes cannot be compiled.
     pub fn compile(
         onnx: Vec<u8>,
         source: &str,

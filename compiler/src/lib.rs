@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod compile;
+pub mod frontend;
 pub mod graph;
 pub mod onnx;
 pub use vta_runtime::qlayer;

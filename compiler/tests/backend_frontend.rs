@@ -7,10 +7,9 @@
 use std::path::Path;
 
 use compiler::backend::{self, LayerProgram};
+use compiler::frontend::{load_and_plan, load_calibration_npy, npy_to_f32, FrontendOptions};
 use compiler::graph::plan::StepKind;
-use compiler::graph::{
-    load_and_plan, load_calibration_npy, npy_to_f32, FrontendOptions, Layer, Tensor,
-};
+use compiler::graph::{Layer, Tensor};
 use compiler::reference::run_plan;
 use drivers::RunTimeout;
 use ndarray::{Array4, Axis, IxDyn};

@@ -4,7 +4,8 @@
 //! the refusal, and the run is still bit-exact.
 
 use compiler::compile::Compiled;
-use compiler::graph::{FrontendOptions, Support, Tensor};
+use compiler::frontend::FrontendOptions;
+use compiler::graph::{Support, Tensor};
 use compiler::onnx::proto::{
     attribute_type, data_type, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,

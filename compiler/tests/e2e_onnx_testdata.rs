@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use compiler::compile::Compiled;
-use compiler::graph::{FrontendOptions, Support};
+use compiler::frontend::FrontendOptions;
+use compiler::graph::Support;
 use compiler::onnx::load_tensor_pb;
 use vta_runtime::model::{Model, Place};
 use vta_sim::FsimDevice;

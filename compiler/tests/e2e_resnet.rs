@@ -10,7 +10,9 @@
 //! full size is exercised by `cargo bench -p compiler --bench resnet` and the README.
 
 use compiler::compile::Compiled;
-use compiler::graph::{import::import, passes, FrontendOptions, Tensor};
+use compiler::frontend::FrontendOptions;
+use compiler::graph::{passes, Tensor};
+use compiler::onnx::import::import;
 use compiler::zoo::{self, ResNetOptions};
 use vta_runtime::model::{Check, Model, Place};
 use vta_sim::FsimDevice;

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use compiler::compile::Compiled;
-use compiler::graph::{load_calibration_npy, npy_to_f32, FrontendOptions, Tensor};
+use compiler::frontend::{load_calibration_npy, npy_to_f32, FrontendOptions};
+use compiler::graph::Tensor;
 use ndarray::{ArrayD, Axis, IxDyn};
 use vta_runtime::model::{Check, Model, Place};
 use vta_sim::FsimDevice;

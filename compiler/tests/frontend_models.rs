@@ -5,12 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use compiler::graph::import::import;
-use compiler::graph::plan::StepKind;
-use compiler::graph::{
-    load_and_plan, load_calibration_npy, npy_to_f32, passes, FrontendError, FrontendOptions, Layer,
-    Plan, RequantFidelity, Support, SupportTable, Tensor,
+use compiler::frontend::{
+    load_and_plan, load_calibration_npy, npy_to_f32, FrontendError, FrontendOptions,
+    RequantFidelity,
 };
+use compiler::graph::plan::StepKind;
+use compiler::graph::{passes, Layer, Plan, Support, SupportTable, Tensor};
+use compiler::onnx::import::import;
 use compiler::onnx::load_model;
 use compiler::reference::{first_mismatch, run_plan};
 use ndarray::{ArrayD, Axis, IxDyn};

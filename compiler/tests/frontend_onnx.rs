@@ -4,10 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use compiler::graph::import::import;
-use compiler::graph::{
-    passes, DType, FrontendError, FrontendOptions, RequantFidelity, Step, Tensor,
-};
+use compiler::frontend::{FrontendError, FrontendOptions, RequantFidelity};
+use compiler::graph::{passes, DType, Step, Tensor};
+use compiler::onnx::import::import;
 use compiler::onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto};
 use compiler::onnx::{decode_model, load_model, load_tensor_pb};
 use compiler::quant::plan_graph;

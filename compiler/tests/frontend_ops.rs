@@ -1,9 +1,10 @@
 //! Per-op shape inference, graph passes (BatchNorm folding, activation fusion), and the
 //! offloading of QLinearConv/QLinearMatMul with zero points against ONNX's exact semantics.
 
-use compiler::graph::import::import;
+use compiler::frontend::FrontendOptions;
 use compiler::graph::plan::StepKind;
-use compiler::graph::{passes, DType, Fact, FrontendOptions, Graph, Layer, Support, Tensor};
+use compiler::graph::{passes, DType, Fact, Graph, Layer, Support, Tensor};
+use compiler::onnx::import::import;
 use compiler::onnx::proto::{
     attribute_type as at, AttributeProto, Dimension, GraphProto, ModelProto, NodeProto,
     OperatorSetIdProto, TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use compiler::compile::Compiled;
-use compiler::graph::{load_calibration_npy, FrontendOptions, RequantFidelity};
+use compiler::frontend::{load_calibration_npy, FrontendOptions, RequantFidelity};
 
 #[derive(Args)]
 pub struct CompileArgs {

@@ -1,45 +1,29 @@
-//! The graph IR and the front end's public entry points.
+//! The graph IR: what the ONNX importer builds, the passes simplify and the quantizer lowers
+//! (the pipeline is [`crate::frontend`]).
 //!
-//! A [`Graph`] is a petgraph DAG whose nodes are operators ([`ops::Op`], one file per ONNX
-//! op kind under `graph/ops/`) and whose edges are tensors: each edge from a producer to a
+//! A [`Graph`] is a petgraph DAG whose nodes are operators ([`ops::Op`]; their semantics are
+//! `vta_runtime::ops`, their ONNX parsing `crate::onnx::ops`) and whose edges are tensors: each edge from a producer to a
 //! consumer carries the [`TensorId`] of the tensor that flows along it, and every tensor has a
 //! static [`Fact`] (element type and shape; the batch dimension is fixed from the model, or 1
 //! when symbolic). Constants (initializers, folded sub-graphs) are tensors with a value and no
 //! producer; graph inputs are tensors with neither.
-//!
-//! Pipeline (see [`load_and_plan`]):
-//!
-//! 1. [`import`]: ONNX `ModelProto` to a [`Graph`], with shape inference for every node and
-//!    load-time constant folding (`Constant`, `Shape`, and any op whose inputs are all
-//!    constants, except `DequantizeLinear`, which carries quantized weights);
-//! 2. [`passes`]: identity removal, BatchNorm folding into the preceding Conv, per-channel
-//!    constant Mul/Add folding into Conv, MatMul + bias to Gemm, and fusion of Relu/Clip into
-//!    the producing Conv/Gemm/Add;
-//! 3. [`crate::quant`]: lowering to a [`plan::Plan`] of accelerator layers
-//!    ([`crate::qlayer`]) and exact CPU steps, with a [`support::SupportTable`] saying what
-//!    happened to every ONNX node.
 
-pub mod import;
-pub mod ops;
+/// The ops of the IR (their facts and semantics live in the runtime, which runs them).
+pub use vta_runtime::ops;
 pub mod passes;
 pub use vta_runtime::plan;
 pub mod support;
 pub use vta_runtime::tensor;
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
-use ndarray::ArrayD;
 use petgraph::stable_graph::{NodeIndex, StableDiGraph};
 
-pub use import::ImportError;
 pub use ops::Op;
 pub use plan::{Layer, Plan, Step};
 pub use support::{Support, SupportEntry, SupportTable};
 pub use tensor::{DType, Fact, Tensor};
-
-pub use crate::quant::{FrontendOptions, RequantFidelity};
 
 /// Index of a tensor in [`Graph::tensors`].
 pub type TensorId = usize;
@@ -366,113 +350,4 @@ impl Graph {
             })
             .collect()
     }
-}
-
-/// Why the front end failed: the file and what is wrong, or the support table of a model
-/// with nodes the compiler cannot run.
-#[derive(Debug, thiserror::Error)]
-pub enum FrontendError {
-    #[error(transparent)]
-    Onnx(#[from] crate::onnx::OnnxError),
-    #[error(transparent)]
-    Import(#[from] ImportError),
-    #[error("{file}: {count} node(s) cannot be compiled:\n{table}")]
-    Unsupported {
-        file: String,
-        count: usize,
-        table: SupportTable,
-    },
-    #[error("{file}: calibration: {message}")]
-    Calibration { file: String, message: String },
-    #[error("{file}: {message}")]
-    Other { file: String, message: String },
-}
-
-/// Loads an ONNX model, imports and simplifies it, quantizes it if it is a float model (with
-/// the calibration inputs: one array per sample or batch for the model's single float input,
-/// shaped like the input or with a leading batch axis that is a multiple of the model's batch)
-/// and lowers it to a [`Plan`] for the accelerator described by `cfg`.
-///
-/// Returns the plan and the op-support table (one entry per ONNX node: offloaded to which
-/// layer, CPU fallback and why, or removed/fused). Fails with [`FrontendError::Unsupported`]
-/// (carrying the table) when any node can be neither offloaded nor run on the CPU.
-pub fn load_and_plan(
-    model_path: &Path,
-    calibration: &[ArrayD<f32>],
-    cfg: &isa::HwConfig,
-    opts: &FrontendOptions,
-) -> Result<(Plan, SupportTable), FrontendError> {
-    let model = crate::onnx::load_model(model_path)?;
-    let file = model_path.display().to_string();
-    let mut g = import::import(&model, &file)?;
-    passes::simplify(&mut g);
-    crate::quant::plan_graph(&g, calibration, cfg, opts)
-}
-
-/// Reads calibration samples from `.npy` files (float32 or float64, any integer type
-/// converted to float), one array per file.
-pub fn load_calibration_npy(paths: &[&Path]) -> Result<Vec<ArrayD<f32>>, FrontendError> {
-    paths
-        .iter()
-        .map(|p| {
-            let file = p.display().to_string();
-            let a = isa::npy::read_file(p).map_err(|e| FrontendError::Calibration {
-                file: file.clone(),
-                message: e.to_string(),
-            })?;
-            let x = npy_to_f32(&a).map_err(|message| FrontendError::Calibration {
-                file: file.clone(),
-                message,
-            })?;
-            if x.is_empty() {
-                return Err(FrontendError::Calibration {
-                    file,
-                    message: format!(
-                        "the file holds no samples (shape {:?}): calibration needs at least one",
-                        x.shape()
-                    ),
-                });
-            }
-            Ok(x)
-        })
-        .collect()
-}
-
-/// Converts a `.npy` array to f32.
-pub fn npy_to_f32(a: &isa::npy::Array) -> Result<ArrayD<f32>, String> {
-    use isa::npy::Elem;
-    let d = &a.data;
-    let v: Vec<f32> = match a.elem {
-        Elem::F32 => d
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().expect("4")))
-            .collect(),
-        Elem::F64 => d
-            .chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().expect("8")) as f32)
-            .collect(),
-        Elem::I8 => d.iter().map(|&b| b as i8 as f32).collect(),
-        Elem::U8 => d.iter().map(|&b| b as f32).collect(),
-        Elem::I16 => d
-            .chunks_exact(2)
-            .map(|c| i16::from_le_bytes(c.try_into().expect("2")) as f32)
-            .collect(),
-        Elem::U16 => d
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes(c.try_into().expect("2")) as f32)
-            .collect(),
-        Elem::I32 => d
-            .chunks_exact(4)
-            .map(|c| i32::from_le_bytes(c.try_into().expect("4")) as f32)
-            .collect(),
-        Elem::U32 => d
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes(c.try_into().expect("4")) as f32)
-            .collect(),
-        Elem::I64 => d
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes(c.try_into().expect("8")) as f32)
-            .collect(),
-    };
-    ArrayD::from_shape_vec(ndarray::IxDyn(&a.shape), v).map_err(|e| e.to_string())
 }

@@ -35,6 +35,8 @@
 //! ...", "unsupported opset ...", "tensor 'w' has 12 elements but 3 values", ...). `prost`
 //! bounds message nesting (recursion limit 100) and checks every length against the buffer.
 
+pub mod import;
+pub mod ops;
 pub mod proto;
 
 use std::fmt;

@@ -16,6 +16,7 @@ use petgraph::stable_graph::NodeIndex;
 use super::calibrate::Stats;
 use super::requant::{choose_requant, conv_acc_ranges, AccRange, MulRounding, RequantChoice};
 use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
+use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
 use crate::graph::ops::binary::{BinKind, Binary};
 use crate::graph::ops::concat::Concat;
@@ -38,8 +39,7 @@ use crate::graph::ops::squeeze::Squeeze;
 use crate::graph::ops::{Activation, Op};
 use crate::graph::plan::{CpuOp, QuantParams, StepKind, ValueId};
 use crate::graph::{
-    DType, Fact, FrontendError, Graph, Layer, Plan, Step, Support, SupportEntry, SupportTable,
-    Tensor, TensorId,
+    DType, Fact, Graph, Layer, Plan, Step, Support, SupportEntry, SupportTable, Tensor, TensorId,
 };
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
 

@@ -36,13 +36,14 @@ pub mod requant;
 
 use ndarray::ArrayD;
 
+use crate::frontend::FrontendError;
 use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
 use crate::graph::ops::matmul_integer::MatMulInteger;
 use crate::graph::ops::qlinear_conv::QLinearConv;
 use crate::graph::ops::qlinear_matmul::QLinearMatMul;
 use crate::graph::ops::quantize_linear::QuantizeLinear;
-use crate::graph::{FrontendError, Graph, Plan, SupportTable};
+use crate::graph::{Graph, Plan, SupportTable};
 
 pub use calibrate::Stats;
 pub use requant::{choose_requant, AccRange, MulRounding, RequantChoice};
@@ -94,7 +95,7 @@ pub fn is_quantized(g: &Graph) -> bool {
 }
 
 /// Quantizes (float models, with `calibration`) and lowers a simplified graph to a plan and
-/// its support table. See [`crate::graph::load_and_plan`].
+/// its support table. See [`crate::frontend::load_and_plan`].
 pub fn plan_graph(
     g: &Graph,
     calibration: &[ArrayD<f32>],

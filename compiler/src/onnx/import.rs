@@ -6,8 +6,9 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ops::{self, ParseCtx};
-use super::support::{Support, SupportEntry, SupportTable};
-use super::{DType, Fact, FrontendError, Graph, OnnxNode, TensorId};
+use crate::frontend::FrontendError;
+use crate::graph::support::{Support, SupportEntry, SupportTable};
+use crate::graph::{DType, Fact, Graph, OnnxNode, TensorId};
 use crate::onnx::proto::{ModelProto, NodeProto, ValueInfoProto};
 use crate::onnx::OnnxDType;
 use crate::onnx::{default_opset, tensor_from_proto};
