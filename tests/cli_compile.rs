@@ -176,6 +176,13 @@ fn one_sample_prints_top5_and_the_per_layer_table() {
     assert_eq!(j["steps"], 12, "{j}");
     assert_eq!(j["accel_steps"], 8, "{j}");
     assert_eq!(j["run"]["backend"], "fsim", "{j}");
+    assert_eq!(j["run"]["device_launches"], 8, "{j}");
+    assert!(j["run"]["peak_device_bytes"].as_u64().unwrap() > 0, "{j}");
+    assert!(
+        j["run"]["host_to_device_bytes"].as_u64().unwrap()
+            > j["run"]["device_to_host_bytes"].as_u64().unwrap(),
+        "{j}"
+    );
     assert_eq!(j["outputs"][0]["file"], "y.npy", "{j}");
     assert_eq!(j["check"]["elements"], 1214, "{j}");
     let steps = j["run"]["steps"].as_array().unwrap();

@@ -18,7 +18,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use alloc::Allocator;
-pub use program::{run_program, ProgramRun, DEVICE_TO_HOST, HOST_TO_DEVICE};
+pub use program::{run_program, ProgramRun, DEVICE_MEMORY, DEVICE_TO_HOST, HOST_TO_DEVICE};
 
 /// Page size: every allocation is aligned to it and rounded up to it (VTA's 4 KiB pages).
 pub const PAGE_SIZE: u64 = 4096;
@@ -78,7 +78,8 @@ pub struct RunReport {
     /// The spec's counters (`isa::spec`, "Counters"), by name, in a fixed order.
     pub counters: Vec<(String, u64)>,
     /// Backend-specific figures (an RTL backend's `cycles`, ...) and, from [`run_program`],
-    /// the bytes copied between host and device ([`HOST_TO_DEVICE`], [`DEVICE_TO_HOST`]).
+    /// the bytes copied between host and device ([`HOST_TO_DEVICE`], [`DEVICE_TO_HOST`]) and the
+    /// device memory the run held ([`DEVICE_MEMORY`]).
     pub extras: Vec<(String, u64)>,
     /// Host time the run took.
     pub wall_time: Duration,

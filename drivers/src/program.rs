@@ -7,8 +7,10 @@ use crate::{Buffer, Device, DeviceError, RunReport, RunTimeout};
 /// [`RunReport::extras`] of a [`run_program`]: bytes the host copied into the device's memory
 /// (every segment, initialized or zeroed, and the instruction stream) ...
 pub const HOST_TO_DEVICE: &str = "host_to_device_bytes";
-/// ... and bytes it copied back (the output segments).
+/// ... and bytes it copied back (the output segments) ...
 pub const DEVICE_TO_HOST: &str = "device_to_host_bytes";
+/// ... and the device memory the run held: the program's DRAM region and its instructions.
+pub const DEVICE_MEMORY: &str = "device_memory_bytes";
 
 /// The result of [`run_program`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -131,5 +133,6 @@ fn run_in(
     let from_device = outputs.iter().map(|(_, d)| d.len() as u64).sum();
     report.extras.push((HOST_TO_DEVICE.into(), to_device));
     report.extras.push((DEVICE_TO_HOST.into(), from_device));
+    report.extras.push((DEVICE_MEMORY.into(), region.size + buf.size));
     Ok(ProgramRun { outputs, report })
 }

@@ -43,6 +43,7 @@ pub fn run_result(r: &RunResult) -> Value {
         "device_launches": r.launches(),
         "host_to_device_bytes": r.host_to_device_bytes(),
         "device_to_host_bytes": r.device_to_host_bytes(),
+        "peak_device_bytes": r.peak_device_bytes(),
         "steps": r.layers.iter().map(layer).collect::<Vec<_>>(),
     })
 }

@@ -477,6 +477,17 @@ impl RunResult {
             .sum()
     }
 
+    /// The most device memory one launch held (programs run one at a time, each in its own
+    /// region, freed after it).
+    pub fn peak_device_bytes(&self) -> u64 {
+        self.layers
+            .iter()
+            // Summed over the samples of a step, like every figure: per run.
+            .filter_map(|l| Some(l.get(drivers::DEVICE_MEMORY)? / l.samples.max(1) as u64))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The per-layer table and totals.
     pub fn table(&self) -> String {
         let mut s = String::new();
@@ -592,10 +603,11 @@ impl RunResult {
             s,
             "host-device traffic per inference: {} device launches, {:.1} KiB host -> device \
              (every program's segments, weights and zeroed buffers included, and its \
-             instructions), {:.1} KiB device -> host",
+             instructions), {:.1} KiB device -> host; peak device memory {:.1} KiB",
             self.launches() / self.samples.max(1),
             per_run(self.host_to_device_bytes()),
             per_run(self.device_to_host_bytes()),
+            self.peak_device_bytes() as f64 / 1024.0,
         );
         if self.layers.iter().any(|l| l.note.is_some()) {
             let _ = writeln!(s, "cpu*: an accelerator layer the back end refused (see `vta compile`), run on the CPU exactly");
