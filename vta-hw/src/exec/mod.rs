@@ -41,7 +41,7 @@
 //! | 5 | post-adder (DSP `P` register) |
 //! | 6 .. W-1 | adder trees, two levels per stage ([`ExecTiming::tree_stages`] stages) |
 //! | W-2 | tensor ALU: ACC read of `src` |
-//! | W-1 | ACC read of `dst` |
+//! | W-1 | ACC read of `dst`; ALU operand register (immediate or forwarded `src`) |
 //! | W | forwarding, accumulate / ALU op / reset; result register |
 //! | W+1 | ACC and OUT write, event pulses |
 //! | W+2 | `done` pulse (for the instruction's last micro-op) |
@@ -52,8 +52,8 @@
 //!
 //! Sequential semantics (spec 8) with no stall: results enter the result register in order,
 //! and a micro-op whose `dst` (or tensor `src`) row is still being written by an earlier
-//! micro-op takes that value from the result registers `res1`, `res2` (and `res3` for
-//! `src`) instead of the ACC read data. The `mul_extra` issue slots behind a MUL micro-op
+//! micro-op takes that value from the result registers `res1`, `res2` (or, for `src` in
+//! stage W-1, a MUL product about to enter `res1`) instead of the ACC read data. The `mul_extra` issue slots behind a MUL micro-op
 //! stay empty, so its product is in the result register before the next micro-op needs it
 //! and never meets another micro-op's result there.
 //!

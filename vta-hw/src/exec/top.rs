@@ -266,10 +266,10 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let last = Staged::new(&m, "last", finishing, 0, wb + 1 + e, true);
     let gemm = Staged::new(&m, "gemm", i_gemm, 0, wb, false);
     let clear = Staged::new(&m, "clear", i_clear, 0, wb, false);
-    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 1, false);
+    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 2, false);
     let op = Staged::new(&m, "op", i_op, 0, w, false);
-    let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w, false);
-    let imm = Staged::new(&m, "imm", i_imm, 0, w, false);
+    let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w - 1, false);
+    let imm = Staged::new(&m, "imm", i_imm, 0, w - 1, false);
     let offs: Vec<Staged> = ["dst_off", "src_off", "wgt_off"]
         .iter()
         .zip(&offsets)
@@ -326,13 +326,9 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let rd_dst = m.named("acc_rd_dst", v.at(w - 1) & !clear.at(w - 1));
     let acc_raddr = m.mux(rd_src, src.at(w - 2).resize(p.a_acc), dst.at(w - 1));
     let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
-    // The src row, held for stage W while the port reads dst.
-    let src_row = m.reg_noreset("src_row", acc_bits);
-    m.next_when(src_row, v.at(w - 1) & tensor.at(w - 1), acc_rdata);
-
     // Results enter `res1` in order, one per cycle at most: a micro-op's from stage W, a
     // MUL's from stage W+mul_extra (the slot that would collide with it stays empty).
-    // `we` marks a result that is written, `wdst` its row; `res1..res3` follow them.
+    // `we` marks a result that is written, `wdst` its row; `res1`, `res2` follow them.
     let mut we_w = v.at(w) & !faulty.at(w);
     let mut wdst_w = dst.at(w);
     if let Some(mul) = &mul {
@@ -340,48 +336,47 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         we_w = (we_w & !mul.at(w)) | (mul_done & !faulty.at(w + e));
         wdst_w = m.mux(mul_done, dst.at(w + e), wdst_w);
     }
-    let we = Staged::new(&m, "we", m.named("we_w", we_w), w, w + 2, true);
-    let wdst = Staged::new(&m, "wdst", wdst_w, w, w + 2, false);
-    // Forwarding: the results in res1..res3 are not yet visible to a read issued in stage
-    // W-1 (dst) or W-2 (src); a micro-op takes the newest of them that matches its row.
+    let we = Staged::new(&m, "we", m.named("we_w", we_w), w, w + 1, true);
+    let wdst = Staged::new(&m, "wdst", wdst_w, w, w + 1, false);
+    // Forwarding: a result in `res1`, `res2` or entering `res1` is not yet visible to a read
+    // issued one cycle earlier; a micro-op takes the newest one that matches its row. Which
+    // one is decided a cycle ahead, into registers.
     let res1 = m.reg_noreset("res1", acc_bits);
     let res2 = m.reg_noreset("res2", acc_bits);
-    let res3 = m.reg_noreset("res3", acc_bits);
     m.next(res2, res1);
-    m.next(res3, res2);
-    // Which result register holds the row a micro-op needs, decided one stage ahead.
-    let (d_next, s_next) = (dst.at(w - 1), src.at(w - 1).resize(p.a_acc));
-    let hit = |name: &str, stage: u32, idx: Sig<'_>| {
+    let hit = |name: &str, we: Sig<'_>, row: Sig<'_>, idx: Sig<'_>| {
         let r = m.reg(name, 1, 0);
-        m.next(r, we.at(stage) & wdst.at(stage).eq(idx));
+        m.next(r, we & row.eq(idx));
         r
     };
-    let dst_in_res1 = hit("dst_in_res1", w, d_next);
-    let dst_in_res2 = hit("dst_in_res2", w + 1, d_next);
-    // A tensor micro-op has an empty slot in front of it: res1 holds its src only when a MUL
-    // result fills that slot.
-    let src_in_res2 = hit("src_in_res2", w + 1, s_next);
-    let src_in_res3 = hit("src_in_res3", w + 2, s_next);
-    let older_src = m.mux(src_in_res2, res2, m.mux(src_in_res3, res3, src_row));
-    let older_src = if mul.is_some() {
-        m.mux(hit("src_in_res1", w, s_next), res1, older_src)
-    } else {
-        older_src
-    };
+    // dst, read in stage W-1, is used in stage W.
+    let d_next = dst.at(w - 1);
+    let dst_in_res1 = hit("dst_in_res1", we.at(w), wdst.at(w), d_next);
+    let dst_in_res2 = hit("dst_in_res2", we.at(w + 1), wdst.at(w + 1), d_next);
     let x_row = m.named(
         "x_row",
         m.mux(dst_in_res1, res1, m.mux(dst_in_res2, res2, acc_rdata)),
     );
-    let y_row = m.named("y_row", older_src);
+    // The ALU operand is registered in stage W-1, so that stage W starts from a flip-flop:
+    // the immediate, or src (read in stage W-2) forwarded like dst one stage earlier. The
+    // slot in front of a tensor micro-op is empty, so the result entering `res1` in stage W-1
+    // can only be a MUL product.
+    let s_next = src.at(w - 2).resize(p.a_acc);
+    let src_in_res1 = hit("src_in_res1", we.at(w), wdst.at(w), s_next);
+    let src_in_res2 = hit("src_in_res2", we.at(w + 1), wdst.at(w + 1), s_next);
+    let src_in_mul = mul.as_ref().map(|mul| {
+        let k = w + e - 1;
+        hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
+    });
+    let y_row = m.reg_noreset("y_row", acc_bits);
 
     // Stage W: the lanes.
-    let imm_w = imm.at(w).as_signed().sext(p.acc_width).as_unsigned();
     let mut results = vec![];
     let mut products = vec![];
     for l in 0..lanes {
         let lane = m.instance(&format!("lane{l}"), &lane_mod);
         lane.connect("x", x_row.lane(l, p.acc_width));
-        lane.connect("y", m.mux(use_imm.at(w), imm_w, y_row.lane(l, p.acc_width)));
+        lane.connect("y", y_row.lane(l, p.acc_width));
         let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
         lane.connect("d", d.as_unsigned());
         lane.connect("gemm", gemm.at(w));
@@ -394,13 +389,27 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
             products.push(lane.output("p"));
         }
     }
-    // Loaded only by a result that is written: every reader of res1..res3 is selected by the
+    // Loaded only by a result that is written: every reader of res1, res2 is selected by the
     // `we` of the stage that produced it.
     let result = match &mul {
         Some(mul) => m.mux(mul.at(w + e), m.pack(&products), m.pack(&results)),
         None => m.pack(&results),
     };
     m.next_when(res1, we.at(w), result);
+
+    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
+    if let Some(hit) = src_in_mul {
+        src_row = m.mux(hit, m.pack(&products), src_row);
+    }
+    let imm_row = m.pack(&vec![
+        imm.at(w - 1)
+            .as_signed()
+            .sext(p.acc_width)
+            .as_unsigned();
+        lanes as usize
+    ]);
+    let alu_w1 = v.at(w - 1) & !gemm.at(w - 1) & !clear.at(w - 1);
+    m.next_when(y_row, alu_w1, m.mux(use_imm.at(w - 1), imm_row, src_row));
 
     // Stage W+1: write ACC and its OUT mirror; the shell's LOAD ACC writes when idle.
     let wr = we.at(wb);
