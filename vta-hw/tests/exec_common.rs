@@ -655,14 +655,24 @@ pub fn is_tensor(insn: &Insn) -> bool {
     matches!(insn, Insn::Alu(a) if !a.use_imm && !a.lp.reset_reg)
 }
 
+/// An ALU MUL instruction with at least one micro-op on a config with ALU MUL: its micro-ops
+/// take the multiplier pipeline.
+pub fn is_mul(cfg: &HwConfig, insn: &Insn) -> bool {
+    cfg.alu_mul
+        && uop_count(insn) > 0
+        && matches!(insn, Insn::Alu(a) if a.op == AluOp::Mul && !a.lp.reset_reg)
+}
+
 /// Checks the observed accept and done cycles of `log` (instructions fed in order, each
 /// offered from its `presented` cycle) against the documented issue rule: one micro-op (or
 /// the end marker of an empty instruction) per cycle, a tensor ALU micro-op only after a
-/// cycle without issue, the next instruction accepted in the cycle the previous one issues
-/// its last micro-op, and `done` exactly `done_latency` cycles after that last issue.
+/// cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op, the next
+/// instruction accepted in the cycle the previous one issues its last micro-op, and `done`
+/// exactly `done_latency` (`mul_done_latency` for MUL) cycles after that last issue.
 pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
-    let lat = u64::from(exec_timing(cfg).done_latency);
+    let t = exec_timing(cfg);
     let mut last_issue: Option<u64> = None; // cycle of the most recent issue
+    let mut issue_from = 0u64; // first cycle the MUL pipeline lets anything issue
     let mut free_from = 0u64; // first cycle a new instruction could be accepted
     for (k, e) in log.iter().enumerate() {
         let accept = e.presented.max(free_from);
@@ -672,16 +682,26 @@ pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
             e.insn
         );
         let slots = uop_count(&e.insn).max(1);
-        let mut c = accept + 1;
+        let mul = is_mul(cfg, &e.insn);
+        let mut c = (accept + 1).max(issue_from);
         for _ in 0..slots {
             if is_tensor(&e.insn) && last_issue == Some(c - 1) {
                 c += 1;
             }
             last_issue = Some(c);
             c += 1;
+            if mul {
+                c += u64::from(t.mul_extra);
+                issue_from = c;
+            }
         }
         let li = last_issue.unwrap();
         free_from = li;
+        let lat = u64::from(if mul {
+            t.mul_done_latency
+        } else {
+            t.done_latency
+        });
         // Accepted no earlier than the previous instruction's last issue: when offered
         // earlier, exactly then.
         assert_eq!(

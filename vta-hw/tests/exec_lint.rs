@@ -125,6 +125,7 @@ fn default_config_packs_int8_products() {
     let p = ExecParams::new(&HwConfig::default());
     assert!(p.packed);
     assert_eq!(p.timing().done_latency, 10);
+    assert_eq!(p.timing().mul_done_latency, 12);
 }
 
 #[test]

@@ -311,7 +311,8 @@ fn rates(name: &str) {
     let mut r = Reference::new(&core.cfg);
     let mut rng = Rng::new(11);
     setup(&mut core, &mut r, &mut rng, 0);
-    let lat = u64::from(exec_timing(&core.cfg).done_latency);
+    let t = exec_timing(&core.cfg);
+    let lat = u64::from(t.done_latency);
     let uops = [
         Uop {
             dst_idx: 1,
@@ -326,18 +327,28 @@ fn rates(name: &str) {
     ];
     core.write_uops(0, &uops);
     let n = 2 * 4 * 6; // same dst on every micro-op: a hazard each cycle
-    let lone = [
-        (gemm(lp(0, 2, 4, 6), 0, 0), n),
-        (alu(lp(0, 2, 4, 6), AluOp::Add, true, 1), n),
-        (alu(lp(0, 2, 4, 6), AluOp::Add, false, 0), 2 * n - 1),
-        (gemm(lp(1, 1, 4, 6), 0, 0), 1),
-        (alu(lp(0, 2, 0, 6), AluOp::Add, false, 0), 1),
+    let mut lone = vec![
+        (gemm(lp(0, 2, 4, 6), 0, 0), n + lat),
+        (alu(lp(0, 2, 4, 6), AluOp::Add, true, 1), n + lat),
+        (alu(lp(0, 2, 4, 6), AluOp::Add, false, 0), 2 * n - 1 + lat),
+        (gemm(lp(1, 1, 4, 6), 0, 0), 1 + lat),
+        (alu(lp(0, 2, 0, 6), AluOp::Add, false, 0), 1 + lat),
     ];
+    if core.cfg.alu_mul {
+        // One MUL micro-op every 1 + mul_extra cycles, immediate or tensor; an empty MUL
+        // instruction has no multiplier latency.
+        let mul_span = 1 + (n - 1) * (1 + u64::from(t.mul_extra)) + u64::from(t.mul_done_latency);
+        lone.extend([
+            (alu(lp(0, 2, 4, 6), AluOp::Mul, true, 3), mul_span),
+            (alu(lp(0, 2, 4, 6), AluOp::Mul, false, 0), mul_span),
+            (alu(lp(0, 2, 0, 6), AluOp::Mul, true, 3), 1 + lat),
+        ]);
+    }
     for (insn, cycles) in lone {
         let e = core.run(&[insn], &[3])[0].clone();
         assert_eq!(
             e.done.unwrap() - e.accepted,
-            cycles + lat,
+            cycles,
             "{name}: lone {insn:?}"
         );
     }

@@ -1,13 +1,23 @@
 //! One lane of the compute stage: GEMM accumulate, the ALU operations of spec 8.2, and reset.
 //!
-//! Combinational. Ports: `x` (the lane's old ACC value), `y` (the ALU operand: immediate or
-//! `ACC[src]`), `d` (the GEMM dot product, sign-extended), `gemm`, `clear` (`reset_reg`),
-//! `op` (`alu_opcode`); output `r`, the lane's new value.
+//! Ports: `x` (the lane's old ACC value), `y` (the ALU operand: immediate or `ACC[src]`), `d`
+//! (the GEMM dot product, sign-extended), `gemm`, `clear` (`reset_reg`), `op`
+//! (`alu_opcode`); output `r`, the lane's new value for every operation but MUL,
+//! combinational.
+//!
+//! With ALU MUL, the product takes [`MUL_EXTRA_STAGES`] more cycles so that no path runs from
+//! the ACC read through a multiplier: `mul_load` (stage W: the micro-op is a MUL) registers
+//! `x` and `y`; `mul_step` (stage W+1) registers three half-width partial products, one
+//! DSP48E1 each with its input and product registers; output `p` (stage W+2) is the low
+//! ACC_WIDTH bits of `x * y`, combinational from those registers (two short adders).
 
-use hdl::{Module, ModuleBuilder};
+use hdl::{Module, ModuleBuilder, Sig};
 use isa::AluOp;
 
 use super::ExecParams;
+
+/// Cycles a MUL result comes after the other operations' results.
+pub(super) const MUL_EXTRA_STAGES: u32 = 2;
 
 pub(super) fn lane_module(p: &ExecParams) -> Module {
     let aw = p.acc_width;
@@ -33,19 +43,50 @@ pub(super) fn lane_module(p: &ExecParams) -> Module {
     let right = xs.shr_by(s.slice(log_aw - 1, 0)).as_unsigned();
     let left = x.shl_by(-s);
     let shr = m.named("shr", m.mux(s.msb(), left, right));
-    let mut arms = vec![
+    let arms = [
         (AluOp::Min as u64, min),
         (AluOp::Max as u64, max),
         (AluOp::Add as u64, sum),
         (AluOp::Shr as u64, shr),
     ];
-    if p.alu_mul {
-        // The low ACC_WIDTH bits of the product are the same signed or unsigned.
-        let mul = m.named("mul", (x * y).trunc(aw));
-        arms.push((AluOp::Mul as u64, mul));
-    }
     let alu = m.case(op, &arms, sum);
     let r = m.mux(gemm, sum, alu);
     m.output_from("r", m.mux(clear, m.zero(aw), r));
+    if p.alu_mul {
+        let load = m.input("mul_load", 1);
+        let step = m.input("mul_step", 1);
+        m.output_from("p", mul_pipeline(&m, x, y, load, step));
+    }
     m.finish().expect("the ALU lane is well formed")
+}
+
+/// The low `x.width()` bits of `x * y` (the same signed or unsigned), two register stages
+/// after `x`, `y`: with halves `x = xh*2^h + xl`, `y = yh*2^h + yl`, it is
+/// `xl*yl + ((xh*yl + xl*yh) mod 2^(aw-h)) * 2^h`, three multipliers of at most
+/// `(aw/2) x (aw/2)` bits (16 x 16 for ACC_WIDTH 32: one DSP48E1 each, no cascade).
+fn mul_pipeline<'a>(
+    m: &'a ModuleBuilder,
+    x: Sig<'a>,
+    y: Sig<'a>,
+    load: Sig<'a>,
+    step: Sig<'a>,
+) -> Sig<'a> {
+    let aw = x.width();
+    let h = aw / 2;
+    let mx = pipe_reg(m, "mul_x", x, load);
+    let my = pipe_reg(m, "mul_y", y, load);
+    let (xl, xh) = (mx.slice(h - 1, 0), mx.slice(aw - 1, h));
+    let (yl, yh) = (my.slice(h - 1, 0), my.slice(aw - 1, h));
+    let low = pipe_reg(m, "mul_ll", xl * yl, step);
+    let hl = pipe_reg(m, "mul_hl", (xh * yl).trunc(aw - h), step);
+    let lh = pipe_reg(m, "mul_lh", (xl * yh).trunc(aw - h), step);
+    let high = low.slice(aw - 1, h) + hl + lh;
+    m.cat(&[high, low.slice(h - 1, 0)])
+}
+
+/// A register without reset loading `value` when `en`.
+fn pipe_reg<'a>(m: &'a ModuleBuilder, name: &str, value: Sig<'a>, en: Sig<'a>) -> Sig<'a> {
+    let r = m.reg_noreset(name, value.width());
+    m.next_when(r, en, value);
+    r
 }

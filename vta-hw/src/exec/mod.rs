@@ -41,23 +41,32 @@
 //! | 5 | post-adder (DSP `P` register) |
 //! | 6 .. W-1 | adder trees, two levels per stage ([`ExecTiming::tree_stages`] stages) |
 //! | W-2 | tensor ALU: ACC read of `src` |
-//! | W-1 | ACC read of `dst` |
+//! | W-1 | ACC read of `dst`; ALU operand register (immediate or forwarded `src`) |
 //! | W | forwarding, accumulate / ALU op / reset; result register |
 //! | W+1 | ACC and OUT write, event pulses |
 //! | W+2 | `done` pulse (for the instruction's last micro-op) |
 //!
-//! Sequential semantics (spec 8) with no stall: a micro-op whose `dst` (or tensor `src`) row
-//! is still being written by one of the previous micro-ops takes that value from the result
-//! registers of stages W+1, W+2 (and W+3 for `src`) instead of the ACC read data.
+//! ALU MUL (configs with `ALU_MUL`) takes [`ExecTiming::mul_extra`] = 2 more cycles: stage W
+//! registers its operands, W+1 its three partial products (DSP48E1 with input and product
+//! registers), W+2 adds them into the result register; ACC write in W+3, `done` in W+4.
+//!
+//! Sequential semantics (spec 8) with no stall: results enter the result register in order,
+//! and a micro-op whose `dst` (or tensor `src`) row is still being written by an earlier
+//! micro-op takes that value from the result registers `res1`, `res2` (or, for `src` in
+//! stage W-1, a MUL product about to enter `res1`) instead of the ACC read data. The `mul_extra` issue slots behind a MUL micro-op
+//! stay empty, so its product is in the result register before the next micro-op needs it
+//! and never meets another micro-op's result there.
 //!
 //! Rates: GEMM and ALU with an immediate operand issue one micro-op per cycle, whatever their
 //! indices. A tensor ALU micro-op needs two ACC reads and ACC has a single read port (one
 //! block-RAM copy, see below), so tensor ALU micro-ops issue every other cycle (the issue slot
-//! in front of each one stays empty). Instructions follow each other without a gap: the next
+//! in front of each one stays empty). MUL micro-ops, immediate or tensor, issue every
+//! `1 + mul_extra` cycles. Instructions follow each other without a gap: the next
 //! instruction is accepted in the cycle the current one issues its last micro-op.
 //! A lone instruction of `N >= 1` micro-ops accepted at cycle `t` pulses `done` at
-//! `t + N + done_latency` (GEMM, immediate ALU) or `t + 2N - 1 + done_latency` (tensor ALU);
-//! one of zero micro-ops at `t + 1 + done_latency`.
+//! `t + N + done_latency` (GEMM, immediate ALU), `t + 2N - 1 + done_latency` (tensor ALU) or
+//! `t + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL); one of zero micro-ops at
+//! `t + 1 + done_latency`.
 //!
 //! # Resources
 //!
@@ -74,14 +83,15 @@
 //! product is a plain signed multiply (4x4 products map to LUTs).
 //!
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7`: 176
-//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 13.6k LUTs (of
-//! which about 7k in the 16 ALU lanes and 4k in the adder trees), 6.1k flip-flops, and 8
+//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 15.1k LUTs, 5.6k
+//! flip-flops (the MUL operand and product registers are inside the DSP48E1), and 8
 //! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5).
 //!
-//! Timing: the longest path is expected to be ALU MUL in stage W (ACC read data, forwarding
-//! mux, three cascaded DSP48E1 without pipeline registers, result mux), so that micro-op
-//! can issue every cycle and still see its predecessor's result. If it limits the clock,
-//! give MUL two cycles in stage W..W+1 and leave the issue slot behind a MUL empty.
+//! Timing: no path runs from the ACC read data through a multiplier. Stage W's longest
+//! paths are ACC read data -> forwarding mux -> the 32-bit compare of MIN/MAX or the SHR
+//! barrel shifter -> operation mux -> result register; ALU MUL's 32 x 32 multiply is split
+//! into three 16 x 16 products, each one DSP48E1 between registers (see the README's
+//! expected critical paths for the measured logic depths).
 
 mod alu;
 mod dot;
@@ -172,11 +182,18 @@ impl ExecParams {
     pub fn timing(&self) -> ExecTiming {
         let tree_stages = self.tree_levels.div_ceil(2);
         let w = 6 + tree_stages;
+        let mul_extra = if self.alu_mul {
+            alu::MUL_EXTRA_STAGES
+        } else {
+            0
+        };
         ExecTiming {
             tree_stages,
             compute_stage: w,
             write_stage: w + 1,
             done_latency: w + 2,
+            mul_extra,
+            mul_done_latency: w + 2 + mul_extra,
         }
     }
 }
@@ -192,6 +209,12 @@ pub struct ExecTiming {
     pub write_stage: u32,
     /// Cycles from the issue of an instruction's last micro-op to its `done` pulse.
     pub done_latency: u32,
+    /// Extra cycles of an ALU MUL micro-op (0 without ALU MUL): its product is ready in
+    /// stage W + `mul_extra` and written one stage later; the `mul_extra` issue slots
+    /// behind it stay empty.
+    pub mul_extra: u32,
+    /// [`ExecTiming::done_latency`] of an ALU MUL instruction with at least one micro-op.
+    pub mul_done_latency: u32,
 }
 
 /// Timing of the core built for `cfg`.

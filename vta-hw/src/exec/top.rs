@@ -3,7 +3,7 @@
 
 use hdl::{Module, ModuleBuilder, Sig};
 use isa::layout::{Field, Layout, Slot, INSN_BITS, UOP_BITS};
-use isa::{Codec, HwConfig, Opcode};
+use isa::{AluOp, Codec, HwConfig, Opcode};
 
 use super::{alu, dot, ExecParams};
 
@@ -69,6 +69,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let codec = Codec::new(cfg);
     let t = p.timing();
     let w = t.compute_stage;
+    let e = t.mul_extra;
     let lanes = p.lanes();
     let acc_bits = lanes * p.acc_width;
     let out_bits = lanes * p.out_width;
@@ -155,6 +156,11 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let i_imm = load("i_imm", dec_imm);
     // A tensor ALU micro-op reads ACC twice (dst and src).
     let i_tensor = load("i_tensor", is_alu & !dec_use_imm & !dec_reset);
+    // Micro-ops of an ALU MUL take the multiplier pipeline (`mul_extra` more cycles).
+    let i_mul = (e > 0).then(|| {
+        let is_mul = dec_op.eq(AluOp::Mul as u64);
+        load("i_mul", is_alu & is_mul & !dec_reset & !dec_empty)
+    });
     let i_bgn = load("i_bgn", dec_bgn);
     let i_end = load("i_end", dec_end);
     let i_iter_out = load("i_iter_out", dec_iter_out);
@@ -187,8 +193,19 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let u = m.reg_noreset("loop_u", p.a_uop);
     let ic = m.reg_noreset("loop_i", ITER_BITS);
     let oc = m.reg_noreset("loop_o", ITER_BITS);
-    // A tensor micro-op issues only after an idle cycle (see the ACC read port below).
-    let issue = m.named("issue", active & (!i_tensor | !issued_prev));
+    // A tensor micro-op issues only after an idle cycle (see the ACC read port below), and
+    // nothing issues in the `mul_extra` cycles after a MUL micro-op (see forwarding below).
+    let issue = m.wire("issue", 1);
+    // `mul`: the slot holds a MUL micro-op.
+    let mul =
+        i_mul.map(|i_mul| Staged::new(&m, "mul", issue & i_mul, 0, t.write_stage + 1 + e, true));
+    let mut may_issue = active & (!i_tensor | !issued_prev);
+    if let Some(mul) = &mul {
+        for k in 1..=e {
+            may_issue = may_issue & !mul.at(k);
+        }
+    }
+    m.assign(issue, may_issue);
     let u_last = m.named("u_last", (u.zext(uw) + 1).eq(i_end));
     let i_last = m.named("i_last", (ic + 1).eq(i_iter_in));
     let o_last = m.named("o_last", (oc + 1).eq(i_iter_out));
@@ -246,13 +263,13 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     // `occ`: a slot holds a micro-op or an instruction's end marker; `v`: a micro-op.
     let occ = Staged::new(&m, "occ", issue, 0, wb, true);
     let v = Staged::new(&m, "v", step, 0, wb, true);
-    let last = Staged::new(&m, "last", finishing, 0, wb + 1, true);
+    let last = Staged::new(&m, "last", finishing, 0, wb + 1 + e, true);
     let gemm = Staged::new(&m, "gemm", i_gemm, 0, wb, false);
     let clear = Staged::new(&m, "clear", i_clear, 0, wb, false);
-    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 1, false);
+    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 2, false);
     let op = Staged::new(&m, "op", i_op, 0, w, false);
-    let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w, false);
-    let imm = Staged::new(&m, "imm", i_imm, 0, w, false);
+    let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w - 1, false);
+    let imm = Staged::new(&m, "imm", i_imm, 0, w - 1, false);
     let offs: Vec<Staged> = ["dst_off", "src_off", "wgt_off"]
         .iter()
         .zip(&offsets)
@@ -280,8 +297,8 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let uses_wgt = g1 & !c1;
     let src_bad = m.mux(g1, src_x.ge(p.depth_inp), src_x.ge(p.depth_acc));
     let bad = dst_x.ge(p.depth_acc) | (uses_src & src_bad) | (uses_wgt & wgt_x.ge(p.depth_wgt));
-    let faulty = Staged::new(&m, "fault", m.named("bad_index", bad), 1, wb, false);
-    let dst = Staged::new(&m, "dst", dst_x.trunc(p.a_acc), 1, wb + 1, false);
+    let faulty = Staged::new(&m, "fault", m.named("bad_index", bad), 1, w + e, false);
+    let dst = Staged::new(&m, "dst", dst_x.trunc(p.a_acc), 1, w + e, false);
     let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 1, false);
     let wgt = Staged::new(&m, "wgt", wgt_x.trunc(p.a_wgt), 1, 2, false);
 
@@ -309,68 +326,95 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let rd_dst = m.named("acc_rd_dst", v.at(w - 1) & !clear.at(w - 1));
     let acc_raddr = m.mux(rd_src, src.at(w - 2).resize(p.a_acc), dst.at(w - 1));
     let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
-    // The src row, held for stage W while the port reads dst.
-    let src_row = m.reg_noreset("src_row", acc_bits);
-    m.next_when(src_row, v.at(w - 1) & tensor.at(w - 1), acc_rdata);
-
-    // Forwarding: results of stages W+1..W+3 not yet visible to a read issued in stage W-1
-    // (dst) or W-2 (src). `we` marks a slot that writes.
-    let we = Staged::new(
-        &m,
-        "we",
-        m.named("we_w", v.at(w) & !faulty.at(w)),
-        w,
-        w + 2,
-        true,
-    );
+    // Results enter `res1` in order, one per cycle at most: a micro-op's from stage W, a
+    // MUL's from stage W+mul_extra (the slot that would collide with it stays empty).
+    // `we` marks a result that is written, `wdst` its row; `res1`, `res2` follow them.
+    let mut we_w = v.at(w) & !faulty.at(w);
+    let mut wdst_w = dst.at(w);
+    if let Some(mul) = &mul {
+        let mul_done = mul.at(w + e);
+        we_w = (we_w & !mul.at(w)) | (mul_done & !faulty.at(w + e));
+        wdst_w = m.mux(mul_done, dst.at(w + e), wdst_w);
+    }
+    let we = Staged::new(&m, "we", m.named("we_w", we_w), w, w + 1, true);
+    let wdst = Staged::new(&m, "wdst", wdst_w, w, w + 1, false);
+    // Forwarding: a result in `res1`, `res2` or entering `res1` is not yet visible to a read
+    // issued one cycle earlier; a micro-op takes the newest one that matches its row. Which
+    // one is decided a cycle ahead, into registers.
     let res1 = m.reg_noreset("res1", acc_bits);
     let res2 = m.reg_noreset("res2", acc_bits);
-    let res3 = m.reg_noreset("res3", acc_bits);
     m.next(res2, res1);
-    m.next(res3, res2);
-    // Which result register holds the row a micro-op needs, decided one stage ahead.
-    let (d_next, s_next) = (dst.at(w - 1), src.at(w - 1).resize(p.a_acc));
-    let hit = |name: &str, stage: u32, idx: Sig<'_>| {
+    let hit = |name: &str, we: Sig<'_>, row: Sig<'_>, idx: Sig<'_>| {
         let r = m.reg(name, 1, 0);
-        m.next(r, we.at(stage) & dst.at(stage).eq(idx));
+        m.next(r, we & row.eq(idx));
         r
     };
-    let dst_in_res1 = hit("dst_in_res1", w, d_next);
-    let dst_in_res2 = hit("dst_in_res2", w + 1, d_next);
-    // A tensor micro-op has an empty slot in front of it: res1 never holds its src.
-    let src_in_res2 = hit("src_in_res2", w + 1, s_next);
-    let src_in_res3 = hit("src_in_res3", w + 2, s_next);
+    // dst, read in stage W-1, is used in stage W.
+    let d_next = dst.at(w - 1);
+    let dst_in_res1 = hit("dst_in_res1", we.at(w), wdst.at(w), d_next);
+    let dst_in_res2 = hit("dst_in_res2", we.at(w + 1), wdst.at(w + 1), d_next);
     let x_row = m.named(
         "x_row",
         m.mux(dst_in_res1, res1, m.mux(dst_in_res2, res2, acc_rdata)),
     );
-    let y_row = m.named(
-        "y_row",
-        m.mux(src_in_res2, res2, m.mux(src_in_res3, res3, src_row)),
-    );
+    // The ALU operand is registered in stage W-1, so that stage W starts from a flip-flop:
+    // the immediate, or src (read in stage W-2) forwarded like dst one stage earlier. The
+    // slot in front of a tensor micro-op is empty, so the result entering `res1` in stage W-1
+    // can only be a MUL product.
+    let s_next = src.at(w - 2).resize(p.a_acc);
+    let src_in_res1 = hit("src_in_res1", we.at(w), wdst.at(w), s_next);
+    let src_in_res2 = hit("src_in_res2", we.at(w + 1), wdst.at(w + 1), s_next);
+    let src_in_mul = mul.as_ref().map(|mul| {
+        let k = w + e - 1;
+        hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
+    });
+    let y_row = m.reg_noreset("y_row", acc_bits);
 
     // Stage W: the lanes.
-    let imm_w = imm.at(w).as_signed().sext(p.acc_width).as_unsigned();
     let mut results = vec![];
+    let mut products = vec![];
     for l in 0..lanes {
         let lane = m.instance(&format!("lane{l}"), &lane_mod);
         lane.connect("x", x_row.lane(l, p.acc_width));
-        lane.connect("y", m.mux(use_imm.at(w), imm_w, y_row.lane(l, p.acc_width)));
+        lane.connect("y", y_row.lane(l, p.acc_width));
         let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
         lane.connect("d", d.as_unsigned());
         lane.connect("gemm", gemm.at(w));
         lane.connect("clear", clear.at(w));
         lane.connect("op", op.at(w));
         results.push(lane.output("r"));
+        if let Some(mul) = &mul {
+            lane.connect("mul_load", mul.at(w));
+            lane.connect("mul_step", mul.at(w + 1));
+            products.push(lane.output("p"));
+        }
     }
-    // Loaded only by a micro-op that writes: every reader of res1..res3 is selected by the
+    // Loaded only by a result that is written: every reader of res1, res2 is selected by the
     // `we` of the stage that produced it.
-    m.next_when(res1, we.at(w), m.pack(&results));
+    let result = match &mul {
+        Some(mul) => m.mux(mul.at(w + e), m.pack(&products), m.pack(&results)),
+        None => m.pack(&results),
+    };
+    m.next_when(res1, we.at(w), result);
+
+    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
+    if let Some(hit) = src_in_mul {
+        src_row = m.mux(hit, m.pack(&products), src_row);
+    }
+    let imm_row = m.pack(&vec![
+        imm.at(w - 1)
+            .as_signed()
+            .sext(p.acc_width)
+            .as_unsigned();
+        lanes as usize
+    ]);
+    let alu_w1 = v.at(w - 1) & !gemm.at(w - 1) & !clear.at(w - 1);
+    m.next_when(y_row, alu_w1, m.mux(use_imm.at(w - 1), imm_row, src_row));
 
     // Stage W+1: write ACC and its OUT mirror; the shell's LOAD ACC writes when idle.
     let wr = we.at(wb);
     let acc_we = wr | acc_wr_en;
-    let acc_waddr = m.named("acc_waddr", m.mux(wr, dst.at(wb), acc_wr_addr));
+    let acc_waddr = m.named("acc_waddr", m.mux(wr, wdst.at(wb), acc_wr_addr));
     let acc_wdata = m.named("acc_wdata", m.mux(wr, res1, acc_wr_data));
     acc_mem.write(acc_we, acc_waddr, acc_wdata);
     let out_mem = m.mem("out_mem", out_bits, 1 << p.a_acc);
@@ -385,13 +429,21 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     m.assign(ev_reset_uop, vw & cw);
     m.assign(ev_alu_uop, vw & !gw & !cw);
 
-    // Stage W+2: done. Busy while anything is issued or in flight.
-    let done_q = last.at(wb + 1);
-    m.assign(done, done_q);
-    let mut any = active | done_q;
+    // Stage W+2 (W+2+mul_extra after a MUL): done. Busy while anything is issued or in
+    // flight.
+    let mut done_q = last.at(wb + 1);
+    let mut any = active;
     for k in 1..=wb {
         any = any | occ.at(k);
     }
+    if let Some(mul) = &mul {
+        done_q = (done_q & !mul.at(wb + 1)) | (last.at(wb + 1 + e) & mul.at(wb + 1 + e));
+        for k in wb + 1..=wb + e {
+            any = any | mul.at(k);
+        }
+    }
+    m.assign(done, done_q);
+    any = any | done_q;
     m.assign(busy, any);
 
     m.finish().expect("vta_exec is well formed")
