@@ -133,6 +133,8 @@ fn run_in(
     let from_device = outputs.iter().map(|(_, d)| d.len() as u64).sum();
     report.extras.push((HOST_TO_DEVICE.into(), to_device));
     report.extras.push((DEVICE_TO_HOST.into(), from_device));
-    report.extras.push((DEVICE_MEMORY.into(), region.size + buf.size));
+    report
+        .extras
+        .push((DEVICE_MEMORY.into(), region.size + buf.size));
     Ok(ProgramRun { outputs, report })
 }

@@ -17,7 +17,8 @@
 //! * **simulation** (module [`verilator`], Unix): compile a design with Verilator into a
 //!   cached shared library and drive it from Rust through [`verilator::Model`];
 //! * **widgets** (module [`widgets`]): FIFOs, a round-robin arbiter, an AXI4-Lite register
-//!   file and an AXI4 burst master, each built from run-time parameters.
+//!   file and an AXI4 burst master, each built from run-time parameters, and an AXI4 slave
+//!   memory model to simulate a design's master port against (Unix).
 //!
 //! # Types and widths
 //!

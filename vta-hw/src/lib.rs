@@ -63,14 +63,12 @@ pub mod load;
 pub mod regs;
 pub mod report;
 mod seq;
-#[cfg(unix)]
-pub mod sim;
 pub mod store;
 pub mod tokens;
 pub mod top;
 pub mod util;
 
-use hdl::{Design, Module};
+use hdl::Design;
 use isa::HwConfig;
 
 /// Why a design could not be generated.
@@ -115,11 +113,12 @@ pub fn header(cfg: &HwConfig) -> String {
     )
 }
 
-/// Builds `vta_top` for `cfg` around the execution core `exec` (normally
-/// [`exec::exec_core`]; tests may pass a stand-in with the same ports).
-pub fn generate_with(cfg: &HwConfig, exec: &Module) -> Result<Generated, GenerateError> {
+/// Builds `vta_top` for `cfg` with the execution core [`exec::exec_core`]: the Verilog
+/// (header: config string, ISA hash, config JSON), the register map JSON and the port
+/// manifest. An invalid config gets `HwConfig::validate`'s message.
+pub fn generate(cfg: &HwConfig) -> Result<Generated, GenerateError> {
     cfg.validate().map_err(GenerateError::Config)?;
-    let top = top::vta_top(cfg, exec);
+    let top = top::vta_top(cfg, &exec::exec_core(cfg));
     let design = Design::new(top);
     Ok(Generated {
         config: cfg.clone(),
@@ -128,14 +127,6 @@ pub fn generate_with(cfg: &HwConfig, exec: &Module) -> Result<Generated, Generat
         ports_json: design.manifest_json(),
         design,
     })
-}
-
-/// Builds `vta_top` for `cfg` with the execution core [`exec::exec_core`]: the Verilog
-/// (header: config string, ISA hash, config JSON), the register map JSON and the port
-/// manifest. An invalid config gets `HwConfig::validate`'s message.
-pub fn generate(cfg: &HwConfig) -> Result<Generated, GenerateError> {
-    cfg.validate().map_err(GenerateError::Config)?;
-    generate_with(cfg, &exec::exec_core(cfg))
 }
 
 #[cfg(test)]

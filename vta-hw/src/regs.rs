@@ -11,8 +11,8 @@
 //! `HwConfig::isa_hash()` before running a program on a bitstream.
 //!
 //! The sequence is code, once: [`run`] and [`check_identity`] drive any [`Host`] (register
-//! reads and writes, and a wait between two polls). The simulator
-//! ([`crate::sim::Accelerator`]) implements it with AXI4-Lite transactions on the Verilated
+//! reads and writes, and a wait between two polls). The cycle-accurate simulator
+//! (`vta_sim::rtl::accelerator::Accelerator`) implements it with AXI4-Lite transactions on the Verilated
 //! model; a board driver implements it with memory-mapped I/O, so both run programs exactly
 //! the same way.
 

@@ -3,15 +3,15 @@
 
 mod common;
 
-use common::rtl::RtlDevice;
+use common::rtl_device;
 use drivers::{run_program, DeviceError, RunTimeout};
 use isa::builder::{ProgramBuilder, UopLoops};
 use isa::{DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Uop};
-use vta_hw::sim::MemTiming;
+use vta_sim::rtl::{MemTiming, RtlDevice};
 
 fn small() -> (HwConfig, RtlDevice) {
     let cfg = HwConfig::preset("small").unwrap();
-    let dev = RtlDevice::new(&cfg, MemTiming::default());
+    let dev = rtl_device(&cfg, MemTiming::default());
     (cfg, dev)
 }
 
@@ -79,7 +79,7 @@ fn a_load_outside_memory_is_reported_by_the_memory_model() {
     let mut b = ProgramBuilder::new(&cfg);
     let elem = cfg.elem_bytes(MemType::Inp) as u64;
     // Past the end of the 16 MiB model (after relocation by the region's base).
-    let far = ((common::rtl::SIZE + 4096) / elem) as u32;
+    let far = ((common::SIZE + 4096) / elem) as u32;
     b.emit(Insn::Load(MemInsn::transfer(MemType::Inp, 0, far, 1, 4, 4)));
     b.dep_push(Module::Load, Module::Compute);
     b.dep_pop(Module::Load, Module::Compute);

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{exec_core, preset, work_dir};
+use common::{preset, work_dir};
 
 const PRESETS: [&str; 5] = ["default", "batched", "rect", "wide-bus", "small"];
 
@@ -15,7 +15,7 @@ fn lint(name: &str) {
 
 fn lint_config(name: &str, cfg: &isa::HwConfig) {
     let cfg = cfg.clone();
-    let g = vta_hw::generate_with(&cfg, &exec_core(&cfg)).unwrap();
+    let g = vta_hw::generate(&cfg).unwrap();
     if let Err(e) = hdl::verilator::lint(&g.design, &work_dir(&format!("lint-{name}"))) {
         panic!("vta_top for preset {name} is not lint clean:\n{e}");
     }
@@ -61,7 +61,7 @@ fn presets_are_covered() {
 /// as `module/memory` names.
 fn yosys_memories(name: &str) -> Vec<String> {
     let cfg = preset(name);
-    let g = vta_hw::generate_with(&cfg, &exec_core(&cfg)).unwrap();
+    let g = vta_hw::generate(&cfg).unwrap();
     let dir = work_dir(&format!("yosys-{name}"));
     let v = dir.join("vta_top.v");
     std::fs::write(&v, &g.verilog).unwrap();

@@ -6,11 +6,11 @@
 
 mod common;
 
-use common::rtl::RtlDevice;
+use common::rtl_device;
 use drivers::{run_program, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
-use vta_hw::sim::MemTiming;
+use vta_sim::rtl::MemTiming;
 use vta_sim::FsimDevice;
 
 struct Rng(u64);
@@ -208,13 +208,13 @@ fn stress(preset: &str, programs: u64) {
 }
 
 fn stress_config(preset: &str, cfg: HwConfig, programs: u64) {
-    let mut dev = RtlDevice::new(&cfg, MemTiming::default());
+    let mut dev = rtl_device(&cfg, MemTiming::default());
     let mut r = Rng(0x5eed ^ cfg.isa_hash());
     let mut zero_outputs = 0;
     for seed in 0..programs {
         let p = program(&cfg, seed + 1, 1 + (seed as usize % 4));
         let t = timing(&mut r);
-        dev.acc.memory_mut().set_timing(t);
+        dev.sim_mut().set_timing(t);
         let want = run_program(&mut FsimDevice::new(&cfg), &p, &[], RunTimeout::default())
             .unwrap_or_else(|e| panic!("{preset} program {seed}: fsim: {e}"));
         let got = run_program(&mut dev, &p, &[], RunTimeout::default())

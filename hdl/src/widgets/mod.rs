@@ -10,9 +10,14 @@
 //! Every module here uses the implicit clock `clk` and synchronous active-high reset `rst`;
 //! handshakes are valid/ready: a transfer happens in a cycle where both are high, valid
 //! never waits for ready, and once valid is high the payload holds until the transfer.
+//!
+//! Beside the AXI4 master, [`axi4_memory`] is its simulation counterpart (Unix): an AXI4
+//! slave memory model that serves a Verilated design's master port.
 
 mod arbiter;
 mod axi4;
+#[cfg(unix)]
+pub mod axi4_memory;
 mod axi_lite;
 mod fifo;
 

@@ -1,14 +1,13 @@
-//! Helpers shared by the integration tests: the execution core to build the top with, work
-//! directories, and the tool checks.
+//! Helpers shared by the integration tests: the RTL device, work directories, and custom
+//! configs.
 
 #![allow(dead_code)]
 
-pub mod rtl;
-
 use std::path::PathBuf;
+use std::time::Instant;
 
-use hdl::{Module, ModuleBuilder};
-use isa::{HwConfig, MemType};
+use isa::HwConfig;
+use vta_sim::rtl::{MemTiming, RtlDevice, RtlOptions};
 
 /// A scratch directory for `what` under Cargo's target tmpdir.
 pub fn work_dir(what: &str) -> PathBuf {
@@ -19,94 +18,33 @@ pub fn work_dir(what: &str) -> PathBuf {
     d
 }
 
-/// The execution core the tests build `vta_top` with: the real one, or the stand-in below
-/// when `VTA_HW_STANDIN_EXEC` is set (to test the rest of the accelerator on its own).
-pub fn exec_core(cfg: &HwConfig) -> Module {
-    if std::env::var_os("VTA_HW_STANDIN_EXEC").is_some() {
-        standin_exec(cfg)
-    } else {
-        vta_hw::exec::exec_core(cfg)
-    }
+/// The Verilator model cache shared by the tests.
+pub fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vta-hw-models")
 }
 
-fn aw(cfg: &HwConfig, mt: MemType) -> u32 {
-    cfg.log_depth(mt).max(1)
-}
+/// Size of the DRAM of [`rtl_device`] (16 MiB at `RtlOptions`' default base).
+pub const SIZE: u64 = 16 << 20;
+/// The cycle bound of every run on [`rtl_device`].
+pub const MAX_CYCLES: u64 = 2_000_000;
 
-/// A stand-in for `vta_exec` with its exact ports, until the real core lands: it owns UOP,
-/// ACC and an OUT mirror (LOAD ACC/ACC8 data is visible to STORE), accepts one GEMM/ALU at
-/// a time and reports it done a few cycles later without computing anything.
-pub fn standin_exec(cfg: &HwConfig) -> Module {
-    let m = ModuleBuilder::new("vta_exec");
-    let insn_valid = m.input("insn_valid", 1);
-    let insn = m.input("insn", 128);
-    let uop_wr_en = m.input("uop_wr_en", 1);
-    let uop_wr_addr = m.input("uop_wr_addr", aw(cfg, MemType::Uop));
-    let uop_wr_data = m.input("uop_wr_data", 32);
-    let inp_rd_data = m.input("inp_rd_data", cfg.elem_bits(MemType::Inp));
-    let wgt_rd_data = m.input("wgt_rd_data", cfg.elem_bits(MemType::Wgt));
-    let acc_wr_en = m.input("acc_wr_en", 1);
-    let acc_wr_addr = m.input("acc_wr_addr", aw(cfg, MemType::Acc));
-    let acc_wr_data = m.input("acc_wr_data", cfg.elem_bits(MemType::Acc));
-    let out_rd_en = m.input("out_rd_en", 1);
-    let out_rd_addr = m.input("out_rd_addr", aw(cfg, MemType::Acc));
-    m.allow_unused(insn, "the stand-in only looks at the opcode");
-
-    let busy = m.reg("busy_q", 1, 0);
-    let timer = m.reg("timer", 3, 0);
-    let insn_ready = m.output_from("insn_ready", !busy);
-    let take = insn_valid & insn_ready;
-    let finishing = busy & timer.eq(7);
-    m.next(busy, take | (busy & !finishing));
-    m.next(timer, m.mux(take, 0, timer + 1));
-    m.output_from("done", finishing);
-    m.output_from("busy", busy);
-
-    let uop = m.mem("uop_sram", 32, cfg.depth(MemType::Uop).max(2));
-    uop.write(uop_wr_en, uop_wr_addr, uop_wr_data);
-    let acc = m.mem(
-        "acc_sram",
-        cfg.elem_bits(MemType::Acc),
-        cfg.depth(MemType::Acc).max(2),
-    );
-    acc.write(acc_wr_en, acc_wr_addr, acc_wr_data);
-    let out = m.mem(
-        "out_sram",
-        cfg.elem_bits(MemType::Out),
-        cfg.depth(MemType::Acc).max(2),
-    );
-    let ow = cfg.out_width();
-    let low: Vec<_> = acc_wr_data
-        .lanes(cfg.acc_width())
-        .into_iter()
-        .map(|l| l.trunc(ow))
-        .collect();
-    out.write(acc_wr_en, acc_wr_addr, m.pack(&low));
-    m.output_from("out_rd_data", out.read_en(out_rd_en, out_rd_addr));
-
-    // Keep the UOP, ACC, INP and WGT memories alive: an opcode-7 instruction (which no valid
-    // program has) reads them and may raise `fault`.
-    let probe = take & insn.slice(2, 0).eq(7);
-    let aa = aw(cfg, MemType::Acc);
-    let a0 = m.zero(aa);
-    let u = uop.read_en(probe, m.zero(aw(cfg, MemType::Uop)));
-    let a = acc.read_en(probe, a0);
-    m.output_from("inp_rd_en", probe);
-    m.output_from("inp_rd_addr", m.zero(aw(cfg, MemType::Inp)));
-    m.output_from("wgt_rd_en", probe);
-    m.output_from("wgt_rd_addr", m.zero(aw(cfg, MemType::Wgt)));
-    let fault = m.reg("fault_q", 1, 0);
-    let probed = m.reg("probed", 1, 0);
-    m.next(probed, probe);
-    m.next(
-        fault,
-        fault | (probed & u.parity() & a.parity() & inp_rd_data.parity() & wgt_rd_data.parity()),
-    );
-    m.output_from("fault", fault);
-    for ev in ["ev_gemm_uop", "ev_reset_uop", "ev_alu_uop"] {
-        m.output_from(ev, m.bit(false));
-    }
-    m.finish().expect("stand-in exec is well formed")
+/// `vta_top` for `cfg` in Verilator behind the device HAL (the RTL backend of `vta-sim`),
+/// its model built into the tests' cache, its DRAM [`SIZE`] bytes with `timing`.
+pub fn rtl_device(cfg: &HwConfig, timing: MemTiming) -> RtlDevice {
+    let t = Instant::now();
+    let name = cfg.config_string();
+    let opts = RtlOptions {
+        cache_dir: Some(cache_dir()),
+        timing,
+        mem_size: SIZE,
+        ..RtlOptions::default()
+    };
+    let mut dev = RtlDevice::with_options(cfg, &opts, &mut |s| {
+        eprintln!("[{name}] {s} (+{:.1}s)", t.elapsed().as_secs_f64())
+    })
+    .unwrap_or_else(|e| panic!("building the model for {name}: {e}"));
+    dev.limits.max_cycles = Some(MAX_CYCLES);
+    dev
 }
 
 /// A config by preset name.

@@ -1,7 +1,8 @@
 //! The cycle-accurate simulator: the accelerator's RTL (`vta_hw`'s `vta_top` for the config)
 //! in Verilator, its DRAM served by the Rust AXI4 memory model with configurable latency
-//! and bandwidth ([`vta_hw::sim::AxiMemory`]), and the host driving the AXI4-Lite registers
-//! with the board driver's sequence ([`vta_hw::regs::run`]).
+//! and bandwidth ([`hdl::widgets::axi4_memory::AxiMemory`]), and the host driving the
+//! AXI4-Lite registers with the board driver's sequence ([`vta_hw::regs::run`]); the
+//! accelerator's ports in simulation are [`accelerator::Accelerator`].
 //!
 //! * **Models**: the default config's model is compiled into this crate by `build.rs` (when
 //!   Verilator and a C++ compiler are there at build time); any other config is generated,
@@ -18,6 +19,7 @@
 //! * **Observability**: an instruction trace in the Chrome/Perfetto format ([`trace`]), a
 //!   VCD waveform over a window of cycles (with a model built for tracing).
 
+pub mod accelerator;
 mod device;
 pub mod model;
 pub mod trace;
@@ -26,15 +28,16 @@ mod watch;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use accelerator::{Accelerator, SimError};
 use hdl::verilator::BuildError;
+use hdl::widgets::axi4_memory::AxiMemory;
 use isa::{Codec, HwConfig, Insn, INSN_BYTES};
 use vta_hw::regs;
-use vta_hw::sim::{Accelerator, AxiMemory, MemStats, SimError};
 
 pub use device::RtlDevice;
+pub use hdl::widgets::axi4_memory::{MemStats, MemTiming};
 pub use model::ModelOrigin;
 pub use trace::{Trace, TraceEvent, TraceTrack};
-pub use vta_hw::sim::MemTiming;
 
 use crate::Counters;
 use watch::{InsnInfo, Watch};
@@ -528,7 +531,7 @@ impl regs::Host for Host<'_> {
     }
 }
 
-fn burst_event(b: &vta_hw::sim::BurstRecord) -> TraceEvent {
+fn burst_event(b: &hdl::widgets::axi4_memory::BurstRecord) -> TraceEvent {
     TraceEvent {
         track: if b.write {
             TraceTrack::DmaWrite

@@ -8,11 +8,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use hdl::verilator::{Model, PortId};
+use hdl::widgets::axi4_memory::AxiMemory;
 use isa::{HwConfig, Insn};
 use serde_json::json;
 use vta_hw::debug::{self, DebugState, SeqState};
-use vta_hw::sim::{AxiMemory, Monitor};
 
+use super::accelerator::Monitor;
 use super::trace::{Trace, TraceEvent, TraceTrack};
 
 /// Bits of `dbg_state` that are one-cycle events (progress even when repeated).

@@ -1,0 +1,523 @@
+//! Lowering of a simplified graph to a [`Plan`]: pattern matching of quantized layers
+//! (post-training, QDQ, QOperator), CPU fallback, and the support table.
+//!
+//! Every graph tensor gets a *representation* in the plan ([`Repr`]): the exact ONNX value,
+//! a uint8 tensor held as int8 (`u - 128`), or a float tensor held as int8 `q` with
+//! `x = scale * (q - zero_point)` (exact for a DequantizeLinear output, the quantization
+//! itself for post-training quantization). Accelerator layers consume and produce the int8
+//! forms; CPU ops get the exact form, materialized on demand by Dequantize / I8ToU8 steps.
+//!
+//! This module holds the lowerer's state and bookkeeping, the CPU fallback, the dispatch by
+//! op type and [`lower`]; representations, layer outputs, weights and quantization
+//! parameters, and the layers themselves are in the submodules.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use ndarray::{Array2, Array4, ArrayD, Dimension};
+use petgraph::stable_graph::NodeIndex;
+
+use super::calibrate::Stats;
+use super::requant::{choose_requant, conv_acc_ranges, AccRange, MulRounding, RequantChoice};
+use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
+use crate::frontend::FrontendError;
+use crate::graph::ops::average_pool::AveragePool;
+use crate::graph::ops::binary::{BinKind, Binary};
+use crate::graph::ops::concat::Concat;
+use crate::graph::ops::conv::Conv;
+use crate::graph::ops::conv_integer::ConvInteger;
+use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::flatten::Flatten;
+use crate::graph::ops::gemm::Gemm;
+use crate::graph::ops::global_average_pool::GlobalAveragePool;
+use crate::graph::ops::internal::{I8ToU8, U8ToI8};
+use crate::graph::ops::kernels::{dims4, Geometry};
+use crate::graph::ops::matmul::MatMul;
+use crate::graph::ops::matmul_integer::MatMulInteger;
+use crate::graph::ops::max_pool::MaxPool;
+use crate::graph::ops::qlinear_conv::QLinearConv;
+use crate::graph::ops::qlinear_matmul::QLinearMatMul;
+use crate::graph::ops::quantize_linear::{quantize_value, QParams, QuantizeLinear};
+use crate::graph::ops::reshape::Reshape;
+use crate::graph::ops::squeeze::Squeeze;
+use crate::graph::ops::{Activation, Op};
+use crate::graph::plan::{CpuOp, QuantParams, StepKind, ValueId};
+use crate::graph::{
+    DType, Fact, Graph, Layer, Plan, Step, Support, SupportEntry, SupportTable, Tensor, TensorId,
+};
+use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
+
+mod int8_ops;
+mod linear;
+mod output;
+mod repr;
+mod weights;
+
+/// How a graph tensor is held in the plan.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Repr {
+    /// The plan value is the ONNX tensor.
+    Exact(ValueId),
+    /// ONNX uint8 tensor `u`, held as int8 `u - 128`.
+    Shifted(ValueId),
+    /// ONNX float tensor `x = scale * (q - zp)` with `q` an int8 plan value.
+    Deq { q: ValueId, scale: f32, zp: i32 },
+}
+
+/// How to represent an op's output given the int8 value computed for it.
+type ReprOf = Box<dyn Fn(ValueId) -> Repr>;
+
+/// An int8 activation operand of a layer.
+#[derive(Debug, Clone, Copy)]
+struct QIn {
+    v: ValueId,
+    scale: f64,
+    /// Zero point in the int8 domain.
+    zp: i32,
+}
+
+/// Output quantization of a layer.
+#[derive(Debug, Clone, Copy)]
+struct QOut {
+    scale: f64,
+    zp: i32,
+    lo: i8,
+    hi: i8,
+    /// ONNX dtype of the output tensor (uint8 outputs are held shifted).
+    dtype: DType,
+    /// Extra deviation (output LSBs) from fusing a double quantization (QDQ `Q -> DQ ->
+    /// Relu -> Q` after the layer) into one requantization.
+    extra_dev: f64,
+}
+
+/// Where a layer's quantized output goes.
+#[derive(Debug, Clone)]
+struct OutTarget {
+    /// The graph tensor that receives the layer's output.
+    tensor: TensorId,
+    /// The Q node fused as the output quantization (QDQ), if any.
+    q_node: Option<NodeIndex>,
+    /// Further nodes fused into the layer (a QDQ `DQ -> Relu -> Q` chain after it).
+    chain: Vec<NodeIndex>,
+}
+
+struct Lowerer<'g> {
+    g: &'g Graph,
+    opts: &'g FrontendOptions,
+    stats: Option<&'g Stats>,
+    blocker: Option<String>,
+    pow2_only: bool,
+    quantized_model: bool,
+    plan: Plan,
+    repr: HashMap<TensorId, Repr>,
+    exact_cache: HashMap<TensorId, ValueId>,
+    i8_cache: HashMap<TensorId, ValueId>,
+    q8_cache: HashMap<TensorId, QIn>,
+    consts: HashMap<TensorId, ValueId>,
+    /// Known value range of int8 plan values (from the producing layer's clamp).
+    ranges: HashMap<ValueId, (i32, i32)>,
+    status: HashMap<String, Support>,
+    claimed: HashSet<NodeIndex>,
+}
+
+type R<T> = Result<T, String>;
+
+/// Largest accepted bound on `|accelerator - exact|` before rounding, in output LSBs, for
+/// [`RequantFidelity::WithinOneLsb`]: two reals closer than 1 round (with any tie rule) to
+/// integers at most 1 apart, and clamping keeps that; the margin covers ONNX's own f32
+/// rounding of `acc * M`.
+const MAX_DEVIATION: f64 = 0.99;
+
+fn f32_of(t: &Tensor) -> R<Vec<f32>> {
+    Ok(t.as_f32()?.iter().cloned().collect())
+}
+
+fn scalar_i32(t: Option<&Tensor>) -> i32 {
+    t.map_or(0, |t| t.to_i64_vec().first().copied().unwrap_or(0) as i32)
+}
+
+fn offset_of(dt: DType) -> i32 {
+    if dt == DType::U8 {
+        128
+    } else {
+        0
+    }
+}
+
+fn clamp_i8(v: i64) -> i8 {
+    v.clamp(-128, 127) as i8
+}
+
+/// State to roll back a failed lowering attempt.
+struct Snapshot {
+    steps: usize,
+    values: usize,
+    repr: HashMap<TensorId, Repr>,
+    exact_cache: HashMap<TensorId, ValueId>,
+    i8_cache: HashMap<TensorId, ValueId>,
+    q8_cache: HashMap<TensorId, QIn>,
+    consts: HashMap<TensorId, ValueId>,
+    ranges: HashMap<ValueId, (i32, i32)>,
+    status: HashMap<String, Support>,
+    claimed: HashSet<NodeIndex>,
+}
+
+impl<'g> Lowerer<'g> {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            steps: self.plan.steps.len(),
+            values: self.plan.values.len(),
+            repr: self.repr.clone(),
+            exact_cache: self.exact_cache.clone(),
+            i8_cache: self.i8_cache.clone(),
+            q8_cache: self.q8_cache.clone(),
+            consts: self.consts.clone(),
+            ranges: self.ranges.clone(),
+            status: self.status.clone(),
+            claimed: self.claimed.clone(),
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.plan.steps.truncate(s.steps);
+        self.plan.values.truncate(s.values);
+        self.repr = s.repr;
+        self.exact_cache = s.exact_cache;
+        self.i8_cache = s.i8_cache;
+        self.q8_cache = s.q8_cache;
+        self.consts = s.consts;
+        self.ranges = s.ranges;
+        self.status = s.status;
+        self.claimed = s.claimed;
+    }
+
+    fn node_name(&self, ix: NodeIndex) -> String {
+        self.g.dag[ix].name.clone()
+    }
+
+    fn set_status(&mut self, ix: NodeIndex, s: Support) {
+        let n = &self.g.dag[ix];
+        let primary = n.origin.first().map_or(n.name.clone(), |o| o.name.clone());
+        for o in n.origin.iter().skip(1) {
+            let how = self
+                .g
+                .fusions
+                .iter()
+                .find(|(f, _, _)| f == o)
+                .map_or_else(|| "fused".to_string(), |(_, _, h)| h.clone());
+            self.status.insert(
+                o.name.clone(),
+                Support::Fused {
+                    into: primary.clone(),
+                    how,
+                },
+            );
+        }
+        self.status.insert(primary, s);
+    }
+
+    /// Marks the DequantizeLinear nodes of a QDQ layer's weights (and bias) as fused into it.
+    fn set_fused_params(&mut self, wdq: NodeIndex, bdq: Option<NodeIndex>, into: &str) {
+        self.set_fused(wdq, into, "quantized weights of the layer");
+        if let Some(b) = bdq {
+            self.set_fused(b, into, "quantized bias of the layer");
+        }
+    }
+
+    fn set_fused(&mut self, ix: NodeIndex, into: &str, how: &str) {
+        let into = into.to_string();
+        let how = how.to_string();
+        let n = &self.g.dag[ix];
+        for o in &n.origin {
+            self.status.insert(
+                o.name.clone(),
+                Support::Fused {
+                    into: into.clone(),
+                    how: how.clone(),
+                },
+            );
+        }
+    }
+
+    fn push(
+        &mut self,
+        name: &str,
+        inputs: Vec<ValueId>,
+        outputs: Vec<ValueId>,
+        kind: StepKind,
+    ) -> usize {
+        self.plan.steps.push(Step {
+            name: name.to_string(),
+            inputs,
+            outputs,
+            kind,
+        });
+        self.plan.steps.len() - 1
+    }
+
+    fn const_value(&mut self, t: TensorId, v: Arc<Tensor>) -> ValueId {
+        if let Some(&id) = self.consts.get(&t) {
+            return id;
+        }
+        let id = self.plan.add_constant(self.g.tensors[t].name.clone(), v);
+        self.consts.insert(t, id);
+        id
+    }
+
+    /// Runs node `ix` on the CPU with ONNX semantics.
+    fn cpu(&mut self, ix: NodeIndex, reason: String) -> R<()> {
+        let n = &self.g.dag[ix];
+        let name = n.name.clone();
+        let ins = n.inputs.clone();
+        let outs = n.outputs.clone();
+        let op = n.op.to_any();
+        let mut args = Vec::new();
+        for t in ins {
+            args.push(match t {
+                None => None,
+                Some(t) => Some(self.exact(t, &format!("'{name}'"))?),
+            });
+        }
+        let mut ovs = Vec::new();
+        for &o in &outs {
+            let v =
+                self.plan
+                    .add_value(self.g.tensors[o].name.clone(), self.g.fact(o).clone(), None);
+            self.repr.insert(o, Repr::Exact(v));
+            ovs.push(v);
+        }
+        let inputs = args.iter().flatten().copied().collect();
+        let step = self.push(
+            &name,
+            inputs,
+            ovs,
+            StepKind::Cpu(CpuOp {
+                op,
+                args,
+                reason: reason.clone(),
+            }),
+        );
+        self.set_status(ix, Support::Cpu { step, reason });
+        Ok(())
+    }
+
+    /// Adds an accelerator step producing `target`'s tensor.
+    /// Offloads an imported integer layer (QLinearConv, QLinearMatMul) whose output is an
+    /// integer ONNX tensor of type `ydt`: a uint8 output is held shifted by -128.
+    fn integer_output(
+        &mut self,
+        ix: NodeIndex,
+        layer: Layer,
+        input: ValueId,
+        out: QOut,
+        note: String,
+        ydt: DType,
+    ) {
+        let t = self.g.dag[ix].outputs[0];
+        let target = OutTarget {
+            tensor: t,
+            q_node: None,
+            chain: vec![],
+        };
+        let step = self.accel(ix, layer, vec![input], out, target, note);
+        let v = self.plan.steps[step].outputs[0];
+        self.repr.insert(
+            t,
+            if ydt == DType::U8 {
+                Repr::Shifted(v)
+            } else {
+                Repr::Exact(v)
+            },
+        );
+    }
+
+    fn accel(
+        &mut self,
+        ix: NodeIndex,
+        layer: Layer,
+        inputs: Vec<ValueId>,
+        out: QOut,
+        target: OutTarget,
+        note: String,
+    ) -> usize {
+        let t = target.tensor;
+        let name = self.node_name(ix);
+        let fact = Fact::new(DType::I8, self.g.fact(t).shape.clone());
+        let qp = QuantParams {
+            scale: out.scale as f32,
+            zero_point: out.zp,
+        };
+        let v = self
+            .plan
+            .add_value(format!("{}:i8", self.g.tensors[t].name), fact, Some(qp));
+        self.ranges
+            .insert(v, (i32::from(out.lo), i32::from(out.hi)));
+        let kind = layer.kind();
+        let step = self.push(&name, inputs, vec![v], StepKind::Accel(layer));
+        let r = match (target.q_node, out.dtype) {
+            (None, _) => Repr::Deq {
+                q: v,
+                scale: out.scale as f32,
+                zp: out.zp,
+            },
+            (Some(_), DType::U8) => Repr::Shifted(v),
+            (Some(_), _) => Repr::Exact(v),
+        };
+        self.repr.insert(t, r);
+        self.set_status(
+            ix,
+            Support::Accel {
+                layer: kind,
+                step,
+                note,
+            },
+        );
+        if let Some(q) = target.q_node {
+            self.claimed.insert(q);
+            self.set_fused(
+                q,
+                &name,
+                "output quantization of the layer (its requantization)",
+            );
+        }
+        for &c in &target.chain {
+            self.claimed.insert(c);
+            self.set_fused(
+                c,
+                &name,
+                "activation between quantizations, fused into the layer's requantization clamp",
+            );
+        }
+        step
+    }
+
+    /// Tries the accelerator (or a free/int8 lowering) for a node; `Err` gives the reason
+    /// for the CPU fallback.
+    fn try_lower(&mut self, ix: NodeIndex) -> R<()> {
+        let any = self.g.dag[ix].op.as_any();
+        // Representation-only ops are handled whatever the config.
+        if any.is::<QuantizeLinear>() {
+            return self.quantize_node(ix);
+        }
+        if any.is::<DequantizeLinear>() {
+            return self.dequantize_node(ix);
+        }
+        if let Some(b) = &self.blocker {
+            return Err(b.clone());
+        }
+        if any.is::<Conv>() {
+            self.conv(ix)
+        } else if any.is::<Gemm>() || any.is::<MatMul>() {
+            self.dense(ix)
+        } else if any.is::<QLinearConv>() {
+            self.qlinear_conv(ix)
+        } else if any.is::<QLinearMatMul>() {
+            self.qlinear_matmul(ix)
+        } else if let Some(b) = any.downcast_ref::<Binary>() {
+            match b.kind {
+                BinKind::Add => self.add(ix),
+                BinKind::Mul => self.scale_mul(ix),
+                _ => Err(format!("no accelerator layer for {}", b.op_type())),
+            }
+        } else if any.is::<GlobalAveragePool>() || any.is::<AveragePool>() {
+            self.global_pool(ix)
+        } else if any.is::<MaxPool>() {
+            self.max_pool(ix)
+        } else if any.is::<Flatten>() || any.is::<Reshape>() || any.is::<Squeeze>() {
+            self.reshape_int8(ix)
+        } else if any.is::<Concat>() {
+            self.concat(ix)
+        } else if any.is::<ConvInteger>() || any.is::<MatMulInteger>() {
+            Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
+        } else {
+            Err(format!(
+                "no accelerator layer for {}",
+                self.g.dag[ix].op.op_type()
+            ))
+        }
+    }
+}
+
+/// Lowers a simplified graph (see [`crate::quant::plan_graph`]).
+pub(crate) fn lower(
+    g: &Graph,
+    stats: Option<&Stats>,
+    cfg: &isa::HwConfig,
+    opts: &FrontendOptions,
+) -> Result<(Plan, SupportTable), FrontendError> {
+    let blocker = if !opts.offload {
+        Some("offloading disabled by the options".to_string())
+    } else {
+        config_blocker(cfg)
+    };
+    let mut lw = Lowerer {
+        g,
+        opts,
+        stats,
+        blocker,
+        pow2_only: !cfg.alu_mul,
+        quantized_model: is_quantized(g),
+        plan: Plan {
+            source: g.source.clone(),
+            ..Default::default()
+        },
+        repr: HashMap::new(),
+        exact_cache: HashMap::new(),
+        i8_cache: HashMap::new(),
+        q8_cache: HashMap::new(),
+        consts: HashMap::new(),
+        ranges: HashMap::new(),
+        status: HashMap::new(),
+        claimed: HashSet::new(),
+    };
+    let other = |message: String| FrontendError::Other {
+        file: g.source.clone(),
+        message,
+    };
+    for &t in &g.inputs {
+        let v = lw
+            .plan
+            .add_value(g.tensors[t].name.clone(), g.fact(t).clone(), None);
+        lw.plan.inputs.push(v);
+        lw.repr.insert(t, Repr::Exact(v));
+    }
+    for ix in g.topo_order() {
+        if lw.claimed.contains(&ix) {
+            continue;
+        }
+        // A failed attempt is rolled back entirely (conversion steps it may have added
+        // included) before the node goes to the CPU.
+        let snap = lw.snapshot();
+        if let Err(reason) = lw.try_lower(ix) {
+            lw.restore(snap);
+            lw.cpu(ix, reason).map_err(other)?;
+        }
+    }
+    for &t in &g.outputs {
+        let v = lw.exact(t, "the model output").map_err(other)?;
+        lw.plan.values[v].name = g.tensors[t].name.clone();
+        lw.plan.outputs.push(v);
+    }
+    let mut entries = Vec::new();
+    for o in &g.onnx_nodes {
+        let support = lw
+            .status
+            .get(&o.name)
+            .cloned()
+            .or_else(|| {
+                g.removed
+                    .iter()
+                    .find(|(r, _)| r == o)
+                    .map(|(_, how)| Support::Removed { how: how.clone() })
+            })
+            .unwrap_or(Support::NotAnalyzed {
+                reason: "internal: no status".into(),
+            });
+        entries.push(SupportEntry {
+            node: o.name.clone(),
+            op_type: o.op_type.clone(),
+            support,
+        });
+    }
+    Ok((lw.plan, SupportTable { entries }))
+}

@@ -1,0 +1,378 @@
+//! Quantization parameters and weights: DequantizeLinear / QuantizeLinear parameters,
+//! dequantized and post-training-quantized weights, integer biases, requantization, and
+//! the layers imported from QDQ and QOperator forms.
+
+use super::*;
+
+impl<'g> Lowerer<'g> {
+    /// Per-tensor constant (scale, zero point) of a DequantizeLinear node.
+    pub(super) fn dq_params(&self, dq: NodeIndex) -> R<(f32, i32)> {
+        let s = self
+            .g
+            .const_input(dq, 1)
+            .ok_or("DequantizeLinear scale is not a constant")?;
+        if s.len() != 1 {
+            return Err("per-axis dequantization".into());
+        }
+        Ok((s.scalar_f32()?, scalar_i32(self.g.const_input(dq, 2))))
+    }
+
+    /// The single QuantizeLinear node reading `t`.
+    pub(super) fn sole_q(&self, t: TensorId) -> Option<NodeIndex> {
+        if self.g.is_output(t) {
+            return None;
+        }
+        let c = self.g.consumers(t);
+        match c.as_slice() {
+            [(q, 0)] if self.g.dag[*q].op.as_any().is::<QuantizeLinear>() => Some(*q),
+            _ => None,
+        }
+    }
+
+    /// Per-tensor constant (scale, zero point, dtype) of a QuantizeLinear node.
+    pub(super) fn q_params(&self, q: NodeIndex) -> R<(f32, i32, DType)> {
+        let s = self
+            .g
+            .const_input(q, 1)
+            .ok_or("QuantizeLinear scale is not a constant")?;
+        let z = self.g.const_input(q, 2);
+        if self.g.dag[q].inputs.get(2).copied().flatten().is_some() && z.is_none() {
+            return Err("QuantizeLinear zero point is not a constant".into());
+        }
+        if s.len() != 1 {
+            return Err("per-axis output quantization".into());
+        }
+        let dt = match z {
+            Some(z) => z.dtype(),
+            None => self.g.fact(self.g.dag[q].outputs[0]).dtype,
+        };
+        Ok((s.scalar_f32()?, scalar_i32(z), dt))
+    }
+
+    /// Quantized constant weights behind a DequantizeLinear: (int values minus zero point,
+    /// per-channel scales along `axis`, the DQ node).
+    pub(super) fn dq_weights(
+        &self,
+        t: TensorId,
+        axis: usize,
+    ) -> R<(ArrayD<i32>, Vec<f64>, NodeIndex)> {
+        let dq = self.const_dq(t).ok_or_else(|| {
+            format!(
+                "weight '{}' is not a DequantizeLinear of constants",
+                self.g.tensors[t].name
+            )
+        })?;
+        let n = &self.g.dag[dq];
+        let op =
+            n.op.as_any()
+                .downcast_ref::<DequantizeLinear>()
+                .expect("DQ");
+        let x = self.g.const_input(dq, 0).expect("const");
+        let p = QParams::new(
+            self.g.const_input(dq, 1).expect("const"),
+            self.g.const_input(dq, 2),
+            op.axis,
+            x.shape(),
+        )?;
+        let c = x.shape().get(axis).copied().unwrap_or(1);
+        if p.axis.is_some_and(|a| a != axis) {
+            return Err(format!(
+                "weights quantized along axis {:?}, expected per-tensor or axis {axis}",
+                p.axis
+            ));
+        }
+        let mut w = x.to_i32_array()?;
+        for (idx, v) in w.indexed_iter_mut() {
+            let (_, z) = p.at(idx.slice());
+            *v -= z;
+        }
+        let scales: Vec<f64> = (0..c)
+            .map(|i| {
+                f64::from(if p.axis.is_some() {
+                    p.scale[i]
+                } else {
+                    p.scale[0]
+                })
+            })
+            .collect();
+        Ok((w, scales, dq))
+    }
+
+    /// Integer bias at scale `s_x * s_w[c]` from a bias input that is absent, a float
+    /// constant, or a DequantizeLinear of an int32 constant; also returns the DQ node.
+    pub(super) fn int_bias(
+        &self,
+        t: Option<TensorId>,
+        n: usize,
+        sx: f64,
+        sw: &[f64],
+    ) -> R<(Vec<i64>, Option<NodeIndex>)> {
+        let Some(t) = t else {
+            return Ok((vec![0; n], None));
+        };
+        if let Some(dq) = self.const_dq(t) {
+            let x = self.g.const_input(dq, 0).expect("const");
+            if x.dtype() != DType::I32 || x.len() != n {
+                return Err("bias is not an int32 vector".into());
+            }
+            let op = self.g.dag[dq]
+                .op
+                .as_any()
+                .downcast_ref::<DequantizeLinear>()
+                .expect("DQ");
+            let p = QParams::new(
+                self.g.const_input(dq, 1).expect("const"),
+                self.g.const_input(dq, 2),
+                op.axis,
+                x.shape(),
+            )?;
+            let b = x.to_i64_vec();
+            let v = (0..n)
+                .map(|c| {
+                    let (s, z) = p.at(&[c]);
+                    let want = sx * sw[c];
+                    // onnxruntime writes the bias scale as the f32 product s_x * s_w.
+                    if (f64::from(s) - want).abs() <= want * 1e-6 && z == 0 {
+                        b[c]
+                    } else {
+                        ((b[c] - i64::from(z)) as f64 * f64::from(s) / want).round() as i64
+                    }
+                })
+                .collect();
+            return Ok((v, Some(dq)));
+        }
+        let v = self.g.const_value(t).ok_or("bias is not a constant")?;
+        let f = f32_of(v)?;
+        if f.len() != n {
+            return Err(format!("bias has {} values, expected {n}", f.len()));
+        }
+        Ok((
+            (0..n)
+                .map(|c| (f64::from(f[c]) / (sx * sw[c])).round() as i64)
+                .collect(),
+            None,
+        ))
+    }
+
+    pub(super) fn make_requant(
+        &self,
+        m: &[f64],
+        ranges: &[AccRange],
+        rounding: MulRounding,
+        out: &QOut,
+    ) -> R<RequantChoice> {
+        let c = choose_requant(
+            m,
+            ranges,
+            rounding,
+            self.pow2_only,
+            clamp_i8(i64::from(out.zp)),
+            out.lo,
+            out.hi,
+        )?;
+        self.check_muls(&c.requant)?;
+        Ok(c)
+    }
+
+    // ---------------------------------------------------------------- convolution / dense
+
+    /// An imported quantized convolution (QLinearConv or QDQ), weights already centered.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn imported_conv(
+        &self,
+        name: &str,
+        x: QIn,
+        x_shape: [usize; 4],
+        w: ArrayD<i32>,
+        sw: &[f64],
+        mut bias: Vec<i64>,
+        geo: &Geometry,
+        group: usize,
+        out: &QOut,
+        float_semantics: bool,
+    ) -> R<(QConv2d, String)> {
+        if geo.dilation != (1, 1) {
+            return Err(format!(
+                "dilation {:?}: the accelerator's convolution has no dilation",
+                geo.dilation
+            ));
+        }
+        let o = w.shape()[0];
+        let per = w.len() / o.max(1);
+        let wv: Vec<i32> = w.iter().cloned().collect();
+        if x.zp != 0 {
+            if geo.pad != [0; 4] {
+                return Err(format!(
+                    "input zero point {} (int8 domain) with padding: the accelerator pads with 0, which would not be the real zero",
+                    x.zp
+                ));
+            }
+            for (c, b) in bias.iter_mut().enumerate() {
+                let s: i64 = wv[c * per..(c + 1) * per]
+                    .iter()
+                    .map(|&v| i64::from(v))
+                    .sum();
+                *b -= i64::from(x.zp) * s;
+            }
+        }
+        if let Some(bad) = wv.iter().find(|v| !(-128..=127).contains(*v)) {
+            return Err(format!(
+                "weights minus their zero point do not fit int8 (value {bad})"
+            ));
+        }
+        let (mut lo, mut hi) = self.range_of(x.v);
+        if geo.pad != [0; 4] {
+            lo = lo.min(0);
+            hi = hi.max(0);
+        }
+        let ranges = conv_acc_ranges(&wv, o, &bias, lo, hi);
+        let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
+        let c = self.make_requant(&m, &ranges, MulRounding::Nearest, out)?;
+        let note = self.check_fidelity(&c, out, float_semantics)?;
+        let bias32 = bias
+            .iter()
+            .map(|&b| i32::try_from(b).map_err(|_| format!("bias {b} does not fit int32")))
+            .collect::<R<Vec<_>>>()?;
+        let shape = w.shape().to_vec();
+        let w8 = Array4::from_shape_vec(
+            (shape[0], shape[1], shape[2], shape[3]),
+            wv.iter().map(|&v| v as i8).collect(),
+        )
+        .map_err(|e| e.to_string())?;
+        let layer = QConv2d {
+            name: name.to_string(),
+            input_shape: x_shape,
+            weight: w8,
+            bias: bias32,
+            stride: geo.stride,
+            pad: geo.pad,
+            groups: group,
+            requant: c.requant,
+        };
+        if layer.output_shape() != [x_shape[0], o, geo.out.0, geo.out.1] {
+            return Err("internal: output shape mismatch".into());
+        }
+        Ok((layer, note))
+    }
+
+    /// An imported quantized dense layer (weights [M, K] centered).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn imported_dense(
+        &self,
+        name: &str,
+        x: QIn,
+        w: Array2<i32>,
+        sw: &[f64],
+        mut bias: Vec<i64>,
+        out: &QOut,
+        float_semantics: bool,
+    ) -> R<(QDense, String)> {
+        let (mo, _) = w.dim();
+        if x.zp != 0 {
+            for (c, b) in bias.iter_mut().enumerate() {
+                let s: i64 = w.row(c).iter().map(|&v| i64::from(v)).sum();
+                *b -= i64::from(x.zp) * s;
+            }
+        }
+        let wv: Vec<i32> = w.iter().cloned().collect();
+        if let Some(bad) = wv.iter().find(|v| !(-128..=127).contains(*v)) {
+            return Err(format!(
+                "weights minus their zero point do not fit int8 (value {bad})"
+            ));
+        }
+        let (lo, hi) = self.range_of(x.v);
+        let ranges = conv_acc_ranges(&wv, mo, &bias, lo, hi);
+        let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
+        let c = self.make_requant(&m, &ranges, MulRounding::Nearest, out)?;
+        let note = self.check_fidelity(&c, out, float_semantics)?;
+        let bias32 = bias
+            .iter()
+            .map(|&b| i32::try_from(b).map_err(|_| format!("bias {b} does not fit int32")))
+            .collect::<R<Vec<_>>>()?;
+        Ok((
+            QDense {
+                name: name.to_string(),
+                weight: w.mapv(|v| v as i8),
+                bias: bias32,
+                requant: c.requant,
+            },
+            note,
+        ))
+    }
+
+    /// Post-training quantization of float weights `w` ([O, ...]) and bias: per-channel
+    /// symmetric int8 weights whose scales are widened so that the requantization multiplier
+    /// is exact. Returns (int8 weights, int32 bias, requant, note).
+    pub(super) fn ptq_weights(
+        &self,
+        x: QIn,
+        w: &ArrayD<f32>,
+        b: Option<&[f32]>,
+        out: &QOut,
+        pad_zero: bool,
+    ) -> R<(Vec<i8>, Vec<i32>, Requant, String)> {
+        if x.zp != 0 {
+            return Err("internal: post-training quantized inputs have zero point 0".into());
+        }
+        let o = w.shape()[0];
+        let per = w.len() / o.max(1);
+        let wv: Vec<f32> = w.iter().cloned().collect();
+        let sw: Vec<f64> = (0..o)
+            .map(|c| {
+                let m = wv[c * per..(c + 1) * per]
+                    .iter()
+                    .fold(0f32, |a, v| a.max(v.abs()));
+                if m > 0.0 {
+                    f64::from(m) / 127.0
+                } else {
+                    1.0 / 127.0
+                }
+            })
+            .collect();
+        let quant = |sw: &[f64]| -> (Vec<i32>, Vec<i64>) {
+            let q = (0..o * per)
+                .map(|i| {
+                    (f64::from(wv[i]) / sw[i / per])
+                        .round()
+                        .clamp(-127.0, 127.0) as i32
+                })
+                .collect();
+            let bq = (0..o)
+                .map(|c| b.map_or(0, |b| (f64::from(b[c]) / (x.scale * sw[c])).round() as i64))
+                .collect();
+            (q, bq)
+        };
+        let (q0, b0) = quant(&sw);
+        let (mut lo, mut hi) = self.range_of(x.v);
+        if pad_zero {
+            lo = lo.min(0);
+            hi = hi.max(0);
+        }
+        let ranges = conv_acc_ranges(&q0, o, &b0, lo, hi);
+        let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
+        let c = self.make_requant(&m, &ranges, MulRounding::Up, out)?;
+        // Widen each channel's weight scale so that x_scale * w_scale / y_scale == mul / 2^e.
+        let sw2: Vec<f64> = c
+            .effective
+            .iter()
+            .map(|me| me * out.scale / x.scale)
+            .collect();
+        let (q, bq) = quant(&sw2);
+        let bias = bq
+            .iter()
+            .map(|&v| i32::try_from(v).map_err(|_| format!("bias {v} does not fit int32")))
+            .collect::<R<Vec<_>>>()?;
+        let widen = sw2
+            .iter()
+            .zip(&sw)
+            .map(|(a, b)| a / b - 1.0)
+            .fold(0.0, f64::max);
+        let note = format!(
+            "post-training int8 (per-channel weights widened <= {:.2}%, requant mul/2^{}, pre-shift loss <= {:.3} LSB)",
+            widen * 100.0,
+            u32::from(c.requant.pre_shift) + u32::from(c.requant.shift),
+            c.trunc_error
+        );
+        Ok((q.iter().map(|&v| v as i8).collect(), bias, c.requant, note))
+    }
+}

@@ -1,0 +1,392 @@
+//! The accelerator's ports in simulation: the Verilated `vta_top` with its DRAM (the AXI4
+//! memory model of `hdl`, [`AxiMemory`]) on the master port and the host's side of the
+//! AXI4-Lite control port ([`Accelerator`]: register reads and writes, the identity check,
+//! and the run sequence of [`vta_hw::regs`], the same code a board driver runs over
+//! memory-mapped registers).
+//!
+//! Each call of [`Accelerator::cycle`] is one clock cycle: the memory drives its outputs
+//! from its state (like registered logic), the model evaluates, the memory and the host
+//! sample the accelerator's outputs and complete the handshakes of this cycle, a
+//! [`Monitor`] looks (the simulator follows the debug outputs with one, for instruction
+//! traces, hang detection and waveform windows), and the clock ticks.
+
+use hdl::verilator::{Model, PortId};
+use hdl::widgets::axi4_memory::{AxiMemory, AxiPorts};
+use isa::HwConfig;
+use vta_hw::regs;
+
+/// The AXI4-Lite control port's handles: awvalid, awready, awaddr, wvalid, wready, wdata,
+/// wstrb, bvalid, bready, bresp, arvalid, arready, araddr, rvalid, rready, rdata, rresp.
+struct LitePorts([PortId; 17]);
+
+impl LitePorts {
+    fn new(m: &Model) -> LitePorts {
+        let l = |s: &str| m.port(&format!("s_axi_control_{s}"));
+        LitePorts([
+            l("awvalid"),
+            l("awready"),
+            l("awaddr"),
+            l("wvalid"),
+            l("wready"),
+            l("wdata"),
+            l("wstrb"),
+            l("bvalid"),
+            l("bready"),
+            l("bresp"),
+            l("arvalid"),
+            l("arready"),
+            l("araddr"),
+            l("rvalid"),
+            l("rready"),
+            l("rdata"),
+            l("rresp"),
+        ])
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lite {
+    Idle,
+    /// A write: address and data not yet accepted (flags), then waiting for the response.
+    Write {
+        addr: u32,
+        data: u32,
+        aw: bool,
+        w: bool,
+    },
+    /// A read: address not yet accepted, then waiting for the data.
+    Read {
+        addr: u32,
+        ar: bool,
+    },
+}
+
+/// Why a simulated run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The accelerator broke an AXI rule, or accessed memory outside the model.
+    #[error("AXI protocol violations: {}", .0.join("; "))]
+    Protocol(Vec<String>),
+    /// The accelerator reported an error (CONTROL bit 2).
+    #[error("the accelerator reported an error (CONTROL = {control:#x}); {status}")]
+    Fault { control: u32, status: String },
+    /// The bitstream is not the expected one.
+    #[error("identity check failed: {0}")]
+    Identity(String),
+}
+
+/// What a run reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunResult {
+    /// Clock cycles the host observed, from the start write to seeing DONE.
+    pub cycles: u64,
+    /// Every register of the map after the run, by name, in map order.
+    pub registers: Vec<(&'static str, u32)>,
+}
+
+impl RunResult {
+    /// A register's value by name.
+    pub fn get(&self, name: &str) -> Option<u32> {
+        self.registers.iter().find(|(n, _)| *n == name).map(|r| r.1)
+    }
+}
+
+/// Watches every clock cycle of an [`Accelerator`] (instruction traces, hang detection,
+/// waveform windows). [`Monitor::cycle`] is called once per cycle, after the model has
+/// evaluated the cycle's inputs and the handshakes were sampled, just before the clock edge.
+pub trait Monitor {
+    /// `cycle` counts cycles since the accelerator was created; `model` may be read (its
+    /// outputs show the cycle's state) or have a waveform opened or closed.
+    fn cycle(&mut self, cycle: u64, model: &mut Model, mem: &AxiMemory);
+
+    /// Whether a waveform is being written: the clock then advances through
+    /// [`Model::tick`], which records both clock edges (otherwise the accelerator drives the
+    /// clock port itself and saves an evaluation per cycle).
+    fn waveform(&self) -> bool {
+        false
+    }
+}
+
+/// The Verilated `vta_top` with its DRAM and host, watched by a [`Monitor`] `M`.
+pub struct Accelerator<M: Monitor> {
+    model: Model,
+    mem: AxiMemory,
+    axi: AxiPorts,
+    lite_ports: LitePorts,
+    lite: Lite,
+    lite_result: Option<u32>,
+    cycle: u64,
+    /// The clock port.
+    clk: PortId,
+    monitor: M,
+}
+
+impl<M: Monitor> Accelerator<M> {
+    /// Wraps a built model of `vta_top` for `cfg`, with `monitor` watching every cycle;
+    /// resets it and idles the ports.
+    pub fn with_monitor(model: Model, cfg: &HwConfig, mem: AxiMemory, monitor: M) -> Self {
+        assert_eq!(
+            mem.bus_bits(),
+            cfg.axi_data_width,
+            "the memory's bus width must be the config's AXI_DATA_WIDTH"
+        );
+        let axi = AxiPorts::new(&model, "m_axi_");
+        let lite_ports = LitePorts::new(&model);
+        let clk = (0..model.ports().len())
+            .map(PortId)
+            .find(|&i| model.info(i).role == hdl::PortRole::Clock)
+            .expect("vta_top has a clock");
+        let mut a = Accelerator {
+            clk,
+            model,
+            mem,
+            axi,
+            lite_ports,
+            lite: Lite::Idle,
+            lite_result: None,
+            cycle: 0,
+            monitor,
+        };
+        a.reset();
+        a
+    }
+
+    /// The monitor.
+    pub fn monitor(&self) -> &M {
+        &self.monitor
+    }
+
+    /// The monitor, to change or read it between runs.
+    pub fn monitor_mut(&mut self) -> &mut M {
+        &mut self.monitor
+    }
+
+    /// Holds reset for 4 cycles with every input idle; in-flight bursts are dropped.
+    pub fn reset(&mut self) {
+        for id in self.input_ports() {
+            let w = self.model.info(id).width;
+            if w <= 64 {
+                self.model.set(id, 0);
+            } else {
+                self.model.set_wide(id, &[]);
+            }
+        }
+        self.lite = Lite::Idle;
+        self.model.reset(4);
+        self.mem.reset(&mut self.model, &self.axi);
+        // Inputs that never change: the host always ready, full strobes.
+        let (l, m) = (&self.lite_ports.0, &mut self.model);
+        m.set(l[8], 1); // bready
+        m.set(l[14], 1); // rready
+        m.set(l[6], 0xf); // wstrb
+    }
+
+    fn input_ports(&self) -> Vec<PortId> {
+        (0..self.model.ports().len())
+            .map(PortId)
+            .filter(|&i| {
+                let p = self.model.info(i);
+                p.dir == hdl::Dir::Input && p.role == hdl::PortRole::Data
+            })
+            .collect()
+    }
+
+    /// The memory.
+    pub fn memory(&self) -> &AxiMemory {
+        &self.mem
+    }
+
+    /// The memory, to change its contents between runs.
+    pub fn memory_mut(&mut self) -> &mut AxiMemory {
+        &mut self.mem
+    }
+
+    /// The model, to read ports.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The model and the monitor together (e.g. for the monitor to close a waveform).
+    pub fn model_and_monitor(&mut self) -> (&mut Model, &mut M) {
+        (&mut self.model, &mut self.monitor)
+    }
+
+    /// Cycles simulated since the accelerator was created.
+    pub fn cycles(&self) -> u64 {
+        self.cycle
+    }
+
+    /// One clock cycle: memory and host drive their outputs, the model evaluates, the
+    /// handshakes of this cycle complete, the monitor looks, the clock ticks.
+    ///
+    /// Without a waveform the falling clock edge is evaluated together with the new inputs
+    /// (nothing in the design acts on it), then the rising edge: two evaluations per cycle
+    /// instead of [`Model::tick`]'s two after the inputs' own.
+    pub fn cycle(&mut self) {
+        let now = self.cycle;
+        let waveform = self.monitor.waveform();
+        let (m, mem) = (&mut self.model, &mut self.mem);
+        if !waveform {
+            m.set(self.clk, 0);
+        }
+        let offered = mem.drive(m, &self.axi, now);
+
+        // ---- drive the host's AXI-Lite outputs --------------------------------------------
+        let l = &self.lite_ports.0;
+        let (mut awv, mut wv, mut arv) = (false, false, false);
+        match self.lite {
+            Lite::Write { addr, data, aw, w } => {
+                awv = !aw;
+                wv = !w;
+                m.set(l[2], addr as u64);
+                m.set(l[5], data as u64);
+            }
+            Lite::Read { addr, ar } => {
+                arv = !ar;
+                m.set(l[12], addr as u64);
+            }
+            Lite::Idle => {}
+        }
+        m.set(l[0], awv as u64);
+        m.set(l[3], wv as u64);
+        m.set(l[10], arv as u64);
+
+        m.eval();
+
+        // ---- sample and complete handshakes ------------------------------------------------
+        mem.sample(m, &self.axi, offered);
+
+        // AXI-Lite.
+        match &mut self.lite {
+            Lite::Write { aw, w, .. } => {
+                if awv && m.get_bool(l[1]) {
+                    *aw = true;
+                }
+                if wv && m.get_bool(l[4]) {
+                    *w = true;
+                }
+                if m.get_bool(l[7]) {
+                    self.lite = Lite::Idle;
+                    self.lite_result = Some(0);
+                }
+            }
+            Lite::Read { ar, .. } => {
+                if arv && m.get_bool(l[11]) {
+                    *ar = true;
+                }
+                if m.get_bool(l[13]) {
+                    self.lite_result = Some(m.get(l[15]) as u32);
+                    self.lite = Lite::Idle;
+                }
+            }
+            Lite::Idle => {}
+        }
+
+        self.monitor.cycle(now, m, mem);
+        if waveform || self.monitor.waveform() {
+            m.tick();
+        } else {
+            m.set(self.clk, 1);
+            m.eval();
+        }
+        self.cycle += 1;
+    }
+
+    fn lite_transaction(&mut self, t: Lite) -> u32 {
+        assert_eq!(self.lite, Lite::Idle, "one AXI-Lite transaction at a time");
+        self.lite = t;
+        self.lite_result = None;
+        for _ in 0..1000 {
+            self.cycle();
+            if let Some(v) = self.lite_result.take() {
+                return v;
+            }
+        }
+        panic!("the control port did not answer {t:?} within 1000 cycles");
+    }
+
+    /// Writes a control register (one AXI-Lite write, all byte strobes).
+    pub fn write_reg(&mut self, offset: u32, value: u32) {
+        self.lite_transaction(Lite::Write {
+            addr: offset,
+            data: value,
+            aw: false,
+            w: false,
+        });
+    }
+
+    /// Reads a control register.
+    pub fn read_reg(&mut self, offset: u32) -> u32 {
+        self.lite_transaction(Lite::Read {
+            addr: offset,
+            ar: false,
+        })
+    }
+
+    /// Reads every register of the map.
+    pub fn read_all(&mut self) -> Vec<(&'static str, u32)> {
+        let Ok(r) = regs::read_all(self);
+        r
+    }
+
+    /// Checks VERSION and the ISA hash against `cfg` (what a driver does before running a
+    /// program built for `cfg`: [`regs::check_identity`]).
+    pub fn check_identity(&mut self, cfg: &HwConfig) -> Result<(), SimError> {
+        let Ok(r) = regs::check_identity(self, cfg);
+        r.map_err(SimError::Identity)
+    }
+
+    /// Every register as `NAME=value`, for messages.
+    pub fn status(&mut self) -> String {
+        let regs: Vec<String> = self
+            .read_all()
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!("registers: {}", regs.join(" "))
+    }
+
+    /// Completes a run that reached DONE (started at cycle `t0`, the first write of
+    /// [`regs::run`]): lets the memory drain, then checks for AXI violations and CONTROL's
+    /// error bit. For drivers of their own [`regs::Host`] over this accelerator.
+    pub fn finish(&mut self, done: regs::Completion, t0: u64) -> Result<RunResult, SimError> {
+        // Writes are answered before DONE; let anything else drain.
+        for _ in 0..1000 {
+            if self.mem.idle() {
+                break;
+            }
+            self.cycle();
+        }
+        let violations = self.mem.take_violations();
+        if !violations.is_empty() {
+            return Err(SimError::Protocol(violations));
+        }
+        if done.control & regs::CONTROL_ERROR != 0 {
+            let status = self.status();
+            return Err(SimError::Fault {
+                control: done.control,
+                status,
+            });
+        }
+        Ok(RunResult {
+            cycles: self.cycle - t0,
+            registers: done.registers,
+        })
+    }
+}
+
+/// The simulated control port: AXI4-Lite transactions on the model; waiting between polls
+/// is the clock running on (a read of CONTROL itself takes a few cycles).
+impl<M: Monitor> regs::Host for Accelerator<M> {
+    type Error = std::convert::Infallible;
+    fn read_reg(&mut self, offset: u32) -> Result<u32, Self::Error> {
+        Ok(Accelerator::read_reg(self, offset))
+    }
+    fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), Self::Error> {
+        Accelerator::write_reg(self, offset, value);
+        Ok(())
+    }
+    fn poll_wait(&mut self, _polls: u64) -> Result<(), Self::Error> {
+        Ok(())
+    }
+}
