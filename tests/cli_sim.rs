@@ -167,7 +167,12 @@ fn bench_prints_figures() {
 
 #[test]
 fn help_texts() {
-    insta::assert_snapshot!("help_sim", ok(vta(&["sim", "--help"])));
+    let help = ok(vta(&["sim", "--help"]));
+    // The help restates the hang bound's default (the option is optional so that fsim can
+    // refuse it): it must be the backend's.
+    let default = vta_sim::rtl::RunLimits::DEFAULT_HANG_CYCLES;
+    assert!(help.contains(&format!("[default: {default}]")), "{help}");
+    insta::assert_snapshot!("help_sim", help);
     insta::assert_snapshot!("help_bench_fsim", ok(vta(&["bench", "fsim", "--help"])));
 }
 

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use compiler::compile::Compiled;
 use compiler::frontend::{load_calibration_npy, npy_to_f32, FrontendOptions};
-use compiler::graph::Tensor;
+use compiler::graph::plan::StepKind;
+use compiler::graph::{Layer, Tensor};
 use ndarray::{ArrayD, Axis, IxDyn};
 use vta_runtime::model::{Check, Model, Place};
 use vta_sim::FsimDevice;
@@ -281,6 +282,19 @@ fn compiled_model_file_rejects_bad_files() {
     bad.plan.steps[3].inputs[0] = 9999;
     let e = err(&bad.to_bytes().unwrap());
     assert!(e.contains("refers to value 9999"), "{e}");
+    // Layer parameters that do not fit their tensors (a bias too short for the output
+    // channels) would panic a kernel: refused at load, naming the step.
+    let mut bad = m.model.clone();
+    let k = bad.accel[0].step;
+    let StepKind::Accel(Layer::Conv2d(conv)) = &mut bad.plan.steps[k].kind else {
+        panic!("the first accelerator step is a convolution")
+    };
+    conv.bias.pop();
+    let e = err(&bad.to_bytes().unwrap());
+    assert!(
+        e.contains(&format!("step {k}")) && e.contains("biases"),
+        "{e}"
+    );
     let mut bad = m.model.clone();
     bad.accel.remove(3);
     let e = err(&bad.to_bytes().unwrap());

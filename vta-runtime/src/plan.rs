@@ -17,8 +17,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ops::AnyOp;
-use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
+use crate::ops::{AnyOp, TensorInfo};
+use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
 use crate::tensor::{Fact, Tensor};
 
 /// Index of a value in [`Plan::values`].
@@ -59,6 +59,111 @@ pub enum Layer {
 }
 
 impl Layer {
+    /// Checks the layer's parameters against its input and output facts, so that its reference
+    /// and its programs only ever see consistent shapes (a plan read from a file is checked
+    /// before it runs).
+    pub fn check(&self, inputs: &[&Fact], out: &Fact) -> Result<(), String> {
+        let x = inputs.first().ok_or("no input")?;
+        let requant = |r: &Requant, channels: usize| -> Result<(), String> {
+            if r.mul.len() != 1 && r.mul.len() != channels {
+                return Err(format!(
+                    "{} multipliers for {channels} channels",
+                    r.mul.len()
+                ));
+            }
+            if r.shift > 31 || r.pre_shift > 31 || r.lo > r.hi {
+                return Err(format!("requantization {r:?} is out of range"));
+            }
+            Ok(())
+        };
+        let want_out = |shape: Vec<usize>| {
+            if out.shape == shape {
+                Ok(())
+            } else {
+                Err(format!("computes {shape:?}, the plan's output is {out}"))
+            }
+        };
+        match self {
+            Layer::Conv2d(l) => {
+                let [n, c, h, w] = x.nchw()?;
+                let [o, ci, kh, kw]: [usize; 4] = l
+                    .weight
+                    .shape()
+                    .try_into()
+                    .map_err(|_| "weight is not 4-D")?;
+                if [n, c, h, w] != l.input_shape {
+                    return Err(format!("input {x} is not {:?}", l.input_shape));
+                }
+                let fits = l.groups > 0
+                    && c % l.groups == 0
+                    && o % l.groups == 0
+                    && ci == c / l.groups
+                    && l.stride.0 > 0
+                    && l.stride.1 > 0
+                    && kh > 0
+                    && kw > 0
+                    && kh <= h + l.pad[0] + l.pad[2]
+                    && kw <= w + l.pad[1] + l.pad[3];
+                if !fits || l.bias.len() != o {
+                    return Err(format!(
+                        "weight {:?}, {} biases, groups {}, stride {:?} and pads {:?} do not fit input {x}",
+                        l.weight.shape(),
+                        l.bias.len(),
+                        l.groups,
+                        l.stride,
+                        l.pad
+                    ));
+                }
+                requant(&l.requant, o)?;
+                want_out(l.output_shape().to_vec())
+            }
+            Layer::Dense(l) => {
+                let (m, k) = l.weight.dim();
+                let [nx, kx] = x.shape[..] else {
+                    return Err(format!("input {x} is not 2-D"));
+                };
+                if kx != k || l.bias.len() != m {
+                    return Err(format!(
+                        "weight [{m}, {k}] and {} biases do not fit input {x}",
+                        l.bias.len()
+                    ));
+                }
+                requant(&l.requant, m)?;
+                want_out(vec![nx, m])
+            }
+            Layer::Add(l) => {
+                let y = inputs.get(1).ok_or("no second input")?;
+                if x != y {
+                    return Err(format!("operands {x} and {y} differ"));
+                }
+                requant(&l.requant, x.nchw()?[1])?;
+                want_out(x.shape.clone())
+            }
+            Layer::MaxPool(l) => {
+                let [n, c, h, w] = x.nchw()?;
+                let (k, s, p) = (l.kernel, l.stride, l.pad);
+                if k.0 == 0
+                    || k.1 == 0
+                    || s.0 == 0
+                    || s.1 == 0
+                    || k.0 > h + p[0] + p[2]
+                    || k.1 > w + p[1] + p[3]
+                {
+                    return Err(format!(
+                        "window {k:?} stride {s:?} pads {p:?} do not fit input {x}"
+                    ));
+                }
+                let (oh, ow) = l.output_hw(h, w);
+                want_out(vec![n, c, oh, ow])
+            }
+            Layer::GlobalAvgPool(l) => {
+                let [n, c, _, _] = x.nchw()?;
+                requant(&l.requant, c)?;
+                want_out(vec![n, c, 1, 1])
+            }
+        }
+    }
+
     /// The layer kind as named in `qlayer` (`"QConv2d"`, ...).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -233,6 +338,9 @@ impl Plan {
             }
             for &v in &st.outputs {
                 id(v, &what)?;
+            }
+            self.check_step(st).map_err(|e| format!("{what}: {e}"))?;
+            for &v in &st.outputs {
                 if written[v] || self.values[v].constant.is_some() {
                     return Err(format!("{what} writes value {v}, which is already set"));
                 }
@@ -243,6 +351,48 @@ impl Plan {
             return Err(format!("model output value {v} is computed by no step"));
         }
         Ok(())
+    }
+
+    /// Checks that a step's parameters fit the facts of its values (value ids in range): the
+    /// layers' weights, biases, windows and requantization against their input and output
+    /// shapes, a CPU op's inferred output facts against the plan's.
+    fn check_step(&self, st: &Step) -> Result<(), String> {
+        let fact = |v: ValueId| &self.values[v].fact;
+        let ins: Vec<&Fact> = st.inputs.iter().map(|&v| fact(v)).collect();
+        let out = fact(st.outputs[0]);
+        match &st.kind {
+            StepKind::Quantize(_) | StepKind::Dequantize(_) => {
+                let x = ins.first().ok_or("no input")?;
+                if x.shape != out.shape {
+                    return Err(format!("maps {x} to {out}"));
+                }
+                Ok(())
+            }
+            StepKind::Accel(layer) => layer.check(&ins, out),
+            StepKind::Cpu(c) => {
+                let infos: Vec<Option<TensorInfo>> = c
+                    .args
+                    .iter()
+                    .map(|a| {
+                        a.map(|v| TensorInfo {
+                            name: self.values[v].name.clone(),
+                            fact: self.values[v].fact.clone(),
+                            value: self.values[v].constant.clone(),
+                        })
+                    })
+                    .collect();
+                let refs: Vec<Option<&TensorInfo>> = infos.iter().map(Option::as_ref).collect();
+                let facts = c.op.op().infer(&refs)?;
+                let want: Vec<&Fact> = st.outputs.iter().map(|&v| fact(v)).collect();
+                if facts.len() < want.len() || facts.iter().zip(&want).any(|(a, b)| a != *b) {
+                    return Err(format!(
+                        "{} gives {facts:?} for its inputs, the plan says {want:?}",
+                        c.op.op().op_type()
+                    ));
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Number of accelerator steps and of CPU steps (quantize/dequantize included).
