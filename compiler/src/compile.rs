@@ -78,8 +78,6 @@ pub struct StepReport {
     /// `QConv2d`, `QDense`, ...
     pub kind: String,
     pub report: LayerReport,
-    /// Back-end compile time.
-    pub compile_time: Duration,
 }
 
 /// A compiled model ([`Compiled::model`], what the file holds and `vta run` runs) and the
@@ -202,7 +200,6 @@ impl Compiled {
             let StepKind::Accel(layer) = &step.kind else {
                 continue;
             };
-            let t1 = Instant::now();
             let shapes = step_input_shapes(&plan, k).map_err(|message| Error::Plan {
                 step: k,
                 name: step.name.clone(),
@@ -247,7 +244,6 @@ impl Compiled {
                 name: step.name.clone(),
                 kind: layer.kind().to_string(),
                 report,
-                compile_time: t1.elapsed(),
             });
         }
         times.backend = t.elapsed();
