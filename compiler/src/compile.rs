@@ -1,25 +1,30 @@
 //! Compiling a model: ONNX bytes (and calibration inputs for a float model) to a
-//! [`vta_runtime::Model`] — the front end's plan (import, passes, quantization, lowering) and,
-//! for every accelerator step, a device program of its own from the back end, or the back
-//! end's reason for refusing the layer (it then runs on the CPU with the layer's exact
-//! semantics) — plus what only `vta compile` reports: the op-support table, the tiling chosen for
-//! every layer and the compile times.
-//!
-//! One program per layer is a deliberate choice: each layer's counters come straight from its
-//! own run, which gives the per-layer breakdown of `vta run`, and the host sees every
-//! intermediate tensor, which is what `vta run --check` compares.
+//! [`vta_runtime::Model`] — the front end's plan (import, passes, quantization, lowering) and
+//! the back end's launches, each running consecutive accelerator steps as one device program
+//! ([`crate::launches`]), with the back end's reason for every layer it refused (which then runs
+//! on the CPU with the layer's exact semantics) — plus what only `vta compile` reports: the
+//! op-support table, the tiling chosen for every layer and the compile times.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use isa::HwConfig;
-use vta_runtime::model::{AccelStep, Model, Placement};
+use vta_runtime::model::Model;
 
-use crate::backend::{self, BackendError, LayerInfo, LayerProgram};
+use crate::backend::{self, BackendError, LayerInfo};
 use crate::frontend::{import_graph, FrontendError, FrontendOptions};
 use crate::graph::plan::{StepKind, ValueId};
-use crate::graph::{Layer, Plan, Support, SupportTable};
-use crate::quant;
+use crate::graph::{Support, SupportTable};
+use crate::{launches, quant};
+
+/// How the back end groups accelerator steps into launches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BackendOptions {
+    /// Every accelerator step a launch of its own (per-layer device counters in `vta run`, at
+    /// the cost of copying every activation through the host), instead of one launch per run
+    /// of consecutive accelerator steps.
+    pub launch_per_layer: bool,
+}
 
 /// Why compiling a model failed.
 #[derive(Debug, thiserror::Error)]
@@ -63,8 +68,8 @@ impl CompileTimes {
 /// How the back end compiled one accelerator step.
 #[derive(Debug, Clone)]
 pub enum LayerReport {
-    /// Its program's layers (one: a program per layer).
-    Compiled(Vec<LayerInfo>),
+    /// Its layer as compiled, in launch `.0`.
+    Compiled(usize, Box<LayerInfo>),
     /// The back end's reason for refusing it.
     Refused(String),
 }
@@ -108,30 +113,6 @@ impl std::ops::Deref for Compiled {
     }
 }
 
-/// The NCHW input shapes of an accelerator step.
-fn step_input_shapes(plan: &Plan, step: usize) -> Result<Vec<[usize; 4]>, String> {
-    plan.steps[step]
-        .inputs
-        .iter()
-        .map(|&v| plan.values[v].fact.nchw())
-        .collect()
-}
-
-/// Compiles one layer into a program of its own.
-fn compile_layer(
-    cfg: &HwConfig,
-    layer: &Layer,
-    shapes: &[[usize; 4]],
-) -> Result<LayerProgram, BackendError> {
-    match layer {
-        Layer::Conv2d(l) => backend::compile_conv(cfg, l),
-        Layer::Dense(l) => backend::compile_dense(cfg, l, shapes[0][0]),
-        Layer::Add(l) => backend::compile_add(cfg, l, shapes[0]),
-        Layer::MaxPool(l) => backend::compile_max_pool(cfg, l, shapes[0]),
-        Layer::GlobalAvgPool(l) => backend::compile_global_avg_pool(cfg, l, shapes[0]),
-    }
-}
-
 impl Compiled {
     /// Compiles an ONNX model (`onnx`: the file's bytes; `source`: its name, for messages)
     /// for `cfg`. A float model is quantized with `calibration` (arrays of the model input's
@@ -144,17 +125,20 @@ impl Compiled {
         cfg: &HwConfig,
         opts: &FrontendOptions,
     ) -> Result<Compiled, Error> {
-        Self::compile_observed(onnx, source, calibration, cfg, opts, &mut |_| {})
+        let backend = BackendOptions::default();
+        Self::compile_observed(onnx, source, calibration, cfg, opts, &backend, &mut |_| {})
     }
 
-    /// [`Compiled::compile`], telling `stage` what it is doing (`importing`, `calibrating on
-    /// N samples`, `lowering`, `back end: step K/N NAME`), for progress displays.
+    /// [`Compiled::compile`] with back-end options, telling `stage` what it is doing
+    /// (`importing`, `calibrating on N samples`, `lowering`, `back end: step K/N NAME`), for
+    /// progress displays.
     pub fn compile_observed(
         onnx: Vec<u8>,
         source: &str,
         calibration: &[ndarray::ArrayD<f32>],
         cfg: &HwConfig,
         opts: &FrontendOptions,
+        backend: &BackendOptions,
         stage: &mut dyn FnMut(&str),
     ) -> Result<Compiled, Error> {
         let mut times = CompileTimes::default();
@@ -194,58 +178,51 @@ impl Compiled {
         times.lowering = t.elapsed();
 
         let t = Instant::now();
-        let mut accel = Vec::new();
-        let mut reports = Vec::new();
-        for (k, step) in plan.steps.iter().enumerate() {
-            let StepKind::Accel(layer) = &step.kind else {
-                continue;
-            };
-            let shapes = step_input_shapes(&plan, k).map_err(|message| Error::Plan {
-                step: k,
-                name: step.name.clone(),
-                message,
-            })?;
+        let grouped = launches::group(&plan, cfg, backend.launch_per_layer, &mut |k| {
             stage(&format!(
                 "back end: step {k}/{} {}",
                 plan.steps.len(),
-                step.name
-            ));
-            let placement = match compile_layer(cfg, layer, &shapes) {
-                Ok(p) => Ok(p),
-                Err(
-                    e @ (BackendError::Unsupported { .. }
-                    | BackendError::UnsupportedConfig { .. }
-                    | BackendError::Layout { .. }),
-                ) => Err(e.to_string()),
-                Err(source) => {
-                    return Err(Error::Backend {
-                        step: k,
-                        name: step.name.clone(),
-                        source,
-                    })
+                plan.steps[k].name
+            ))
+        })
+        .map_err(|(step, source)| Error::Backend {
+            step,
+            name: plan
+                .steps
+                .get(step)
+                .map_or_else(String::new, |s| s.name.clone()),
+            source,
+        })?;
+        let launch_of: Vec<Option<usize>> = {
+            let mut of = vec![None; plan.steps.len()];
+            for a in &grouped.accel {
+                of[a.step] = a.launch();
+            }
+            of
+        };
+        let reports = grouped
+            .layers
+            .into_iter()
+            .map(|(k, r)| {
+                let st = &plan.steps[k];
+                let kind = match &st.kind {
+                    StepKind::Accel(layer) => layer.kind().to_string(),
+                    _ => st.kind_name(),
+                };
+                StepReport {
+                    step: k,
+                    name: st.name.clone(),
+                    kind,
+                    report: match r {
+                        Ok(info) => LayerReport::Compiled(
+                            launch_of[k].expect("a compiled step is in a launch"),
+                            Box::new(info),
+                        ),
+                        Err(reason) => LayerReport::Refused(reason),
+                    },
                 }
-            };
-            let (placement, report) = match placement {
-                Ok(lp) => {
-                    let LayerProgram { device, layers } = lp;
-                    (
-                        Placement::Program(Box::new(device)),
-                        LayerReport::Compiled(layers),
-                    )
-                }
-                Err(reason) => (
-                    Placement::Refused(reason.clone()),
-                    LayerReport::Refused(reason),
-                ),
-            };
-            accel.push(AccelStep { step: k, placement });
-            reports.push(StepReport {
-                step: k,
-                name: step.name.clone(),
-                kind: layer.kind().to_string(),
-                report,
-            });
-        }
+            })
+            .collect();
         times.backend = t.elapsed();
 
         let mut c = Compiled {
@@ -253,7 +230,8 @@ impl Compiled {
                 config: cfg.clone(),
                 source: source.to_string(),
                 plan,
-                accel,
+                accel: grouped.accel,
+                launches: grouped.launches,
             },
             support,
             steps: reports,
@@ -320,8 +298,8 @@ impl Compiled {
             let _ = writeln!(s, "accelerator layers: none");
             return s;
         }
-        let _ = writeln!(s, "accelerator layers (tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order):");
-        let rows: Vec<[String; 7]> = self
+        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order):");
+        let rows: Vec<Vec<String>> = self
             .steps
             .iter()
             .map(|a| {
@@ -337,9 +315,8 @@ impl Compiled {
                         .join(" + "),
                     st.outputs.iter().map(shape).collect::<Vec<_>>().join(", ")
                 );
-                let (tiling, tiles, insns) = match &a.report {
-                    LayerReport::Compiled(layers) => {
-                        let info = &layers[0];
+                let (launch, tiling, tiles, insns) = match &a.report {
+                    LayerReport::Compiled(launch, info) => {
                         let t = match &info.tiling {
                             Some(t) => format!(
                                 "{}x{}x{}x{}x{} {}",
@@ -355,23 +332,34 @@ impl Compiled {
                             ),
                             None => "(ALU)".to_string(),
                         };
-                        (t, info.tiles.to_string(), info.insns.to_string())
+                        (
+                            format!("L{launch}"),
+                            t,
+                            info.tiles.to_string(),
+                            info.insns.to_string(),
+                        )
                     }
-                    LayerReport::Refused(r) => (format!("CPU: {r}"), "-".into(), "-".into()),
+                    LayerReport::Refused(r) => {
+                        ("-".into(), format!("CPU: {r}"), "-".into(), "-".into())
+                    }
                 };
-                [
+                vec![
                     a.step.to_string(),
                     a.name.clone(),
                     a.kind.clone(),
                     io,
+                    launch,
                     tiling,
                     tiles,
                     insns,
                 ]
             })
             .collect();
-        let head = ["step", "layer", "kind", "shape", "tiling", "tiles", "insns"];
-        let w: Vec<usize> = (0..7)
+        let head = [
+            "step", "layer", "kind", "shape", "launch", "tiling", "tiles", "insns",
+        ];
+        let right = [true, false, false, false, false, false, true, true];
+        let w: Vec<usize> = (0..head.len())
             .map(|i| {
                 rows.iter()
                     .map(|r| r[i].len())
@@ -380,34 +368,21 @@ impl Compiled {
                     .max(head[i].len())
             })
             .collect();
-        let line = |r: [&str; 7]| {
-            format!(
-                "  {:>w0$}  {:w1$}  {:w2$}  {:w3$}  {:w4$}  {:>w5$}  {:>w6$}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                w0 = w[0],
-                w1 = w[1],
-                w2 = w[2],
-                w3 = w[3],
-                w4 = w[4],
-                w5 = w[5],
-                w6 = w[6]
-            )
-            .trim_end()
-            .to_string()
+        let line = |r: &[&str]| {
+            let mut l = String::from(" ");
+            for i in 0..head.len() {
+                let _ = if right[i] {
+                    write!(l, " {:>w$}", r[i], w = w[i])
+                } else {
+                    write!(l, " {:w$}", r[i], w = w[i])
+                };
+            }
+            l.trim_end().to_string()
         };
-        let _ = writeln!(s, "{}", line(head));
+        let _ = writeln!(s, "{}", line(&head));
         for r in &rows {
-            let _ = writeln!(
-                s,
-                "{}",
-                line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]].map(|x| x.as_str()))
-            );
+            let refs: Vec<&str> = r.iter().map(|x| x.as_str()).collect();
+            let _ = writeln!(s, "{}", line(&refs));
         }
         s
     }

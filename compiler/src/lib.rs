@@ -7,6 +7,7 @@ pub mod backend;
 pub mod compile;
 pub mod frontend;
 pub mod graph;
+pub mod launches;
 pub mod onnx;
 pub use vta_runtime::qlayer;
 pub mod quant;

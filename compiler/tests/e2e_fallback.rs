@@ -121,7 +121,7 @@ fn refused_layer_runs_on_the_cpu_exactly() {
     let cfg = isa::HwConfig::preset("default").unwrap();
     let m = Compiled::compile(onnx, "wide.onnx", &[x], &cfg, &opts).unwrap();
     assert!(
-        m.accel.iter().all(|a| a.program().is_some()),
+        m.accel.iter().all(|a| a.launch().is_some()),
         "{}",
         m.compile_report()
     );

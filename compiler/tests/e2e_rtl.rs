@@ -8,7 +8,7 @@ use compiler::compile::Compiled;
 use compiler::frontend::{load_calibration_npy, npy_to_f32, FrontendOptions};
 use compiler::graph::Tensor;
 use ndarray::{Axis, IxDyn};
-use vta_runtime::model::Place;
+use vta_runtime::resident::LoadOptions;
 use vta_sim::rtl::{RtlDevice, RtlOptions};
 use vta_sim::FsimDevice;
 
@@ -60,6 +60,7 @@ fn on_rtl(preset: &str, digits: usize) {
     let m = compile(&cfg);
     let mut fsim = FsimDevice::new(&cfg);
     let mut dev = rtl(&cfg);
+    let mut wanted = Vec::new();
     for (i, x) in images(digits).into_iter().enumerate() {
         let inputs = [x];
         let want = m.run(&mut fsim, &inputs).unwrap();
@@ -73,16 +74,25 @@ fn on_rtl(preset: &str, digits: usize) {
         }
         let c = m.check(&inputs, &got).unwrap();
         assert!(c.is_exact(), "{preset} digit {i}: {c}");
-        for l in &got.layers {
-            if l.place == Place::Accelerator {
-                let cycles = l.get("cycles").unwrap_or(0);
-                assert!(cycles > 0, "{preset}: layer {} has no cycle count", l.name);
-            }
+        for l in &got.launches {
+            let cycles = l.get("cycles").unwrap_or(0);
+            assert!(
+                cycles > 0,
+                "{preset}: launch {} has no cycle count",
+                l.launch
+            );
         }
         if i == 0 {
             eprintln!("{preset}:\n{}", got.table());
             assert!(got.table().contains(" cycles"), "{}", got.table());
         }
+        wanted.push((inputs, want.outputs));
+    }
+    // Loaded once, the model runs every digit with its weights and programs resident and
+    // its activations placed by liveness: the same outputs.
+    let mut resident = m.load(&mut dev, LoadOptions::default()).unwrap();
+    for (inputs, want) in &wanted {
+        assert_eq!(&resident.run(inputs).unwrap().outputs, want, "{preset}");
     }
 }
 

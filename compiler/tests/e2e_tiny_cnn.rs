@@ -5,12 +5,13 @@
 
 use std::path::{Path, PathBuf};
 
-use compiler::compile::Compiled;
+use compiler::compile::{BackendOptions, Compiled};
 use compiler::frontend::{load_calibration_npy, npy_to_f32, FrontendOptions};
 use compiler::graph::plan::StepKind;
 use compiler::graph::{Layer, Tensor};
 use ndarray::{ArrayD, Axis, IxDyn};
 use vta_runtime::model::{Check, Model, Place};
+use vta_runtime::resident::LoadOptions;
 use vta_sim::FsimDevice;
 
 fn data() -> PathBuf {
@@ -143,27 +144,42 @@ fn other_configs_run_bit_exact() {
     }
 }
 
+fn compile_per_layer(model: &str) -> Compiled {
+    let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
+    let bytes = std::fs::read(data().join(model)).unwrap();
+    let cfg = isa::HwConfig::default();
+    let backend = BackendOptions {
+        launch_per_layer: true,
+    };
+    let opts = FrontendOptions::default();
+    Compiled::compile_observed(bytes, model, &calib, &cfg, &opts, &backend, &mut |_| {}).unwrap()
+}
+
 #[test]
-fn per_layer_breakdown_has_device_counters() {
+fn consecutive_accelerator_layers_run_as_one_launch() {
     let m = compile("tiny_cnn.onnx", "default");
+    // Quantize | conv, pool, dw, pw, add, conv, gap | Flatten | dense | Dequantize, Softmax
+    let steps: Vec<Vec<usize>> = m.launches.iter().map(|l| l.steps.clone()).collect();
+    assert_eq!(steps, vec![(1..=7).collect::<Vec<_>>(), vec![9]]);
     let mut dev = FsimDevice::new(&m.config);
     let x = images().swap_remove(0);
     let r = m.run(&mut dev, &[x]).unwrap();
     assert_eq!(r.layers.len(), m.plan.steps.len());
     for l in &r.layers {
-        match l.place {
-            Place::Accelerator => {
-                assert!(l.get("alu_uops").is_some() && l.dram_bytes().unwrap() > 0);
-                if l.kind == "QConv2d" || l.kind == "QDense" {
-                    assert!(l.get("gemm_uops").unwrap() > 0, "{}", l.name);
-                }
-            }
-            Place::Cpu => assert!(l.report.is_none()),
-        }
+        assert_eq!(
+            l.launch.is_some(),
+            l.place == Place::Accelerator,
+            "{}",
+            l.name
+        );
+    }
+    assert_eq!(r.launches.len(), 2);
+    for l in &r.launches {
+        assert!(l.get("gemm_uops").unwrap() > 0 && l.dram_bytes() > 0);
     }
     let table = r.table();
     assert!(
-        table.contains("GEMM uops") && table.contains("/c1/Conv"),
+        table.contains("GEMM uops") && table.contains("/c1/Conv") && table.contains("L0     1-7"),
         "{table}"
     );
     assert!(
@@ -175,6 +191,72 @@ fn per_layer_breakdown_has_device_counters() {
         report.contains("co-outer") || report.contains("spatial-outer"),
         "{report}"
     );
+}
+
+#[test]
+fn activations_stay_on_the_device_between_layers() {
+    let m = compile("tiny_cnn.onnx", "default");
+    let cfg = &m.config;
+    let mut dev = FsimDevice::new(cfg);
+    let mut loaded = m.load(&mut dev, LoadOptions::default()).unwrap();
+    let xs = images();
+    let a = loaded.run(&xs[..1]).unwrap();
+    let b = loaded.run(&xs[1..2]).unwrap();
+    // Per inference the host writes the quantized image (1x1x8x8, packed into one channel
+    // block) and the flattened features for the dense layer, and reads the features and the
+    // logits: nothing of the layers in between, and no weights (they were loaded once).
+    let block = cfg.block_out() as u64;
+    let batch = cfg.batch() as u64;
+    let image = 64 * block * batch;
+    let flat = |c: u64| c.div_ceil(block) * block * batch;
+    let feats = m.plan.values[m.launches[0].outputs[0]].fact.shape[1] as u64;
+    let logits = m.plan.values[m.launches[1].outputs[0]].fact.shape[1] as u64;
+    for r in [&a, &b] {
+        assert_eq!(r.host_to_device_bytes(), image + flat(feats));
+        assert_eq!(r.device_to_host_bytes(), flat(feats) + flat(logits));
+        assert_eq!(r.launches.len(), 2);
+    }
+    // Only what the host needs was read back; the layers inside the launch were not.
+    let inside = m.launches[0].internal[0].value;
+    assert!(a.values[inside].is_none());
+    // Liveness reuse: the arena is smaller than every activation side by side.
+    let all: usize = m
+        .launches
+        .iter()
+        .flat_map(|l| l.bindings())
+        .map(|(_, t)| t.layout.bytes())
+        .sum();
+    assert!((a.memory.arena as usize) < all, "{:?} vs {all}", a.memory);
+    // Same results as a run that keeps every intermediate (and is checked layer by layer).
+    let full = m.run(&mut FsimDevice::new(cfg), &xs[1..2]).unwrap();
+    assert!(m.check(&xs[1..2], &full).unwrap().is_exact());
+    assert_eq!(b.outputs, full.outputs);
+}
+
+#[test]
+fn a_launch_per_layer_gives_per_layer_counters_and_the_same_results() {
+    let grouped = compile("tiny_cnn.onnx", "default");
+    let m = compile_per_layer("tiny_cnn.onnx");
+    assert_eq!(m.launches.len(), m.counts().0);
+    assert!(m.launches.iter().all(|l| l.steps.len() == 1));
+    let x = images().swap_remove(3);
+    let r = m
+        .run(&mut FsimDevice::new(&m.config), &[x.clone()])
+        .unwrap();
+    for l in &r.launches {
+        let kind = &m.plan.steps[l.steps[0]].kind_name();
+        assert!(l.get("alu_uops").is_some() && l.dram_bytes() > 0, "{kind}");
+        if kind == "QConv2d" || kind == "QDense" {
+            assert!(l.get("gemm_uops").unwrap() > 0, "{kind}");
+        }
+    }
+    let g = grouped.run(&mut FsimDevice::new(&m.config), &[x]).unwrap();
+    assert_eq!(r.outputs, g.outputs);
+    // A tensor one launch writes and the next reads in the same layout stays on the device,
+    // so the host copies no more than with grouped launches (keeping every intermediate, it
+    // reads back the same values).
+    assert_eq!(r.host_to_device_bytes(), g.host_to_device_bytes());
+    assert_eq!(r.device_to_host_bytes(), g.device_to_host_bytes());
 }
 
 #[test]
@@ -232,13 +314,20 @@ fn compiled_model_file_rejects_bad_files() {
             && e.contains(&batched.config_string()),
         "{e}"
     );
-    // A newer format version is refused before anything else is read; version 1 (which
-    // rebuilt the plan from a stored ONNX model) asks for a recompile.
+    // A newer format version is refused before anything else is read; versions 1 (which
+    // rebuilt the plan from a stored ONNX model) and 2 (a program per layer) ask for a
+    // recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&3u32.to_le_bytes());
-    assert!(err(&b).contains("format version 3 is newer"), "{}", err(&b));
-    b[8..12].copy_from_slice(&1u32.to_le_bytes());
-    assert!(err(&b).contains("recompile the model"), "{}", err(&b));
+    b[8..12].copy_from_slice(&4u32.to_le_bytes());
+    assert!(err(&b).contains("format version 4 is newer"), "{}", err(&b));
+    for old in [1u32, 2] {
+        b[8..12].copy_from_slice(&old.to_le_bytes());
+        let e = err(&b);
+        assert!(
+            e.contains(&format!("format version {old} ")) && e.contains("recompile the model"),
+            "{e}"
+        );
+    }
     // Corruption anywhere after the length is caught by the checksum; truncation is called
     // truncation, and trailing bytes are refused.
     for i in (20..bytes.len()).step_by(61) {
@@ -272,8 +361,7 @@ fn compiled_model_file_rejects_bad_files() {
         "{}",
         err(&onnx)
     );
-    let prog = m.accel[0].program().unwrap();
-    let vtab = isa::container::write(&prog.program).unwrap();
+    let vtab = isa::container::write(&m.launches[0].program.program).unwrap();
     assert!(err(&vtab).contains("program container"), "{}", err(&vtab));
     // A plan that refers to values it does not have, or programs that do not match its
     // accelerator steps, are refused (a well-formed file with a valid checksum can still be
@@ -299,4 +387,21 @@ fn compiled_model_file_rejects_bad_files() {
     bad.accel.remove(3);
     let e = err(&bad.to_bytes().unwrap());
     assert!(e.contains("the plan has accelerator steps"), "{e}");
+    // Launches must match the plan: their steps, and the values their segments hold.
+    let mut bad = m.model.clone();
+    bad.launches[0].steps.pop();
+    let e = err(&bad.to_bytes().unwrap());
+    assert!(e.contains("launch 0:"), "{e}");
+    let mut bad = m.model.clone();
+    bad.launches.swap(0, 1);
+    let e = err(&bad.to_bytes().unwrap());
+    assert!(e.contains("does not run it"), "{e}");
+    let mut bad = m.model.clone();
+    bad.launches[0].inputs[0] = bad.launches[0].outputs[0];
+    let e = err(&bad.to_bytes().unwrap());
+    assert!(e.contains("launch 0:"), "{e}");
+    let mut bad = m.model.clone();
+    bad.launches[1].outputs[0] = bad.launches[0].outputs[0];
+    let e = err(&bad.to_bytes().unwrap());
+    assert!(e.contains("launch 1:"), "{e}");
 }

@@ -7,7 +7,7 @@
 //! `physical base / element bytes` (see [`Program::relocated`]).
 
 use crate::config::HwConfig;
-use crate::insn::{Insn, MemType, Uop};
+use crate::insn::{Insn, MemInsn, MemType, Uop};
 use crate::layout::Codec;
 
 /// Element type of a DRAM segment, as seen by the host (and by `.npy` files).
@@ -218,6 +218,61 @@ impl Program {
             .collect()
     }
 
+    /// The instruction stream with every segment moved to its own physical byte address
+    /// (`place(i)` for segment `i`, a multiple of [`Program::dram_align`]): each LOAD/STORE's
+    /// whole DRAM footprint must lie inside one segment, and moves with it. This is how a
+    /// runtime keeps weights in one buffer and activations in another, shared between programs.
+    pub fn relocated_segments(&self, place: &dyn Fn(usize) -> u64) -> Result<Vec<Insn>, String> {
+        let align = Self::dram_align(&self.config);
+        self.insns
+            .iter()
+            .enumerate()
+            .map(|(i, insn)| {
+                let mut insn = *insn;
+                let moves_data = |m: &MemInsn| m.y_size > 0 && m.x_size > 0;
+                if let Insn::Load(m) | Insn::Store(m) = &mut insn {
+                    if !moves_data(m) {
+                        // A sync instruction: tokens only, its dram_base is never read.
+                        return Ok(insn);
+                    }
+                    let eb = u64::from(self.config.elem_bytes(m.memory_type));
+                    let first = u64::from(m.dram_base) * eb;
+                    let last = (u64::from(m.dram_base)
+                        + (u64::from(m.y_size) - 1) * u64::from(m.x_stride)
+                        + u64::from(m.x_size))
+                        * eb;
+                    let (k, seg) = self
+                        .segments
+                        .iter()
+                        .enumerate()
+                        .find(|(_, s)| s.offset <= first && last <= s.range().end)
+                        .ok_or_else(|| {
+                            format!(
+                                "instruction {i}: its DRAM bytes {first}..{last} are not inside \
+                                 one segment, so the program cannot be split into placed segments"
+                            )
+                        })?;
+                    let base = place(k);
+                    if !base.is_multiple_of(align) {
+                        return Err(format!(
+                            "segment '{}' placed at {base:#x}, not aligned to {align} bytes",
+                            seg.name
+                        ));
+                    }
+                    let moved = (base + first - seg.offset) / eb;
+                    m.dram_base = u32::try_from(moved).map_err(|_| {
+                        format!(
+                            "instruction {i}: dram_base {moved:#x} of segment '{}' placed at \
+                             {base:#x} does not fit 32 bits",
+                            seg.name
+                        )
+                    })?;
+                }
+                Ok(insn)
+            })
+            .collect()
+    }
+
     /// Micro-ops of a `uop` segment, decoded.
     pub fn uops(&self, seg: &Segment) -> Vec<Uop> {
         let codec = Codec::new(&self.config);
@@ -289,5 +344,73 @@ impl Program {
                 .map_err(|e| format!("instruction {i}: {e}"))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::builder::ProgramBuilder;
+
+    /// A program reading `a` and writing `b`, with a gap segment between them.
+    fn two_segment_program() -> Program {
+        let cfg = HwConfig::default();
+        let mut b = ProgramBuilder::new(&cfg);
+        let a = b.input("a", DType::I8, vec![4, 16], vec![1; 64]);
+        b.buffer("gap", DType::I8, vec![64], Role::default(), None);
+        let out = b.output("b", DType::I8, vec![4, 16]);
+        b.load_2d(MemType::Inp, 0, a, 1, 2, 1, 2);
+        b.store_2d(0, out, 2, 1, 2, 2);
+        b.finish().unwrap()
+    }
+
+    fn mem_bases(insns: &[Insn]) -> Vec<u32> {
+        insns
+            .iter()
+            .filter_map(|i| match i {
+                Insn::Load(m) | Insn::Store(m) if m.x_size > 0 => Some(m.dram_base),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn segments_move_independently() {
+        let p = two_segment_program();
+        let inp = u64::from(p.config.elem_bytes(MemType::Inp));
+        let out = u64::from(p.config.elem_bytes(MemType::Out));
+        let placed = [0x10_0000u64, 0, 0x20_0000];
+        let moved = p.relocated_segments(&|k| placed[k]).unwrap();
+        assert_eq!(
+            mem_bases(&moved),
+            vec![(0x10_0000 / inp + 1) as u32, (0x20_0000 / out + 2) as u32]
+        );
+        // One shared base is the special case `relocated` handles (sync instructions aside,
+        // whose dram_base nobody reads).
+        let same = p
+            .relocated_segments(&|k| 0x4000 + p.segments[k].offset)
+            .unwrap();
+        assert_eq!(mem_bases(&same), mem_bases(&p.relocated(0x4000).unwrap()));
+    }
+
+    #[test]
+    fn a_transfer_across_segments_is_refused() {
+        let mut p = two_segment_program();
+        for insn in &mut p.insns {
+            if let Insn::Load(m) = insn {
+                if m.memory_type == MemType::Inp && m.x_size > 0 {
+                    m.y_size = 40; // runs past "a" into "gap"
+                }
+            }
+        }
+        let e = p.relocated_segments(&|k| p.segments[k].offset).unwrap_err();
+        assert!(e.contains("not inside one segment"), "{e}");
+    }
+
+    #[test]
+    fn a_misaligned_placement_is_refused() {
+        let p = two_segment_program();
+        let e = p.relocated_segments(&|_| 0x1001).unwrap_err();
+        assert!(e.contains("not aligned"), "{e}");
     }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use compiler::compile::Compiled;
+use compiler::compile::{BackendOptions, Compiled};
 use compiler::frontend::{load_calibration_npy, FrontendOptions, RequantFidelity};
 
 #[derive(Args)]
@@ -28,7 +28,13 @@ pub struct CompileArgs {
     /// provably within 1 LSB of ONNX]
     #[arg(long)]
     bit_exact: bool,
-    /// Print the report as JSON (output file, op-support table, step counts, compile times)
+    /// Give every accelerator layer a device launch of its own, for per-layer device
+    /// counters in `vta run` [default: one launch per run of consecutive accelerator layers,
+    /// activations staying in device memory between them]
+    #[arg(long)]
+    launch_per_layer: bool,
+    /// Print the report as JSON (output file, op-support table, step counts, launches,
+    /// compile times)
     #[arg(long)]
     json: bool,
 }
@@ -64,9 +70,18 @@ pub fn run(a: CompileArgs) -> Result<String> {
     }
     let model = {
         let progress = super::progress::Progress::spinner(&format!("compiling {source}"));
-        Compiled::compile_observed(onnx, &source, &calibration, &cfg, &opts, &mut |s| {
-            progress.message(s)
-        })?
+        let backend = BackendOptions {
+            launch_per_layer: a.launch_per_layer,
+        };
+        Compiled::compile_observed(
+            onnx,
+            &source,
+            &calibration,
+            &cfg,
+            &opts,
+            &backend,
+            &mut |s| progress.message(s),
+        )?
     };
     let bytes = model
         .to_bytes()
@@ -148,6 +163,10 @@ fn compile_json(
         "steps": model.plan.steps.len(),
         "accel_steps": accel,
         "cpu_steps": cpu,
+        "launches": model.launches.iter().map(|l| serde_json::json!({
+            "steps": l.steps,
+            "instructions": l.program.program.insns.len(),
+        })).collect::<Vec<_>>(),
         "support": support,
         "calibration_samples": model.calibration_samples,
         "times_ms": {

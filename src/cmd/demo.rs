@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use anyhow::{anyhow, Context, Result};
 use clap::Args;
-use compiler::compile::Compiled;
+use compiler::compile::{BackendOptions, Compiled};
 use compiler::frontend::{npy_to_f32, FrontendOptions};
 use compiler::graph::Tensor;
 use compiler::zoo::digits;
@@ -63,6 +63,7 @@ pub fn run(a: DemoArgs) -> Result<String> {
             &[calib],
             &cfg,
             &FrontendOptions::default(),
+            &BackendOptions::default(),
             &mut |s| progress.message(s),
         )?
     };

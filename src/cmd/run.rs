@@ -11,7 +11,9 @@ use compiler::graph::Tensor;
 use drivers::Device;
 use isa::npy;
 use vta_runtime::io as runtime;
-use vta_runtime::model::{Check, Model, RunResult};
+use vta_runtime::model::{Check, Model};
+use vta_runtime::resident::LoadOptions;
+use vta_runtime::RunResult;
 use vta_sim::FsimDevice;
 
 pub use super::sim::{Backend, RtlArgs};
@@ -156,6 +158,15 @@ pub fn run_samples(
         &format!("{} on {}", model.source, dev.name()),
         runs.len() as u64 * steps * passes,
     );
+    let backend = dev.name().to_string();
+    progress.message("loading the model onto the device");
+    // Checking compares every step's output, so every intermediate tensor is kept and read.
+    let keep = LoadOptions {
+        keep_intermediates: check,
+    };
+    let mut resident = model
+        .load(dev, keep)
+        .with_context(|| format!("{file}: cannot load the model onto {backend}"))?;
     for (i, ins) in runs.iter().enumerate() {
         let sample = |what: &str| {
             if runs.len() > 1 {
@@ -165,9 +176,9 @@ pub fn run_samples(
             }
         };
         progress.message(&sample("running"));
-        let r = model
-            .run_observed(dev, ins, &mut |_| progress.inc())
-            .with_context(|| format!("{file}: run failed on {}", dev.name()))?;
+        let r = resident
+            .run_observed(ins, &mut |_| progress.inc())
+            .with_context(|| format!("{file}: run failed on {backend}"))?;
         if check {
             progress.message(&sample("checking against the integer reference"));
             match model.check_observed(ins, &r, &mut |_| progress.inc())? {

@@ -4,7 +4,7 @@
 //! and write, the input and output quantization), so loading runs neither the ONNX importer nor
 //! the quantizer.
 //!
-//! # Format version 2
+//! # Format version 3
 //!
 //! One little-endian binary file (by convention `.vtab`, like program containers; the magic
 //! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
@@ -12,7 +12,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `VTAMODEL` |
-//! | 4 | `u32` format version, `2` |
+//! | 4 | `u32` format version, `3` |
 //! | 8 | `u64` length of the whole file in bytes |
 //! | str | config string ([`HwConfig::config_string`]) |
 //! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
@@ -23,32 +23,37 @@
 //!
 //! The body is the model's [`Plan`] (values with their facts, quantization and constant
 //! tensors; steps with their quantized layers and CPU ops, every field as the Rust types
-//! declare it, in declaration order) and one [`StoredStep`] per accelerator step: the back end's
-//! reason for running it on the CPU, or its program as an `isa::container` (`VTAPROG`) with the
-//! layouts of its input and output segments.
+//! declare it, in declaration order), one [`StoredStep`] per accelerator step (the back end's
+//! reason for running it on the CPU, or the index of its launch) and one [`StoredLaunch`] per
+//! launch: the steps it runs, its program as an `isa::container` (`VTAPROG`), and the plan
+//! value and segment (name and packed layout) of each of its inputs, outputs and internal
+//! tensors.
 //!
 //! A reader checks, in order: the magic, the version (newer versions are refused before
-//! anything else is read; version 1 files, which stored the ONNX model and rebuilt the plan at
-//! load, are refused with a request to recompile), the length (a shorter file is truncated, a
+//! anything else is read; older ones — version 1 stored the ONNX model and rebuilt the plan at
+//! load, version 2 one program per layer — are refused with a request to recompile), the
+//! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
 //! one and, with a selected config, that config's ISA), the body's encoding, every program
 //! container (`isa::container::read_for`) and its segments against their layouts, and the plan
-//! itself ([`Plan::validate`], accelerator steps matching the plan). Every failure is an error
+//! itself ([`Plan::validate`], accelerator steps and launches matching the plan,
+//! [`Launch::check`]). Every failure is an error
 //! naming what is wrong; no input makes it panic.
 
 use isa::container::{self, fnv1a};
 use isa::HwConfig;
 use serde::{Deserialize, Serialize};
 
+use crate::launch::{Binding, Launch};
 use crate::model::{AccelStep, Model, Placement};
 use crate::plan::{Plan, StepKind};
-use crate::program::{DeviceProgram, TensorSegment};
+use crate::program::DeviceProgram;
 
 /// The first 8 bytes of every compiled-model file.
 pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 
 /// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Bytes before the config string: magic, version, length.
 const HEAD: usize = 20;
@@ -65,10 +70,10 @@ pub enum FileError {
     #[error("format version {found} is newer than this toolkit's {supported}; upgrade vta")]
     NewerVersion { found: u32, supported: u32 },
     #[error(
-        "format version 1 (a model compiled by an older vta, which stored the ONNX model and \
-         rebuilt the plan at load) is no longer read: recompile the model with `vta compile`"
+        "format version {found} (a model compiled by an older vta, {what}) is no longer read: \
+         recompile the model with `vta compile`"
     )]
-    Version1,
+    OlderVersion { found: u32, what: &'static str },
     #[error(
         "format version {0} is not a valid version (versions start at 1 and stay small); the \
          file is corrupted"
@@ -104,8 +109,8 @@ pub enum FileError {
          it was compiled for"
     )]
     WrongConfig { model: String, selected: String },
-    #[error("the program of step {step}: {problem}")]
-    Program { step: usize, problem: String },
+    #[error("launch {launch}: {problem}")]
+    Launch { launch: usize, problem: String },
     #[error("the model is too large for the file format ({0})")]
     TooLarge(String),
 }
@@ -117,6 +122,7 @@ pub struct Body {
     pub source: String,
     pub plan: Plan,
     pub accel: Vec<StoredStep>,
+    pub launches: Vec<StoredLaunch>,
 }
 
 /// One accelerator step as stored.
@@ -132,13 +138,20 @@ pub struct StoredStep {
 pub enum StoredPlacement {
     /// The back end refused the layer: its reason; the step runs on the CPU.
     Refused(String),
-    /// The step's device program.
-    Program {
-        inputs: Vec<TensorSegment>,
-        outputs: Vec<TensorSegment>,
-        /// The program as an `isa::container` (`VTAPROG`).
-        container: Vec<u8>,
-    },
+    /// Index of the launch that runs it.
+    Launch(usize),
+}
+
+/// One launch as stored.
+#[derive(Serialize, Deserialize)]
+pub struct StoredLaunch {
+    /// The plan steps it runs.
+    pub steps: Vec<usize>,
+    pub inputs: Vec<Binding>,
+    pub outputs: Vec<Binding>,
+    pub internal: Vec<Binding>,
+    /// The program as an `isa::container` (`VTAPROG`).
+    pub container: Vec<u8>,
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str, what: &str) -> Result<(), FileError> {
@@ -153,21 +166,39 @@ pub fn write(m: &Model) -> Result<Vec<u8>, FileError> {
     let accel = m
         .accel
         .iter()
-        .map(|a| {
-            let placement = match &a.placement {
+        .map(|a| StoredStep {
+            step: a.step,
+            placement: match &a.placement {
                 Placement::Refused(r) => StoredPlacement::Refused(r.clone()),
-                Placement::Program(p) => StoredPlacement::Program {
-                    inputs: p.inputs.clone(),
-                    outputs: p.outputs.clone(),
-                    container: container::write(&p.program).map_err(|e| FileError::Program {
-                        step: a.step,
-                        problem: e.to_string(),
-                    })?,
-                },
+                Placement::Launch(l) => StoredPlacement::Launch(*l),
+            },
+        })
+        .collect();
+    let launches = m
+        .launches
+        .iter()
+        .enumerate()
+        .map(|(l, launch)| {
+            let p = &launch.program;
+            let bind = |values: &[usize], tensors: &[crate::program::TensorSegment]| {
+                values
+                    .iter()
+                    .zip(tensors)
+                    .map(|(&value, t)| Binding {
+                        value,
+                        tensor: t.clone(),
+                    })
+                    .collect()
             };
-            Ok(StoredStep {
-                step: a.step,
-                placement,
+            Ok(StoredLaunch {
+                steps: launch.steps.clone(),
+                inputs: bind(&launch.inputs, &p.inputs),
+                outputs: bind(&launch.outputs, &p.outputs),
+                internal: launch.internal.clone(),
+                container: container::write(&p.program).map_err(|e| FileError::Launch {
+                    launch: l,
+                    problem: e.to_string(),
+                })?,
             })
         })
         .collect::<Result<Vec<_>, FileError>>()?;
@@ -175,6 +206,7 @@ pub fn write(m: &Model) -> Result<Vec<u8>, FileError> {
         source: m.source.clone(),
         plan: m.plan.clone(),
         accel,
+        launches,
     };
     let body = postcard::to_stdvec(&body).map_err(|e| FileError::TooLarge(e.to_string()))?;
     let mut out = Vec::with_capacity(body.len() + 4096);
@@ -256,7 +288,18 @@ fn checked(bytes: &[u8]) -> Result<&[u8], FileError> {
     match version {
         0 => return Err(FileError::BadVersion(0)),
         v if v > container::MAX_PLAUSIBLE_VERSION => return Err(FileError::BadVersion(v)),
-        1 => return Err(FileError::Version1),
+        1 => {
+            return Err(FileError::OlderVersion {
+                found: 1,
+                what: "which stored the ONNX model and rebuilt the plan at load",
+            })
+        }
+        2 => {
+            return Err(FileError::OlderVersion {
+                found: 2,
+                what: "which ran every accelerator layer as a program of its own",
+            })
+        }
         v if v > FORMAT_VERSION => {
             return Err(FileError::NewerVersion {
                 found: v,
@@ -335,20 +378,57 @@ pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError>
     let body: Body = postcard::from_bytes(encoded)
         .map_err(|e| FileError::Malformed(format!("the body does not decode: {e}")))?;
     body.plan.validate().map_err(FileError::Malformed)?;
-    let accel = accel_steps(&cfg, &body.plan, body.accel)?;
+    let launches = launches(&cfg, &body.plan, body.launches)?;
+    let accel = accel_steps(&body.plan, body.accel, &launches)?;
     Ok(Model {
         config: cfg,
         source: body.source,
         plan: body.plan,
         accel,
+        launches,
     })
 }
 
-/// The stored accelerator steps, checked against the plan and the config.
-fn accel_steps(
+/// The stored launches, checked against the plan and the config.
+fn launches(
     cfg: &HwConfig,
     plan: &Plan,
+    stored: Vec<StoredLaunch>,
+) -> Result<Vec<Launch>, FileError> {
+    stored
+        .into_iter()
+        .enumerate()
+        .map(|(l, s)| {
+            let bad = |problem: String| FileError::Launch { launch: l, problem };
+            let program = container::read_for(&s.container, cfg).map_err(|e| bad(e.to_string()))?;
+            let split = |b: Vec<Binding>| -> (Vec<usize>, Vec<_>) {
+                b.into_iter().map(|b| (b.value, b.tensor)).unzip()
+            };
+            let (inputs, in_segs) = split(s.inputs);
+            let (outputs, out_segs) = split(s.outputs);
+            let launch = Launch {
+                steps: s.steps,
+                program: DeviceProgram {
+                    program,
+                    inputs: in_segs,
+                    outputs: out_segs,
+                },
+                inputs,
+                outputs,
+                internal: s.internal,
+            };
+            launch.check(plan).map_err(bad)?;
+            Ok(launch)
+        })
+        .collect()
+}
+
+/// The stored accelerator steps, checked against the plan and the launches: every
+/// accelerator step of the plan once, in order, and each in the launch that lists it.
+fn accel_steps(
+    plan: &Plan,
     stored: Vec<StoredStep>,
+    launches: &[Launch],
 ) -> Result<Vec<AccelStep>, FileError> {
     let want: Vec<usize> = (0..plan.steps.len())
         .filter(|&k| matches!(plan.steps[k].kind, StepKind::Accel(_)))
@@ -356,42 +436,37 @@ fn accel_steps(
     let have: Vec<usize> = stored.iter().map(|s| s.step).collect();
     if want != have {
         return Err(FileError::Malformed(format!(
-            "the plan has accelerator steps {want:?}, the file has programs for {have:?}"
+            "the plan has accelerator steps {want:?}, the file places {have:?}"
         )));
     }
-    stored
+    let mut listed = 0;
+    let accel = stored
         .into_iter()
         .map(|s| {
-            let step = s.step;
-            let bad = |problem: String| FileError::Program { step, problem };
             let placement = match s.placement {
                 StoredPlacement::Refused(r) => Placement::Refused(r),
-                StoredPlacement::Program {
-                    inputs,
-                    outputs,
-                    container,
-                } => {
-                    let program =
-                        container::read_for(&container, cfg).map_err(|e| bad(e.to_string()))?;
-                    let st = &plan.steps[step];
-                    if inputs.len() != st.inputs.len() || outputs.len() != 1 {
-                        return Err(bad(format!(
-                            "{} inputs and {} outputs for a step of {} inputs and one output",
-                            inputs.len(),
-                            outputs.len(),
-                            st.inputs.len()
+                StoredPlacement::Launch(l) => {
+                    if !launches.get(l).is_some_and(|x| x.steps.contains(&s.step)) {
+                        return Err(FileError::Malformed(format!(
+                            "step {} is placed in launch {l}, which does not run it",
+                            s.step
                         )));
                     }
-                    let p = DeviceProgram {
-                        program,
-                        inputs,
-                        outputs,
-                    };
-                    p.check_segments().map_err(bad)?;
-                    Placement::Program(Box::new(p))
+                    listed += 1;
+                    Placement::Launch(l)
                 }
             };
-            Ok(AccelStep { step, placement })
+            Ok(AccelStep {
+                step: s.step,
+                placement,
+            })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let run: usize = launches.iter().map(|l| l.steps.len()).sum();
+    if run != listed {
+        return Err(FileError::Malformed(format!(
+            "the launches run {run} steps, {listed} accelerator steps are placed in them"
+        )));
+    }
+    Ok(accel)
 }

@@ -4,8 +4,10 @@
 //! HAL (`drivers`). It depends on `isa`, `drivers` and numeric crates only, so a board binary
 //! can carry it (a test in the workspace's `tests/` checks the tree).
 
+mod arena;
 pub mod file;
 pub mod io;
+pub mod launch;
 pub mod layout;
 pub mod model;
 pub mod ops;
@@ -13,7 +15,10 @@ pub mod plan;
 pub mod program;
 pub mod qlayer;
 pub mod reference;
+pub mod report;
+pub mod resident;
 pub mod tensor;
 
-pub use model::{Model, RunResult};
+pub use model::Model;
+pub use report::RunResult;
 pub use tensor::{DType, Fact, Tensor};

@@ -130,6 +130,15 @@ impl NetBuilder {
         self.tensors[t.0].shape
     }
 
+    /// The segment and layout of `t`, once a layer wrote or read it.
+    pub fn segment(&self, t: Tensor) -> Option<TensorSegment> {
+        let st = &self.tensors[t.0];
+        st.bound.map(|(_, layout)| TensorSegment {
+            name: st.name.clone(),
+            layout,
+        })
+    }
+
     fn unique(&mut self, name: &str) -> String {
         let base = if name.is_empty() { "t" } else { name };
         let mut s = base.to_string();

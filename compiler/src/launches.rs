@@ -1,0 +1,227 @@
+//! Grouping the plan's accelerator steps into launches: every maximal run of consecutive
+//! accelerator steps the back end accepts becomes one device program ([`NetBuilder`]), its
+//! intermediate activations kept packed in device memory. A CPU step, or a step the back end
+//! refuses, ends the run (the refused step then runs on the CPU, exactly). A step whose input
+//! layout the open program cannot provide (BLOCK_IN != BLOCK_OUT) starts a new launch, which
+//! takes that tensor from the host in the layout it reads.
+//!
+//! Each launch binds every plan value it touches to a segment: inputs (computed before it),
+//! outputs (used after it: by a CPU step, a later launch or as a model output) and internal
+//! values (only `vta run --check` reads them back).
+
+use std::collections::HashMap;
+
+use isa::HwConfig;
+use vta_runtime::launch::{Binding, Launch};
+use vta_runtime::model::{AccelStep, Placement};
+
+use crate::backend::{BackendError, LayerInfo, NetBuilder, Tensor};
+use crate::graph::plan::{StepKind, ValueId};
+use crate::graph::{Layer, Plan};
+
+/// How a plan's accelerator steps were grouped.
+pub struct Grouped {
+    /// One per accelerator step, in step order.
+    pub accel: Vec<AccelStep>,
+    pub launches: Vec<Launch>,
+    /// Per accelerator step: how the back end compiled its layer, or why it refused it.
+    pub layers: Vec<(usize, Result<LayerInfo, String>)>,
+}
+
+/// A launch being built.
+struct Open {
+    net: NetBuilder,
+    steps: Vec<usize>,
+    /// The builder's tensor of every plan value it has seen.
+    tensors: HashMap<ValueId, Tensor>,
+    inputs: Vec<ValueId>,
+    produced: Vec<ValueId>,
+}
+
+impl Open {
+    fn new(cfg: &HwConfig) -> Result<Open, BackendError> {
+        Ok(Open {
+            net: NetBuilder::new(cfg)?,
+            steps: Vec::new(),
+            tensors: HashMap::new(),
+            inputs: Vec::new(),
+            produced: Vec::new(),
+        })
+    }
+
+    /// Emits step `k`'s layer; on a refusal nothing is emitted and the builder stays usable.
+    fn emit(&mut self, plan: &Plan, k: usize, layer: &Layer) -> Result<(), BackendError> {
+        let step = &plan.steps[k];
+        let mut xs = Vec::new();
+        let mut declared = Vec::new();
+        for &v in step
+            .inputs
+            .iter()
+            .filter(|&&v| plan.values[v].constant.is_none())
+        {
+            let t = match self.tensors.get(&v) {
+                Some(&t) => t,
+                None => {
+                    let shape = plan.values[v].fact.nchw().map_err(|reason| {
+                        BackendError::InvalidLayer {
+                            layer: step.name.clone(),
+                            reason,
+                        }
+                    })?;
+                    let t = self.net.input(&plan.values[v].name, shape);
+                    declared.push((v, t));
+                    t
+                }
+            };
+            xs.push(t);
+        }
+        let missing = || BackendError::InvalidLayer {
+            layer: step.name.clone(),
+            reason: format!("{} input tensors for a {} layer", xs.len(), layer.kind()),
+        };
+        let y = match layer {
+            Layer::Conv2d(l) => self.net.conv(l, *xs.first().ok_or_else(missing)?),
+            Layer::Dense(l) => self.net.dense(l, *xs.first().ok_or_else(missing)?),
+            Layer::Add(l) => match xs[..] {
+                [a, b] => self.net.add(l, a, b),
+                _ => Err(missing()),
+            },
+            Layer::MaxPool(l) => self.net.max_pool(l, *xs.first().ok_or_else(missing)?),
+            Layer::GlobalAvgPool(l) => self
+                .net
+                .global_avg_pool(l, *xs.first().ok_or_else(missing)?),
+        }?;
+        for (v, t) in declared {
+            self.tensors.insert(v, t);
+            self.inputs.push(v);
+        }
+        let out = step.outputs[0];
+        self.tensors.insert(out, y);
+        self.produced.push(out);
+        self.steps.push(k);
+        Ok(())
+    }
+
+    /// Finishes the launch: values used after its last step become outputs.
+    fn finish(
+        self,
+        plan: &Plan,
+        used_after: &dyn Fn(ValueId, usize) -> bool,
+    ) -> Result<Option<(Launch, Vec<LayerInfo>)>, BackendError> {
+        let Some(&last) = self.steps.last() else {
+            return Ok(None);
+        };
+        let (outputs, internal): (Vec<ValueId>, Vec<ValueId>) = self
+            .produced
+            .iter()
+            .partition(|&&v| plan.outputs.contains(&v) || used_after(v, last));
+        let out_tensors: Vec<Tensor> = outputs.iter().map(|v| self.tensors[v]).collect();
+        let internal: Vec<Binding> = internal
+            .into_iter()
+            .map(|v| Binding {
+                value: v,
+                tensor: self
+                    .net
+                    .segment(self.tensors[&v])
+                    .expect("a produced tensor is bound"),
+            })
+            .collect();
+        // The program lists the inputs a layer read, in declaration order: as declared here.
+        let inputs: Vec<ValueId> = self
+            .inputs
+            .into_iter()
+            .filter(|v| self.net.segment(self.tensors[v]).is_some())
+            .collect();
+        let lp = self.net.finish(&out_tensors)?;
+        Ok(Some((
+            Launch {
+                steps: self.steps,
+                program: lp.device,
+                inputs,
+                outputs,
+                internal,
+            },
+            lp.layers,
+        )))
+    }
+}
+
+/// Groups `plan`'s accelerator steps into launches for `cfg`; with `per_layer`, every step
+/// gets a launch of its own (per-layer device counters, at the cost of host round trips).
+/// `stage` hears about every step compiled. Errors other than a refusal (unsupported layer,
+/// config or layout) fail the whole compilation, naming the step.
+pub fn group(
+    plan: &Plan,
+    cfg: &HwConfig,
+    per_layer: bool,
+    stage: &mut dyn FnMut(usize),
+) -> Result<Grouped, (usize, BackendError)> {
+    let mut readers: Vec<Vec<usize>> = vec![Vec::new(); plan.values.len()];
+    for (k, s) in plan.steps.iter().enumerate() {
+        for &v in &s.inputs {
+            readers[v].push(k);
+        }
+    }
+    let used_after = |v: ValueId, last: usize| readers[v].iter().any(|&k| k > last);
+    let mut g = Grouped {
+        accel: Vec::new(),
+        launches: Vec::new(),
+        layers: Vec::new(),
+    };
+    let new = |k: usize| Open::new(cfg).map_err(|e| (k, e));
+    let mut open = new(0)?;
+    let close = |open: Open, g: &mut Grouped, k: usize| -> Result<(), (usize, BackendError)> {
+        if let Some((launch, infos)) = open.finish(plan, &used_after).map_err(|e| (k, e))? {
+            let l = g.launches.len();
+            for (&step, info) in launch.steps.iter().zip(infos) {
+                g.accel.push(AccelStep {
+                    step,
+                    placement: Placement::Launch(l),
+                });
+                g.layers.push((step, Ok(info)));
+            }
+            g.launches.push(launch);
+        }
+        Ok(())
+    };
+    let mut refused: Vec<(usize, String)> = Vec::new();
+    for (k, step) in plan.steps.iter().enumerate() {
+        let StepKind::Accel(layer) = &step.kind else {
+            close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+            continue;
+        };
+        stage(k);
+        let mut result = open.emit(plan, k, layer);
+        if let Err(BackendError::Layout { .. }) = result {
+            if !open.steps.is_empty() {
+                // A fresh launch takes the tensor from the host in the layout it reads.
+                close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+                result = open.emit(plan, k, layer);
+            }
+        }
+        match result {
+            Ok(()) if per_layer => close(std::mem::replace(&mut open, new(k)?), &mut g, k)?,
+            Ok(()) => {}
+            Err(
+                e @ (BackendError::Unsupported { .. }
+                | BackendError::UnsupportedConfig { .. }
+                | BackendError::Layout { .. }),
+            ) => {
+                close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+                refused.push((k, e.to_string()));
+            }
+            Err(e) => return Err((k, e)),
+        }
+    }
+    close(open, &mut g, plan.steps.len())?;
+    for (k, reason) in refused {
+        g.accel.push(AccelStep {
+            step: k,
+            placement: Placement::Refused(reason.clone()),
+        });
+        g.layers.push((k, Err(reason)));
+    }
+    g.accel.sort_by_key(|a| a.step);
+    g.layers.sort_by_key(|(k, _)| *k);
+    Ok(g)
+}
