@@ -14,13 +14,14 @@ use vta_runtime::io as runtime;
 use vta_runtime::model::{Check, Model, RunResult};
 use vta_sim::FsimDevice;
 
-pub use super::sim::{Backend, RtlArgs};
+pub use super::sim::{Backend, RtlArgs, BACKEND_HELP};
 
-/// A device of `backend` for `cfg`.
-pub fn device(backend: Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> Result<Box<dyn Device>> {
+/// A device of `backend` for `cfg` (a remote one must implement its ISA).
+pub fn device(backend: &Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> Result<Box<dyn Device>> {
     Ok(match backend {
         Backend::Fsim => Box::new(FsimDevice::new(cfg)),
         Backend::Rtl => Box::new(rtl.device(cfg, false)?),
+        Backend::Remote(addr) => Box::new(super::sim::connect_remote(addr, cfg)?),
     })
 }
 
@@ -35,8 +36,7 @@ pub struct RunArgs {
     /// Write the model's output to this .npy file (repeat for further outputs, in order)
     #[arg(long = "output", short = 'o', value_name = "Y.npy")]
     outputs: Vec<PathBuf>,
-    /// Backend to run on
-    #[arg(long, value_enum, default_value = "fsim")]
+    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
     backend: Backend,
     #[command(flatten)]
     rtl: RtlArgs,
@@ -206,7 +206,7 @@ pub fn run_samples(
 }
 
 pub fn run(a: RunArgs) -> Result<String> {
-    a.rtl.refuse_unless_rtl(a.backend, &[])?;
+    a.rtl.refuse_unless_rtl(&a.backend, &[])?;
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
     let model = match &a.config {
@@ -235,7 +235,7 @@ pub fn run(a: RunArgs) -> Result<String> {
             model.plan.outputs.len()
         );
     }
-    let mut dev = device(a.backend, &model.config, &a.rtl)?;
+    let mut dev = device(&a.backend, &model.config, &a.rtl)?;
 
     let Samples {
         outputs,

@@ -277,7 +277,7 @@ impl<'a> Session<'a> {
         let end = match self.hello(&stream, &mut r, &mut w) {
             Ok(()) => {
                 self.shared.log(&format!(
-                    "{}: connected ({} clients)",
+                    "{}: connected (clients: {})",
                     self.peer,
                     self.shared.clients.load(Ordering::SeqCst)
                 ));
@@ -373,9 +373,9 @@ impl<'a> Session<'a> {
                     _ => "?".to_string(),
                 };
                 self.shared.log(&format!(
-                    "{}: run of {count} instructions {outcome} ({:.3} s with queueing)",
+                    "{}: run of {count} instructions {outcome} ({:.3} ms with queueing)",
                     self.peer,
-                    started.elapsed().as_secs_f64()
+                    started.elapsed().as_secs_f64() * 1e3
                 ));
             }
             if let Err(e) = send(w, &response) {
