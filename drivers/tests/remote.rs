@@ -16,20 +16,95 @@ use isa::asm::{parse_program, AsmContext};
 use isa::{HwConfig, Program};
 use vta_sim::FsimDevice;
 
-/// Serves a fresh functional simulator (`mem` bytes of memory, or the default) on a free
-/// loopback port, on a thread of its own; returns `HOST:PORT`.
-fn start(opts: ServeOptions, mem: Option<u64>) -> String {
+/// Serves the device `make` makes on a free loopback port, on a thread of its own; returns
+/// `HOST:PORT`.
+fn start_with<D: Device + 'static>(
+    opts: ServeOptions,
+    make: impl FnOnce() -> D + Send + 'static,
+) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     thread::spawn(move || {
-        let cfg = HwConfig::default();
-        let mut dev = match mem {
-            Some(size) => FsimDevice::with_memory(&cfg, FsimDevice::DEFAULT_BASE, size),
-            None => FsimDevice::new(&cfg),
-        };
+        let mut dev = make();
         serve(listener, &mut dev, opts).unwrap();
     });
     addr
+}
+
+/// Serves a fresh functional simulator (`mem` bytes of memory, or the default).
+fn start(opts: ServeOptions, mem: Option<u64>) -> String {
+    start_with(opts, move || {
+        let cfg = HwConfig::default();
+        match mem {
+            Some(size) => FsimDevice::with_memory(&cfg, FsimDevice::DEFAULT_BASE, size),
+            None => FsimDevice::new(&cfg),
+        }
+    })
+}
+
+/// The functional simulator, whose first run hangs for [`SlowDevice::HANG`] ignoring its
+/// wall-clock limit (a device that overruns), and says when that run has begun.
+struct SlowDevice {
+    inner: FsimDevice,
+    hung: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl SlowDevice {
+    const HANG: Duration = Duration::from_millis(1500);
+}
+
+impl Device for SlowDevice {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn config(&self) -> &HwConfig {
+        self.inner.config()
+    }
+    fn alloc(&mut self, size: u64, align: u64) -> Result<drivers::Buffer, DeviceError> {
+        self.inner.alloc(size, align)
+    }
+    fn free(&mut self, buf: drivers::Buffer) -> Result<(), DeviceError> {
+        self.inner.free(buf)
+    }
+    fn copy_to_device(
+        &mut self,
+        buf: &drivers::Buffer,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), DeviceError> {
+        self.inner.copy_to_device(buf, offset, data)
+    }
+    fn copy_from_device(
+        &mut self,
+        buf: &drivers::Buffer,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        self.inner.copy_from_device(buf, offset, out)
+    }
+    fn flush(&mut self, buf: &drivers::Buffer, offset: u64, size: u64) -> Result<(), DeviceError> {
+        self.inner.flush(buf, offset, size)
+    }
+    fn invalidate(
+        &mut self,
+        buf: &drivers::Buffer,
+        offset: u64,
+        size: u64,
+    ) -> Result<(), DeviceError> {
+        self.inner.invalidate(buf, offset, size)
+    }
+    fn run(
+        &mut self,
+        insn_addr: u64,
+        insn_count: u32,
+        timeout: RunTimeout,
+    ) -> Result<drivers::RunReport, DeviceError> {
+        if let Some(hung) = self.hung.take() {
+            hung.send(()).unwrap();
+            thread::sleep(Self::HANG);
+        }
+        self.inner.run(insn_addr, insn_count, timeout)
+    }
 }
 
 fn connect(addr: &str) -> RemoteDevice {
@@ -356,4 +431,53 @@ fn buffers_are_per_connection_and_freed_when_it_goes() {
             Err(e) => panic!("the vanished client's buffer was not freed: {e}"),
         }
     }
+}
+
+#[test]
+fn a_run_overrunning_its_deadline_times_out_and_a_queued_one_is_not_charged_the_wait() {
+    let (hung, started) = std::sync::mpsc::channel();
+    let addr = start_with(ServeOptions::default(), move || SlowDevice {
+        inner: FsimDevice::new(&HwConfig::default()),
+        hung: Some(hung),
+    });
+    let quick = RemoteOptions {
+        run_margin: Duration::from_millis(100),
+        ..RemoteOptions::default()
+    };
+    let limit = RunTimeout::wall(Duration::from_millis(100));
+    let p = example();
+    let first = {
+        let (addr, p, quick) = (addr.clone(), p.clone(), quick.clone());
+        thread::spawn(move || {
+            let mut dev = RemoteDevice::connect(&addr, quick).unwrap();
+            let e = run_program(&mut dev, &p, &[], limit).unwrap_err();
+            // The buffers cannot be freed on a connection given up: the server frees them.
+            let again = dev.alloc(4096, 1).unwrap_err().to_string();
+            (e, again)
+        })
+    };
+    started.recv().unwrap();
+    // Queued behind the hung run for longer than its own limit and margin, this run still
+    // gets its full time once the device takes it.
+    let mut second = RemoteDevice::connect(&addr, quick).unwrap();
+    let got = run_program(&mut second, &p, &[], limit).unwrap();
+    let want = run_program(
+        &mut FsimDevice::new(&p.config),
+        &p,
+        &[],
+        RunTimeout::default(),
+    )
+    .unwrap();
+    assert_eq!(got.outputs, want.outputs);
+
+    let (e, again) = first.join().unwrap();
+    let DeviceError::Timeout { backend, detail } = &e else {
+        panic!("expected a timeout, got {e}");
+    };
+    assert_eq!(backend, &format!("fsim@{addr}"));
+    assert!(
+        detail.contains("no report within 0.2 s") && detail.contains(&addr),
+        "{e}"
+    );
+    assert!(again.contains("connect again"), "{again}");
 }
