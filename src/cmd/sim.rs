@@ -535,3 +535,46 @@ fn rtl_summary(cfg: &HwConfig, d: &RtlDevice, r: &drivers::RunReport) -> Result<
     )?;
     Ok(text)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Backend;
+
+    #[test]
+    fn backends_parse_and_print_back() {
+        let remote = |a: &str| Backend::Remote(a.into());
+        for (text, want, shown) in [
+            ("fsim", Backend::Fsim, "fsim"),
+            ("rtl", Backend::Rtl, "rtl"),
+            (
+                "remote://board",
+                remote("board:9091"),
+                "remote://board:9091",
+            ),
+            (
+                "remote://10.0.0.2:7000/",
+                remote("10.0.0.2:7000"),
+                "remote://10.0.0.2:7000",
+            ),
+            (
+                "remote://[::1]",
+                remote("[::1]:9091"),
+                "remote://[::1]:9091",
+            ),
+            ("remote://[::1]:5", remote("[::1]:5"), "remote://[::1]:5"),
+        ] {
+            let got: Backend = text.parse().unwrap();
+            assert_eq!(got, want, "{text}");
+            assert_eq!(got.to_string(), shown);
+        }
+        for (text, says) in [
+            ("remote://", "no host"),
+            ("remote://:80", "no host"),
+            ("remote://h:x", "port 'x'"),
+            ("gpu", "expected fsim, rtl or remote://HOST[:PORT]"),
+        ] {
+            let e = text.parse::<Backend>().unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+}
