@@ -52,6 +52,8 @@ enum Command {
     Hw(cmd::hw::HwCmd),
     /// Compile the embedded trained digits CNN, run its test digits, check and report accuracy
     Demo(cmd::demo::DemoArgs),
+    /// Serve a simulated device to other machines' `--backend remote://HOST:PORT` runs
+    Serve(cmd::serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Zoo(z) => cmd::zoo::run(z),
         Command::Demo(d) => cmd::demo::run(d),
         Command::Hw(h) => cmd::hw::run(h),
+        Command::Serve(s) => cmd::serve::run(s),
     };
     match result {
         Ok(text) => {

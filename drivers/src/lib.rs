@@ -1,6 +1,6 @@
 //! The device HAL: one [`Device`] trait every backend implements (the functional simulator's
 //! `vta_sim::FsimDevice`; the cycle-accurate Verilator RTL simulator's `vta_sim::rtl::RtlDevice`;
-//! boards later), mirroring VTA's `driver.h`: allocate
+//! any of them on another machine through [`remote::RemoteDevice`]; boards later), mirroring VTA's `driver.h`: allocate
 //! physically contiguous buffers, copy to and from them, keep caches coherent, and run an
 //! instruction stream from a physical address until FINISH or a timeout.
 //!
@@ -13,6 +13,7 @@
 
 mod alloc;
 mod program;
+pub mod remote;
 
 use std::fmt;
 use std::time::Duration;
@@ -170,6 +171,9 @@ pub enum DeviceError {
         backend: String,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A remote device could not be reached, refused the session, or broke the protocol.
+    #[error("remote device {addr}: {detail}")]
+    Remote { addr: String, detail: String },
 }
 
 fn list(names: &[String]) -> String {

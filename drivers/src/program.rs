@@ -80,11 +80,14 @@ pub fn run_program(
     let region = dev.alloc(p.dram_size(), Program::dram_align(&p.config))?;
     let mut insn_buf: Option<Buffer> = None;
     let result = run_in(dev, p, inputs, timeout, &region, &mut insn_buf);
-    if let Some(b) = insn_buf {
-        dev.free(b)?;
-    }
-    dev.free(region)?;
-    result
+    let freed_insns = insn_buf.map_or(Ok(()), |b| dev.free(b));
+    let freed_region = dev.free(region);
+    // A failed run's own error says more than a failure to free after it (a remote device
+    // given up after a timeout can free nothing).
+    let run = result?;
+    freed_insns?;
+    freed_region?;
+    Ok(run)
 }
 
 fn run_in(

@@ -14,15 +14,14 @@ use compiler::zoo::digits;
 use isa::npy;
 use vta_runtime::io as runtime;
 
-use super::run::{device, run_samples, Backend, RtlArgs, Samples};
+use super::run::{device, run_samples, Backend, RtlArgs, Samples, BACKEND_HELP};
 
 #[derive(Args)]
 pub struct DemoArgs {
     /// Accelerator config (JSON file or preset) to compile for
     #[arg(long, value_name = "FILE|PRESET")]
     config: Option<String>,
-    /// Backend to run on
-    #[arg(long, value_enum, default_value = "fsim")]
+    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
     backend: Backend,
     #[command(flatten)]
     rtl: RtlArgs,
@@ -50,7 +49,7 @@ fn argmax_rows(a: &npy::Array) -> Vec<usize> {
 }
 
 pub fn run(a: DemoArgs) -> Result<String> {
-    a.rtl.refuse_unless_rtl(a.backend, &[])?;
+    a.rtl.refuse_unless_rtl(&a.backend, &[])?;
     let cfg = super::load_config(a.config.as_deref())?;
     let calib =
         npy_to_f32(&embedded("calibration", digits::CALIBRATION_NPY)?).map_err(|e| anyhow!(e))?;
@@ -86,7 +85,7 @@ pub fn run(a: DemoArgs) -> Result<String> {
         &[model.plan.values[v].fact.clone()],
     )
     .map_err(|e| anyhow!("embedded test digits: {e}"))?;
-    let mut dev = device(a.backend, &cfg, &a.rtl)?;
+    let mut dev = device(&a.backend, &cfg, &a.rtl)?;
     let Samples {
         outputs,
         total,

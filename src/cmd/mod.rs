@@ -11,6 +11,7 @@ pub mod hw;
 pub mod json;
 pub mod progress;
 pub mod run;
+pub mod serve;
 pub mod sim;
 pub mod zoo;
 

@@ -16,13 +16,14 @@ use vta_runtime::resident::LoadOptions;
 use vta_runtime::RunResult;
 use vta_sim::FsimDevice;
 
-pub use super::sim::{Backend, RtlArgs};
+pub use super::sim::{Backend, RtlArgs, BACKEND_HELP};
 
-/// A device of `backend` for `cfg`.
-pub fn device(backend: Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> Result<Box<dyn Device>> {
+/// A device of `backend` for `cfg` (a remote one must implement its ISA).
+pub fn device(backend: &Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> Result<Box<dyn Device>> {
     Ok(match backend {
         Backend::Fsim => Box::new(FsimDevice::new(cfg)),
         Backend::Rtl => Box::new(rtl.device(cfg, false)?),
+        Backend::Remote(addr) => Box::new(super::sim::connect_remote(addr, cfg)?),
     })
 }
 
@@ -37,8 +38,7 @@ pub struct RunArgs {
     /// Write the model's output to this .npy file (repeat for further outputs, in order)
     #[arg(long = "output", short = 'o', value_name = "Y.npy")]
     outputs: Vec<PathBuf>,
-    /// Backend to run on
-    #[arg(long, value_enum, default_value = "fsim")]
+    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
     backend: Backend,
     #[command(flatten)]
     rtl: RtlArgs,
@@ -217,7 +217,7 @@ pub fn run_samples(
 }
 
 pub fn run(a: RunArgs) -> Result<String> {
-    a.rtl.refuse_unless_rtl(a.backend, &[])?;
+    a.rtl.refuse_unless_rtl(&a.backend, &[])?;
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
     let model = match &a.config {
@@ -246,7 +246,7 @@ pub fn run(a: RunArgs) -> Result<String> {
             model.plan.outputs.len()
         );
     }
-    let mut dev = device(a.backend, &model.config, &a.rtl)?;
+    let mut dev = device(&a.backend, &model.config, &a.rtl)?;
 
     let Samples {
         outputs,

@@ -1,10 +1,11 @@
 //! `vta sim`: run a program on a backend, save its outputs as `.npy`, print the counters.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
+use drivers::remote::{RemoteDevice, RemoteOptions};
 use drivers::{run_program, Device, RunTimeout};
 use isa::asm::{parse_program, AsmContext};
 use isa::{container, npy, DType, HwConfig, Program};
@@ -12,23 +13,82 @@ use vta_sim::rtl::RtlDevice;
 use vta_sim::rtl::{MemTiming, RtlOptions, RunLimits};
 use vta_sim::FsimDevice;
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+/// Where a program or model runs (`--backend`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
     /// The functional simulator: bit-exact and token-checked, no timing
     Fsim,
     /// The cycle-accurate simulator: the accelerator's RTL (`vta hw verilog`) in Verilator
     /// with a DRAM model; cycle counts and the hardware's counters
     Rtl,
+    /// The device a `vta serve` serves at `HOST:PORT`
+    Remote(String),
 }
 
-impl Backend {
-    /// The device `Device::name` reports.
-    pub fn name(self) -> &'static str {
+/// Help of every `--backend` option.
+pub const BACKEND_HELP: &str = "Backend to run on: fsim (the functional simulator: bit-exact \
+    and token-checked, no timing), rtl (the cycle-accurate simulator: the accelerator's RTL in \
+    Verilator with a DRAM model; cycle counts and the hardware's counters), or \
+    remote://HOST[:PORT] (the device `vta serve` serves there, port 9091 by default; the token \
+    comes from VTA_REMOTE_TOKEN)";
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fsim" => return Ok(Backend::Fsim),
+            "rtl" => return Ok(Backend::Rtl),
+            _ => {}
+        }
+        let Some(addr) = s.strip_prefix("remote://") else {
+            return Err(format!(
+                "unknown backend '{s}': expected fsim, rtl or remote://HOST[:PORT]"
+            ));
+        };
+        let addr = addr.trim_end_matches('/');
+        // A port is what follows the last colon, unless that colon is inside [IPv6].
+        let (host, port) = match addr.rsplit_once(':') {
+            Some((h, p)) if !p.ends_with(']') => (h, Some(p)),
+            _ => (addr, None),
+        };
+        if host.is_empty() {
+            return Err(format!("{s}: no host; expected remote://HOST[:PORT]"));
+        }
+        let port = match port {
+            Some(p) => p
+                .parse::<u16>()
+                .map_err(|_| format!("{s}: port '{p}' is not a number from 0 to 65535"))?,
+            None => drivers::remote::DEFAULT_PORT,
+        };
+        Ok(Backend::Remote(format!("{host}:{port}")))
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Backend::Fsim => "fsim",
-            Backend::Rtl => "rtl",
+            Backend::Fsim => f.write_str("fsim"),
+            Backend::Rtl => f.write_str("rtl"),
+            Backend::Remote(addr) => write!(f, "remote://{addr}"),
         }
     }
+}
+
+/// Connects to the `vta serve` at `addr` for programs built for `cfg` (the token from
+/// `VTA_REMOTE_TOKEN`); says where on stderr.
+pub fn connect_remote(addr: &str, cfg: &HwConfig) -> Result<RemoteDevice> {
+    let opts = RemoteOptions {
+        expect: Some(cfg.clone()),
+        ..RemoteOptions::from_env()
+    };
+    let dev = RemoteDevice::connect(addr, opts)?;
+    let info = dev.info();
+    eprintln!(
+        "remote: {} of {} at {addr} ({}, bitstream {})",
+        info.device, info.server_id, info.config_string, info.bitstream
+    );
+    Ok(dev)
 }
 
 /// Options of the RTL backend, shared by `vta sim`, `vta run` and `vta demo`.
@@ -67,13 +127,13 @@ impl RtlArgs {
     /// are given for a backend that would ignore them.
     pub fn refuse_unless_rtl(
         &self,
-        backend: Backend,
+        backend: &Backend,
         extra: &[(&'static str, bool)],
     ) -> Result<()> {
         let mut given = self.given();
         given.extend(extra.iter().filter(|o| o.1).map(|o| o.0));
         match given.first() {
-            Some(opt) if backend != Backend::Rtl => bail!(
+            Some(opt) if *backend != Backend::Rtl => bail!(
                 "{opt} is an option of the cycle-accurate simulator, which this run does not use: \
                  add --backend rtl, or drop {opt}"
             ),
@@ -146,8 +206,7 @@ impl RtlArgs {
 pub struct SimArgs {
     /// Program: a .vtab container (from `vta asm`) or assembly source
     program: PathBuf,
-    /// Backend to run on
-    #[arg(long, value_enum, default_value = "fsim")]
+    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
     backend: Backend,
     /// Run on this config (JSON file or preset) instead of the program's own; the ISA must match
     #[arg(long, value_name = "FILE|PRESET")]
@@ -158,7 +217,8 @@ pub struct SimArgs {
     /// Write every output buffer to DIR/NAME.npy
     #[arg(short, long, value_name = "DIR", visible_alias = "out")]
     output: Option<PathBuf>,
-    /// fsim: stop a run after this many simulator steps (instructions + micro-ops)
+    /// fsim (local or served): stop a run after this many simulator steps (instructions +
+    /// micro-ops)
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
     /// RTL: stop a run after this many clock cycles
@@ -298,7 +358,7 @@ pub fn run(a: SimArgs) -> Result<String> {
         .collect::<Result<Vec<_>>>()?;
     let cfg = config.unwrap_or_else(|| program.config.clone());
     a.rtl.refuse_unless_rtl(
-        a.backend,
+        &a.backend,
         &[
             ("--max-cycles", a.max_cycles.is_some()),
             ("--vcd", a.vcd.is_some()),
@@ -311,8 +371,20 @@ pub fn run(a: SimArgs) -> Result<String> {
     let window = a.vcd_window.as_deref().map(parse_window).transpose()?;
     let mut rtl: Option<RtlDevice> = None;
     let mut fsim: Option<FsimDevice> = None;
-    let dev: &mut dyn Device = match a.backend {
+    let mut remote: Option<RemoteDevice> = None;
+    let dev: &mut dyn Device = match &a.backend {
         Backend::Fsim => fsim.insert(FsimDevice::new(&cfg)),
+        Backend::Remote(addr) => {
+            let d = remote.insert(connect_remote(addr, &cfg)?);
+            if a.max_steps.is_some() && d.info().device != "fsim" {
+                bail!(
+                    "--max-steps counts functional-simulator steps, but {} serves the {} backend",
+                    a.backend,
+                    d.info().device
+                );
+            }
+            d
+        }
         Backend::Rtl => {
             let d = rtl.insert(a.rtl.device(&cfg, a.vcd.is_some())?);
             if let Some(path) = &a.vcd {
@@ -346,7 +418,7 @@ pub fn run(a: SimArgs) -> Result<String> {
         format!(
             "{}: run failed on {}{}",
             a.program.display(),
-            a.backend.name(),
+            a.backend,
             trace_note
                 .as_ref()
                 .map(|n| format!(" ({n})"))
@@ -462,4 +534,47 @@ fn rtl_summary(cfg: &HwConfig, d: &RtlDevice, r: &drivers::RunReport) -> Result<
         get("axi_write_beats")
     )?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Backend;
+
+    #[test]
+    fn backends_parse_and_print_back() {
+        let remote = |a: &str| Backend::Remote(a.into());
+        for (text, want, shown) in [
+            ("fsim", Backend::Fsim, "fsim"),
+            ("rtl", Backend::Rtl, "rtl"),
+            (
+                "remote://board",
+                remote("board:9091"),
+                "remote://board:9091",
+            ),
+            (
+                "remote://10.0.0.2:7000/",
+                remote("10.0.0.2:7000"),
+                "remote://10.0.0.2:7000",
+            ),
+            (
+                "remote://[::1]",
+                remote("[::1]:9091"),
+                "remote://[::1]:9091",
+            ),
+            ("remote://[::1]:5", remote("[::1]:5"), "remote://[::1]:5"),
+        ] {
+            let got: Backend = text.parse().unwrap();
+            assert_eq!(got, want, "{text}");
+            assert_eq!(got.to_string(), shown);
+        }
+        for (text, says) in [
+            ("remote://", "no host"),
+            ("remote://:80", "no host"),
+            ("remote://h:x", "port 'x'"),
+            ("gpu", "expected fsim, rtl or remote://HOST[:PORT]"),
+        ] {
+            let e = text.parse::<Backend>().unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
 }
