@@ -468,7 +468,7 @@ fn error_damaged_containers() {
     std::fs::write(dir.join("cut.vtab"), &good[..good.len() / 2]).unwrap();
     let err = fails(vta_in(&dir, &["disasm", "cut.vtab"]));
     assert!(
-        err.contains("cut.vtab") && err.contains("truncated at byte offset"),
+        err.contains("cut.vtab") && err.contains("truncated: the file has"),
         "{err}"
     );
     let mut flipped = good.clone();

@@ -16,6 +16,7 @@ use std::time::Instant;
 use compiler::backend::{self, LoopOrder};
 use compiler::qlayer::{QConv2d, Requant};
 use drivers::RunTimeout;
+use isa::rng::Rng;
 use isa::HwConfig;
 use ndarray::Array4;
 use vta_sim::FsimDevice;
@@ -34,27 +35,14 @@ const RESNET: [(&str, usize, usize, usize, usize, usize, usize); 10] = [
     ("C11", 7, 512, 512, 3, 1, 1),
 ];
 
-/// A deterministic pseudo-random int8 stream.
-struct Lcg(u64);
-
-impl Lcg {
-    fn i8(&mut self) -> i8 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 56) as i8
-    }
-}
-
 /// VTA's benchmark layer: conv, then `>> 8`-like requant and a relu clip to [0, 127].
 fn layer(i: usize, batch: usize) -> QConv2d {
     let (name, hw, cin, cout, k, pad, stride) = RESNET[i];
-    let mut rng = Lcg(i as u64 + 1);
+    let mut rng = Rng::new(i as u64 + 1);
     QConv2d {
         name: name.into(),
         input_shape: [batch, cin, hw, hw],
-        weight: Array4::from_shape_simple_fn((cout, cin, k, k), || rng.i8()),
+        weight: Array4::from_shape_simple_fn((cout, cin, k, k), || rng.range(i8::MIN, i8::MAX)),
         bias: (0..cout).map(|c| (c as i32 - 64) * 37).collect(),
         stride: (stride, stride),
         pad: [pad; 4],
@@ -111,9 +99,9 @@ fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         let lp = backend::compile_conv(&cfg, &l)?;
         let compile = t0.elapsed().as_secs_f64() * 1e3;
-        let mut x_rng = Lcg(100 + i as u64);
+        let mut x_rng = Rng::new(100 + i as u64);
         let [n, c, h, w] = l.input_shape;
-        let x = Array4::from_shape_simple_fn((n, c, h, w), || x_rng.i8());
+        let x = Array4::from_shape_simple_fn((n, c, h, w), || x_rng.range(i8::MIN, i8::MAX));
         let mut dev = FsimDevice::new(&cfg);
         let (out, rep) = lp.run_all(&mut dev, &[x.view()], RunTimeout::default())?;
         let exact = out[0] == l.reference(x.view());

@@ -6,7 +6,7 @@ mod util;
 
 use compiler::backend::{self, dense_input, dense_output, BackendError};
 use compiler::qlayer::{QAdd, QDense, QGlobalAvgPool, QMaxPool, Requant};
-use util::{assert_same, check_conv, config, requant, run, ConvSpec, Rng, CONFIGS};
+use util::{assert_same, check_conv, config, requant, run, ConvSpec, Draw, Rng, CONFIGS};
 
 /// Convolution shapes: kernel sizes 1/3/5/7, strides 1/2, symmetric and asymmetric padding,
 /// channels and batches that are not multiples of the blocks, groups and depthwise.

@@ -1,19 +1,15 @@
 //! Host packing: round trips and the exact placement of every value.
 
 use compiler::backend::layout::{pack_acc_rows, ActLayout, WeightLayout};
+use isa::rng::Rng;
 use isa::HwConfig;
 use ndarray::Array4;
 use proptest::prelude::*;
 
 fn tensor(shape: [usize; 4], seed: u64) -> Array4<i8> {
     let [n, c, h, w] = shape;
-    let mut s = seed;
-    Array4::from_shape_simple_fn((n, c, h, w), || {
-        s = s
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (s >> 56) as i8
-    })
+    let mut rng = Rng::new(seed);
+    Array4::from_shape_simple_fn((n, c, h, w), || rng.range(i8::MIN, i8::MAX))
 }
 
 proptest! {

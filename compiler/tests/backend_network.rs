@@ -7,7 +7,7 @@ use compiler::backend::{self, compile_sequence, BackendError, NetBuilder, QLayer
 use compiler::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
 use isa::{HwConfig, Insn};
 use ndarray::{Array4, Axis};
-use util::{assert_same, config, requant, run, ConvSpec, Rng};
+use util::{assert_same, config, requant, run, ConvSpec, Draw, Rng};
 
 struct Block {
     c1: QConv2d,

@@ -8,7 +8,7 @@
 mod util;
 
 use compiler::qlayer::QConv2d;
-use util::{check_conv, config, ConvSpec, Rng};
+use util::{check_conv, config, ConvSpec, Draw, Rng};
 
 /// (name, H=W, Cin, Cout, K, pad, stride) from vta.md section 9.2.
 const RESNET: [(&str, usize, usize, usize, usize, usize, usize); 10] = [

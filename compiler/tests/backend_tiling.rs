@@ -8,7 +8,7 @@ use compiler::backend::tiling::{self, Budget, ConvGeom};
 use compiler::backend::{self, LoopOrder, NetBuilder, Tiling};
 use compiler::qlayer::{QConv2d, QDense};
 use isa::{HwConfig, Insn, MemType};
-use util::{assert_same, config, requant, run, ConvSpec, Rng};
+use util::{assert_same, config, requant, run, ConvSpec, Draw, Rng};
 
 fn geom(cfg: &HwConfig, layer: &QConv2d) -> ConvGeom {
     NetBuilder::plan_conv(cfg, layer, None).unwrap().1

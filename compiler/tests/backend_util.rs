@@ -1,5 +1,5 @@
 //! Helpers shared by the back-end tests (included with `#[path]`; as a test target of its own
-//! it has no tests): a deterministic RNG, random quantized layers, and running a compiled
+//! it has no tests): random test data, random quantized layers, and running a compiled
 //! program on the functional simulator against the qlayer reference.
 #![allow(dead_code)]
 
@@ -17,32 +17,27 @@ pub fn config(name: &str) -> HwConfig {
     HwConfig::preset(name).unwrap()
 }
 
-/// SplitMix64: seedable and identical everywhere.
-pub struct Rng(u64);
+pub use isa::rng::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `lo..=hi`.
-    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next_u64() % (hi - lo + 1) as u64) as i64
-    }
-    pub fn coin(&mut self) -> bool {
+/// Random test data from the toolkit's RNG.
+pub trait Draw {
+    /// A fair coin.
+    fn coin(&mut self) -> bool;
+    /// An activation tensor with values in `lo..=hi`.
+    fn act(&mut self, shape: [usize; 4], lo: i64, hi: i64) -> Array4<i8>;
+    /// A matrix with values in `lo..=hi`.
+    fn mat(&mut self, r: usize, c: usize, lo: i64, hi: i64) -> Array2<i8>;
+}
+
+impl Draw for Rng {
+    fn coin(&mut self) -> bool {
         self.next_u64() & 1 == 1
     }
-    pub fn act(&mut self, shape: [usize; 4], lo: i64, hi: i64) -> Array4<i8> {
+    fn act(&mut self, shape: [usize; 4], lo: i64, hi: i64) -> Array4<i8> {
         let [n, c, h, w] = shape;
         Array4::from_shape_simple_fn((n, c, h, w), || self.range(lo, hi) as i8)
     }
-    pub fn mat(&mut self, r: usize, c: usize, lo: i64, hi: i64) -> Array2<i8> {
+    fn mat(&mut self, r: usize, c: usize, lo: i64, hi: i64) -> Array2<i8> {
         Array2::from_shape_simple_fn((r, c), || self.range(lo, hi) as i8)
     }
 }

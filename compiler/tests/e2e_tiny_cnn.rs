@@ -349,7 +349,7 @@ fn compiled_model_file_rejects_bad_files() {
     let mut long = bytes.clone();
     long.push(0);
     assert!(
-        err(&long).contains("1 bytes after the end"),
+        err(&long).contains("1 byte after the end"),
         "{}",
         err(&long)
     );

@@ -2,16 +2,17 @@
 //! [`Program`] is — the config it was built for (so it runs without `--config`), the encoded
 //! instruction stream, and the DRAM layout with initial contents.
 //!
-//! # Byte layout (format version 1)
+//! # Byte layout (format version 2)
 //!
-//! All integers are little-endian. A `str` is a `u32` byte length followed by that many bytes
-//! of UTF-8.
+//! A [`frame`] with magic `VTAPROG\0` around the payload below. All integers are
+//! little-endian. A `str` is a `u32` byte length followed by that many bytes of UTF-8.
 //!
 //! | offset | size | field |
 //! |---|---|---|
 //! | 0 | 8 | magic `VTAPROG\0` |
-//! | 8 | 4 | `u32` format version, `1` |
-//! | 12 | str | config string ([`HwConfig::config_string`]) |
+//! | 8 | 4 | `u32` format version, `2` |
+//! | 12 | 8 | `u64` length of the whole file in bytes |
+//! | 20 | str | config string ([`HwConfig::config_string`]) |
 //! | | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
 //! | | str | config JSON ([`HwConfig::to_json`]) |
 //! | | 4 | `u32` instruction count `N` |
@@ -27,53 +28,42 @@
 //! | | 8 + L | · if present: `u64` length `L`, then `L` bytes, little-endian elements |
 //! | end − 8 | 8 | `u64` FNV-1a (64-bit) checksum of every byte before it |
 //!
-//! A reader checks, in order: the magic; the version (a newer version is refused before
-//! anything after byte 12 is read, so later versions may change all of it); the structure
-//! (every length fits the file, and the checksum ends it exactly); the checksum; then the
-//! content (embedded config valid, its hash matching the stored one, every instruction
+//! Version 1 (written before the frame had its length field) is refused with a request to
+//! re-assemble the program with `vta asm`.
+//!
+//! A reader checks the frame first ([`frame::read`]: magic, version, length, checksum), then
+//! the payload's structure (every length fits it, and the last segment ends it exactly), then
+//! the content (embedded config valid, its hash matching the stored one, every instruction
 //! decodable, [`Program::validate`]). No input makes it panic.
+
+pub mod frame;
 
 use crate::config::{ConfigError, HwConfig};
 use crate::insn::Insn;
 use crate::layout::{Codec, IsaError, INSN_BYTES};
 use crate::program::{DType, Program, Role, Segment};
+use frame::{FrameError, HEADER_BYTES};
 
 /// The first 8 bytes of every container.
 pub const MAGIC: [u8; 8] = *b"VTAPROG\0";
 
-/// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this toolkit writes, and the only one it reads.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The container's frame.
+const FRAME: frame::Format = frame::Format {
+    magic: MAGIC,
+    kind: "VTA program container",
+    version: FORMAT_VERSION,
+    older: "re-assemble the program with `vta asm`",
+    other_file: other_file_hint,
+};
 
 /// Why a container cannot be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum ContainerError {
-    #[error(
-        "not a VTA program container (the file does not start with the magic bytes \"VTAPROG\\0\"){hint}"
-    )]
-    NotContainer { hint: &'static str },
-    #[error("format version {found} is newer than this toolkit's {supported}; upgrade vta")]
-    NewerVersion { found: u32, supported: u32 },
-    #[error(
-        "format version {0} is not a valid version (versions start at 1 and stay small); the \
-         file is corrupted"
-    )]
-    BadVersion(u32),
-    #[error(
-        "truncated at byte offset {len} while reading {what} ({needed} bytes needed from byte \
-         {offset}); the file is incomplete or corrupted"
-    )]
-    Truncated {
-        len: usize,
-        offset: usize,
-        needed: u64,
-        what: String,
-    },
-    #[error("{count} unexpected bytes after the end of the program (byte {offset}); the file is corrupted")]
-    TrailingBytes { offset: usize, count: usize },
-    #[error(
-        "checksum mismatch (stored {stored:016x}, computed {computed:016x}): the file is corrupted"
-    )]
-    Checksum { stored: u64, computed: u64 },
+    #[error(transparent)]
+    Frame(#[from] FrameError),
     #[error("malformed container at byte {offset}: {problem}")]
     Malformed { offset: usize, problem: String },
     #[error("the embedded config is invalid: {0}")]
@@ -101,9 +91,6 @@ pub enum ContainerError {
     )]
     WrongConfig { program: String, selected: String },
 }
-
-/// Versions above this are read as corruption rather than as a newer format.
-pub const MAX_PLAUSIBLE_VERSION: u32 = 0xFF;
 
 /// What a file that is not a program container is, when that can be told from its first
 /// bytes: `": the file is empty"`, a compiled model's hint, or nothing.
@@ -216,9 +203,7 @@ pub fn write(p: &Program) -> Result<Vec<u8>, ContainerError> {
     let stream = Codec::new(cfg)
         .encode_stream(&p.insns)
         .map_err(|e| ContainerError::InvalidProgram(e.to_string()))?;
-    let mut out = Vec::with_capacity(256 + stream.len());
-    out.extend(MAGIC);
-    out.extend(FORMAT_VERSION.to_le_bytes());
+    let mut out = frame::start(&FRAME, 256 + stream.len());
     put_str(&mut out, &cfg.config_string(), "config string bytes")?;
     out.extend(cfg.isa_hash().to_le_bytes());
     put_str(&mut out, &cfg.to_json(), "config JSON bytes")?;
@@ -245,12 +230,11 @@ pub fn write(p: &Program) -> Result<Vec<u8>, ContainerError> {
             }
         }
     }
-    let sum = fnv1a(&out);
-    out.extend(sum.to_le_bytes());
-    Ok(out)
+    Ok(frame::finish(out))
 }
 
-/// A bounds-checked cursor; every read names what it reads for the truncation message.
+/// A bounds-checked cursor over the bytes the checksum covers; every read names what it reads
+/// for the message when it runs past the payload's end.
 struct Cursor<'a> {
     bytes: &'a [u8],
     pos: usize,
@@ -265,11 +249,13 @@ impl<'a> Cursor<'a> {
                 self.pos += n;
                 Ok(s)
             }
-            _ => Err(ContainerError::Truncated {
-                len: self.bytes.len(),
+            _ => Err(ContainerError::Malformed {
                 offset: self.pos,
-                needed: n,
-                what: what(),
+                problem: format!(
+                    "{} ({n} bytes) runs past the end of the payload at byte {}",
+                    what(),
+                    self.bytes.len()
+                ),
             }),
         }
     }
@@ -319,31 +305,12 @@ fn utf8(at: usize, bytes: &[u8], what: &str) -> Result<String, ContainerError> {
 
 /// Decodes a container, using the config embedded in it.
 pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
-    if !is_container(bytes) {
-        return Err(ContainerError::NotContainer {
-            hint: other_file_hint(bytes),
-        });
-    }
     let mut c = Cursor {
-        bytes,
-        pos: MAGIC.len(),
+        bytes: frame::read(&FRAME, bytes)?,
+        pos: HEADER_BYTES,
     };
-    let version = c.u32(&|| "the format version".into())?;
-    // A value far beyond any version this format will reach is damage, not the future.
-    if version > MAX_PLAUSIBLE_VERSION {
-        return Err(ContainerError::BadVersion(version));
-    }
-    if version > FORMAT_VERSION {
-        return Err(ContainerError::NewerVersion {
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    if version == 0 {
-        return Err(ContainerError::BadVersion(version));
-    }
 
-    // Structure: every length must fit the file.
+    // Structure: every length must fit the payload.
     let cfg_string = c.str(&|| "the config string".into())?;
     let stored_hash = c.u64(&|| "the ISA hash".into())?;
     let cfg_json = c.str(&|| "the config JSON".into())?;
@@ -381,21 +348,13 @@ pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
             init,
         });
     }
-    let end = c.pos;
-    let stored_sum = c.u64(&|| "the checksum".into())?;
-    if c.pos != bytes.len() {
-        return Err(ContainerError::TrailingBytes {
+    if c.pos != c.bytes.len() {
+        return Err(ContainerError::Malformed {
             offset: c.pos,
-            count: bytes.len() - c.pos,
-        });
-    }
-
-    // Integrity.
-    let computed = fnv1a(&bytes[..end]);
-    if computed != stored_sum {
-        return Err(ContainerError::Checksum {
-            stored: stored_sum,
-            computed,
+            problem: match c.bytes.len() - c.pos {
+                1 => "1 byte after the last segment, before the checksum".into(),
+                n => format!("{n} bytes after the last segment, before the checksum"),
+            },
         });
     }
 
@@ -585,23 +544,44 @@ mod tests {
         bytes[n..].copy_from_slice(&sum.to_le_bytes());
     }
 
+    /// Sets the frame's length to the file's and reseals it.
+    fn reframe(bytes: &mut [u8]) {
+        let n = bytes.len() as u64;
+        bytes[12..HEADER_BYTES].copy_from_slice(&n.to_le_bytes());
+        reseal(bytes);
+    }
+
     #[test]
     fn errors_say_what_is_wrong() {
         let p = sample();
         let good = write(&p).unwrap();
 
         let e = read(b"hello world, not a program").unwrap_err();
-        assert!(matches!(e, ContainerError::NotContainer { .. }), "{e}");
+        assert!(
+            matches!(e, ContainerError::Frame(FrameError::WrongMagic { .. })),
+            "{e}"
+        );
+        let msg = read(b"VTAMODEL\x02\0\0\0").unwrap_err().to_string();
+        assert!(msg.contains("it is a compiled model"), "{msg}");
 
         let mut newer = good.clone();
         newer[8..12].copy_from_slice(&7u32.to_le_bytes());
         let msg = read(&newer).unwrap_err().to_string();
-        assert!(msg.contains("format version 7 is newer than this toolkit's 1; upgrade vta"));
+        assert!(msg.contains("format version 7 is newer than this toolkit's 2; upgrade vta"));
+        // Version 1 had no length field: refused, saying how to get a current file.
+        let mut v1 = good.clone();
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let msg = read(&v1).unwrap_err().to_string();
+        assert!(
+            msg.contains("format version 1")
+                && msg.contains("re-assemble the program with `vta asm`"),
+            "{msg}"
+        );
 
         let msg = read(&good[..good.len() - 20]).unwrap_err().to_string();
-        assert!(msg.starts_with("truncated at byte offset"), "{msg}");
+        assert!(msg.starts_with("truncated: the file has"), "{msg}");
         let msg = read(&good[..10]).unwrap_err().to_string();
-        assert!(msg.contains("while reading the format version"), "{msg}");
+        assert!(msg.contains("fewer than its 20-byte header"), "{msg}");
 
         let mut flipped = good.clone();
         let mid = flipped.len() / 2;
@@ -613,8 +593,21 @@ mod tests {
         longer.push(0);
         assert!(matches!(
             read(&longer),
-            Err(ContainerError::TrailingBytes { count: 1, .. })
+            Err(ContainerError::Frame(FrameError::TrailingBytes {
+                extra: 1,
+                ..
+            }))
         ));
+        // The same byte inside a valid frame is the payload's problem.
+        reframe(&mut longer);
+        let msg = read(&longer).unwrap_err().to_string();
+        assert!(msg.contains("1 byte after the last segment"), "{msg}");
+        // A payload cut short inside a valid frame names what it was reading.
+        let mut cut = good[..good.len() - 12].to_vec();
+        cut.extend([0u8; 8]);
+        reframe(&mut cut);
+        let msg = read(&cut).unwrap_err().to_string();
+        assert!(msg.contains("runs past the end of the payload"), "{msg}");
 
         let other = HwConfig::preset("batched").unwrap();
         let msg = read_for(&good, &other).unwrap_err().to_string();
@@ -634,7 +627,7 @@ mod tests {
         let p = sample();
         let good = write(&p).unwrap();
         // The ISA hash is right after the config string.
-        let hash_at = 12 + 4 + p.config.config_string().len();
+        let hash_at = HEADER_BYTES + 4 + p.config.config_string().len();
         let mut bad = good.clone();
         bad[hash_at] ^= 1;
         reseal(&mut bad);
@@ -754,9 +747,10 @@ mod tests {
         #[test]
         fn random_bytes_never_panic(mut bytes in prop::collection::vec(any::<u8>(), 0..512),
                                     magic in any::<bool>()) {
-            if magic && bytes.len() >= 12 {
+            if magic && bytes.len() >= HEADER_BYTES {
                 bytes[..8].copy_from_slice(&MAGIC);
-                bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+                bytes[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+                reframe(&mut bytes);
             }
             let _ = read(&bytes);
         }
@@ -785,7 +779,7 @@ mod tests {
             let mut bytes = write(&p).unwrap();
             let n = bytes.len() - 8;
             for (at, v) in edits {
-                let i = 12 + at.index(n - 12);
+                let i = HEADER_BYTES + at.index(n - HEADER_BYTES);
                 bytes[i] = v;
             }
             reseal(&mut bytes);

@@ -53,126 +53,71 @@ pub const IMM_MIN: i16 = -(1i32 << (ALU_IMM_BITS - 1)) as i16;
 /// The largest ALU immediate.
 pub const IMM_MAX: i16 = ((1i32 << (ALU_IMM_BITS - 1)) - 1) as i16;
 
-/// Every field of every format, named as in VTA's `hw_spec.h`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    Opcode,
-    PopPrevDep,
-    PopNextDep,
-    PushPrevDep,
-    PushNextDep,
-    MemoryType,
-    SramBase,
-    DramBase,
-    YSize,
-    XSize,
-    XStride,
-    YPad0,
-    YPad1,
-    XPad0,
-    XPad1,
-    ResetReg,
-    UopBgn,
-    UopEnd,
-    IterOut,
-    IterIn,
-    DstFactorOut,
-    DstFactorIn,
-    SrcFactorOut,
-    SrcFactorIn,
-    WgtFactorOut,
-    WgtFactorIn,
-    AluOpcode,
-    UseImm,
-    Imm,
-    DstIdx,
-    SrcIdx,
-    WgtIdx,
+/// Declares [`Field`], [`Field::ALL`] and [`Field::name`] from one list, so that a new field
+/// cannot be missing from either.
+macro_rules! fields {
+    ($($variant:ident => $name:literal,)*) => {
+        /// Every field of every format, named as in VTA's `hw_spec.h`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Field {
+            $($variant,)*
+        }
+
+        const FIELD_COUNT: usize = [$(Field::$variant),*].len();
+
+        impl Field {
+            /// Every field, in declaration order.
+            pub const ALL: [Field; FIELD_COUNT] = [$(Field::$variant),*];
+
+            /// The field's name, as in VTA's `hw_spec.h`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Field::$variant => $name,)*
+                }
+            }
+        }
+    };
 }
 
-const FIELD_COUNT: usize = Field::WgtIdx as usize + 1;
+fields! {
+    Opcode => "opcode",
+    PopPrevDep => "pop_prev_dep",
+    PopNextDep => "pop_next_dep",
+    PushPrevDep => "push_prev_dep",
+    PushNextDep => "push_next_dep",
+    MemoryType => "memory_type",
+    SramBase => "sram_base",
+    DramBase => "dram_base",
+    YSize => "y_size",
+    XSize => "x_size",
+    XStride => "x_stride",
+    YPad0 => "y_pad_0",
+    YPad1 => "y_pad_1",
+    XPad0 => "x_pad_0",
+    XPad1 => "x_pad_1",
+    ResetReg => "reset_reg",
+    UopBgn => "uop_bgn",
+    UopEnd => "uop_end",
+    IterOut => "iter_out",
+    IterIn => "iter_in",
+    DstFactorOut => "dst_factor_out",
+    DstFactorIn => "dst_factor_in",
+    SrcFactorOut => "src_factor_out",
+    SrcFactorIn => "src_factor_in",
+    WgtFactorOut => "wgt_factor_out",
+    WgtFactorIn => "wgt_factor_in",
+    AluOpcode => "alu_opcode",
+    UseImm => "use_imm",
+    Imm => "imm",
+    DstIdx => "dst_idx",
+    SrcIdx => "src_idx",
+    WgtIdx => "wgt_idx",
+}
 
 impl Field {
-    /// Every field, in declaration order.
-    pub const ALL: [Field; FIELD_COUNT] = {
-        use Field::*;
-        [
-            Opcode,
-            PopPrevDep,
-            PopNextDep,
-            PushPrevDep,
-            PushNextDep,
-            MemoryType,
-            SramBase,
-            DramBase,
-            YSize,
-            XSize,
-            XStride,
-            YPad0,
-            YPad1,
-            XPad0,
-            XPad1,
-            ResetReg,
-            UopBgn,
-            UopEnd,
-            IterOut,
-            IterIn,
-            DstFactorOut,
-            DstFactorIn,
-            SrcFactorOut,
-            SrcFactorIn,
-            WgtFactorOut,
-            WgtFactorIn,
-            AluOpcode,
-            UseImm,
-            Imm,
-            DstIdx,
-            SrcIdx,
-            WgtIdx,
-        ]
-    };
-
     /// Whether the field holds a two's-complement value (only the ALU immediate).
     pub fn is_signed(self) -> bool {
         self == Field::Imm
-    }
-
-    pub fn name(self) -> &'static str {
-        use Field::*;
-        match self {
-            Opcode => "opcode",
-            PopPrevDep => "pop_prev_dep",
-            PopNextDep => "pop_next_dep",
-            PushPrevDep => "push_prev_dep",
-            PushNextDep => "push_next_dep",
-            MemoryType => "memory_type",
-            SramBase => "sram_base",
-            DramBase => "dram_base",
-            YSize => "y_size",
-            XSize => "x_size",
-            XStride => "x_stride",
-            YPad0 => "y_pad_0",
-            YPad1 => "y_pad_1",
-            XPad0 => "x_pad_0",
-            XPad1 => "x_pad_1",
-            ResetReg => "reset_reg",
-            UopBgn => "uop_bgn",
-            UopEnd => "uop_end",
-            IterOut => "iter_out",
-            IterIn => "iter_in",
-            DstFactorOut => "dst_factor_out",
-            DstFactorIn => "dst_factor_in",
-            SrcFactorOut => "src_factor_out",
-            SrcFactorIn => "src_factor_in",
-            WgtFactorOut => "wgt_factor_out",
-            WgtFactorIn => "wgt_factor_in",
-            AluOpcode => "alu_opcode",
-            UseImm => "use_imm",
-            Imm => "imm",
-            DstIdx => "dst_idx",
-            SrcIdx => "src_idx",
-            WgtIdx => "wgt_idx",
-        }
     }
 }
 

@@ -43,6 +43,14 @@ impl Rng {
         T::try_from(l + offset).unwrap_or_else(|_| unreachable!("lo + offset lies in lo..=hi"))
     }
 
+    /// The low `width` bits of a draw: uniform in `0..2^width` (all 64 bits from 64 on).
+    pub fn bits(&mut self, width: u32) -> u64 {
+        match width {
+            64.. => self.next_u64(),
+            w => self.next_u64() & ((1 << w) - 1),
+        }
+    }
+
     /// True with probability `percent`/100.
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -82,5 +90,8 @@ mod tests {
         let _: i64 = r.range(i64::MIN, i64::MAX);
         assert_eq!(r.below(0), 0);
         assert_eq!(r.bytes(5).len(), 5);
+        assert_eq!(r.bits(0), 0);
+        assert!((0..100).all(|_| r.bits(3) < 8));
+        assert!((0..100).any(|_| r.bits(64) >> 61 != 0));
     }
 }

@@ -9,21 +9,14 @@ use common::rtl_device;
 use drivers::{run_program, ProgramRun, RunTimeout};
 use isa::builder::ProgramBuilder;
 use isa::builder::{Operand, UopLoops};
+use isa::rng::Rng;
 use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
 use vta_sim::rtl::{MemTiming, RtlDevice};
 use vta_sim::FsimDevice;
 
 /// Deterministic bytes.
 fn bytes(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 56) as u8
-        })
-        .collect()
+    Rng::new(seed).bytes(n)
 }
 
 /// Runs `p` on both backends and compares every output byte.

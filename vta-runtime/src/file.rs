@@ -40,7 +40,8 @@
 //! [`Launch::check`]). Every failure is an error
 //! naming what is wrong; no input makes it panic.
 
-use isa::container::{self, fnv1a};
+use isa::container;
+use isa::container::frame::{self, FrameError};
 use isa::HwConfig;
 use serde::{Deserialize, Serialize};
 
@@ -56,40 +57,22 @@ pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 pub const FORMAT_VERSION: u32 = 3;
 
 /// Bytes before the config string: magic, version, length.
-const HEAD: usize = 20;
+const HEAD: usize = frame::HEADER_BYTES;
+
+/// The file's frame: header, length and checksum.
+const FRAME: frame::Format = frame::Format {
+    magic: MAGIC,
+    kind: "compiled model",
+    version: FORMAT_VERSION,
+    older: "recompile the model with `vta compile`",
+    other_file: other_file_hint,
+};
 
 /// Why a compiled-model file cannot be written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("the file is empty: not a compiled model")]
-    Empty,
-    #[error(
-        "not a compiled model (the file does not start with the magic bytes \"VTAMODEL\"){hint}"
-    )]
-    NotModel { hint: &'static str },
-    #[error("format version {found} is newer than this toolkit's {supported}; upgrade vta")]
-    NewerVersion { found: u32, supported: u32 },
-    #[error(
-        "format version {found} (a model compiled by an older vta, {what}) is no longer read: \
-         recompile the model with `vta compile`"
-    )]
-    OlderVersion { found: u32, what: &'static str },
-    #[error(
-        "format version {0} is not a valid version (versions start at 1 and stay small); the \
-         file is corrupted"
-    )]
-    BadVersion(u32),
-    #[error(
-        "truncated: the file has {got} bytes but its header says {expected}; the file is \
-         incomplete (an interrupted copy or download?)"
-    )]
-    Truncated { got: u64, expected: u64 },
-    #[error("{extra} bytes after the end of the model; the file is corrupted")]
-    TrailingBytes { extra: u64 },
-    #[error(
-        "checksum mismatch (stored {stored:016x}, computed {computed:016x}): the file is corrupted"
-    )]
-    Checksum { stored: u64, computed: u64 },
+    #[error(transparent)]
+    Frame(#[from] FrameError),
     #[error("malformed compiled model: {0}")]
     Malformed(String),
     #[error("the embedded config is invalid: {0}")]
@@ -209,20 +192,13 @@ pub fn write(m: &Model) -> Result<Vec<u8>, FileError> {
         launches,
     };
     let body = postcard::to_stdvec(&body).map_err(|e| FileError::TooLarge(e.to_string()))?;
-    let mut out = Vec::with_capacity(body.len() + 4096);
-    out.extend(MAGIC);
-    out.extend(FORMAT_VERSION.to_le_bytes());
-    out.extend([0u8; 8]); // the length, once known
+    let mut out = frame::start(&FRAME, body.len() + 4096);
     put_str(&mut out, &m.config.config_string(), "config string")?;
     out.extend(m.config.isa_hash().to_le_bytes());
     put_str(&mut out, &m.config.to_json(), "config JSON")?;
     out.extend((body.len() as u64).to_le_bytes());
     out.extend(&body);
-    let len = out.len() as u64 + 8;
-    out[12..20].copy_from_slice(&len.to_le_bytes());
-    let sum = fnv1a(&out);
-    out.extend(sum.to_le_bytes());
-    Ok(out)
+    Ok(frame::finish(out))
 }
 
 /// A cursor over the checked part of a file.
@@ -257,84 +233,20 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn not_model(bytes: &[u8]) -> FileError {
-    if bytes.is_empty() {
-        return FileError::Empty;
-    }
-    let hint = if container::is_container(bytes) {
+/// What a file that is not a compiled model is, when its first bytes tell.
+fn other_file_hint(bytes: &[u8]) -> &'static str {
+    if container::is_container(bytes) {
         " but it is a program container (VTAPROG): run it with `vta sim`"
     } else if bytes.len() > 4 && bytes[0] == 0x08 {
         " (it looks like an ONNX model: compile it with `vta compile` first)"
     } else {
         ""
-    };
-    FileError::NotModel { hint }
+    }
 }
 
 /// Checks the header, length and checksum; returns the checked bytes (without the checksum).
 fn checked(bytes: &[u8]) -> Result<&[u8], FileError> {
-    if !bytes.starts_with(&MAGIC) {
-        return Err(not_model(bytes));
-    }
-    let got = bytes.len() as u64;
-    let word = |at: usize, n: usize| bytes.get(at..at + n);
-    let Some(v) = word(8, 4) else {
-        return Err(FileError::Truncated {
-            got,
-            expected: HEAD as u64,
-        });
-    };
-    let version = u32::from_le_bytes(v.try_into().expect("4 bytes"));
-    match version {
-        0 => return Err(FileError::BadVersion(0)),
-        v if v > container::MAX_PLAUSIBLE_VERSION => return Err(FileError::BadVersion(v)),
-        1 => {
-            return Err(FileError::OlderVersion {
-                found: 1,
-                what: "which stored the ONNX model and rebuilt the plan at load",
-            })
-        }
-        2 => {
-            return Err(FileError::OlderVersion {
-                found: 2,
-                what: "which ran every accelerator layer as a program of its own",
-            })
-        }
-        v if v > FORMAT_VERSION => {
-            return Err(FileError::NewerVersion {
-                found: v,
-                supported: FORMAT_VERSION,
-            })
-        }
-        _ => {}
-    }
-    let Some(l) = word(12, 8) else {
-        return Err(FileError::Truncated {
-            got,
-            expected: HEAD as u64,
-        });
-    };
-    let expected = u64::from_le_bytes(l.try_into().expect("8 bytes"));
-    if got < expected {
-        return Err(FileError::Truncated { got, expected });
-    }
-    if got > expected {
-        return Err(FileError::TrailingBytes {
-            extra: got - expected,
-        });
-    }
-    if got < HEAD as u64 + 8 {
-        return Err(FileError::Malformed(format!(
-            "a length of {got} bytes leaves no room for the model"
-        )));
-    }
-    let (body, sum) = bytes.split_at(bytes.len() - 8);
-    let stored = u64::from_le_bytes(sum.try_into().expect("8 bytes"));
-    let computed = fnv1a(body);
-    if stored != computed {
-        return Err(FileError::Checksum { stored, computed });
-    }
-    Ok(body)
+    Ok(frame::read(&FRAME, bytes)?)
 }
 
 /// Reads a compiled-model file; with `select`, the model runs on that config (which must have

@@ -4,7 +4,7 @@ use std::fmt;
 
 use isa::{HwConfig, Insn, MemType, Module, UopLoop};
 
-/// What one run did. Every count starts at zero at the start of [`crate::FuncSim::run`].
+/// What one run did. Every count starts at zero at the start of [`crate::Fsim::run`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Bytes read from DRAM by LOAD INP (`x_size * y_size * elem_bytes(INP)`; pads read nothing).

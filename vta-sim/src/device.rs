@@ -1,4 +1,4 @@
-//! The functional-simulator device: [`FuncSim`] over a simulated physical memory, behind the
+//! The functional-simulator device: [`Fsim`] over a simulated physical memory, behind the
 //! device HAL ([`drivers::Device`]).
 
 use std::time::Instant;
@@ -6,12 +6,12 @@ use std::time::Instant;
 use drivers::{Allocator, Buffer, Device, DeviceError, RunReport, RunTimeout, PAGE_SIZE};
 use isa::HwConfig;
 
-use crate::{Dram, FuncSim, Limits, Memory, SimError};
+use crate::{Dram, Fsim, FsimError, Limits, Memory};
 
 /// A [`Device`] backed by the functional simulator. Memory starts at a non-zero physical
 /// address so that address-0 bugs fault instead of silently working.
 pub struct FsimDevice {
-    sim: FuncSim,
+    sim: Fsim,
     dram: Dram,
     alloc: Allocator,
 }
@@ -31,14 +31,14 @@ impl FsimDevice {
     /// multiples of [`PAGE_SIZE`]).
     pub fn with_memory(cfg: &HwConfig, base: u64, size: u64) -> Self {
         FsimDevice {
-            sim: FuncSim::new(cfg),
+            sim: Fsim::new(cfg),
             dram: Dram::new(base, size as usize),
             alloc: Allocator::new(base, size, PAGE_SIZE),
         }
     }
 
     /// The simulator, to inspect scratchpads after a run.
-    pub fn sim(&self) -> &FuncSim {
+    pub fn sim(&self) -> &Fsim {
         &self.sim
     }
 
@@ -130,7 +130,7 @@ impl Device for FsimDevice {
                 extras: Vec::new(),
                 wall_time,
             }),
-            Err(e @ (SimError::StepLimit { .. } | SimError::Timeout { .. })) => {
+            Err(e @ (FsimError::StepLimit { .. } | FsimError::Timeout { .. })) => {
                 Err(DeviceError::Timeout {
                     backend: self.name().into(),
                     detail: e.to_string(),

@@ -228,7 +228,7 @@ impl fmt::Display for Deadlock {
 
 /// Why a run failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SimError {
+pub enum FsimError {
     #[error("cannot fetch {count} instructions at {addr:#x}: {fault}")]
     Fetch {
         addr: u64,

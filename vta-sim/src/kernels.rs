@@ -1,5 +1,5 @@
 //! The micro-op loops of GEMM and ALU over the widened scratchpads. Every index has been
-//! range-checked by the caller (`FuncSim::check_indices`), so these loops only compute.
+//! range-checked by the caller (`Fsim::check_indices`), so these loops only compute.
 
 use isa::{AluOp, Uop};
 

@@ -2,7 +2,7 @@
 //!
 //! * The **functional simulator**: bit-exact results, dependency tokens checked (deadlocks
 //!   diagnosed), and fast enough to run real networks. The semantics it implements are
-//!   specified in [`isa::spec`]. Entry point: [`FuncSim::run`] over any [`Memory`] (a
+//!   specified in [`isa::spec`]. Entry point: [`Fsim::run`] over any [`Memory`] (a
 //!   [`Dram`] for tests and the driver).
 //! * The **cycle-accurate simulator** ([`rtl`], with the default feature `rtl`): the
 //!   accelerator's RTL in Verilator with a Rust AXI memory model and the board driver's
@@ -18,17 +18,17 @@ mod device;
 #[cfg(test)]
 mod device_tests;
 mod error;
+mod fsim;
 mod kernels;
 mod mem;
 #[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
-mod sim;
 
 pub use counters::Counters;
 pub use device::FsimDevice;
-pub use error::{describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
+pub use error::{describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
+pub use fsim::Fsim;
 pub use mem::{Access, Dram, MemFault, Memory};
-pub use sim::FuncSim;
 
 #[cfg(test)]
 mod tests;

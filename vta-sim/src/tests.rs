@@ -4,7 +4,7 @@ use isa::{
     AluInsn, AluOp, Codec, DepFlags, GemmInsn, HwConfig, Insn, MemInsn, MemType, Uop, UopLoop,
 };
 
-use crate::{Blocked, Counters, Dram, FuncSim, Limits, Memory, Queue, SimError};
+use crate::{Blocked, Counters, Dram, Fsim, FsimError, Limits, Memory, Queue};
 
 const BASE: u64 = 0x1000_0000;
 const DRAM_SIZE: usize = 4 << 20;
@@ -49,14 +49,14 @@ struct Rig {
     cfg: HwConfig,
     codec: Codec,
     dram: Dram,
-    sim: FuncSim,
+    sim: Fsim,
 }
 
 impl Rig {
     fn new(cfg: HwConfig) -> Self {
         Rig {
             codec: Codec::new(&cfg),
-            sim: FuncSim::new(&cfg),
+            sim: Fsim::new(&cfg),
             dram: Dram::new(BASE, DRAM_SIZE),
             cfg,
         }
@@ -96,11 +96,11 @@ impl Rig {
         Insn::Load(mem(MemType::Uop, 0, self.ea(MemType::Uop, off), 1, n, n))
     }
 
-    fn try_run(&mut self, insns: &[Insn]) -> Result<Counters, SimError> {
+    fn try_run(&mut self, insns: &[Insn]) -> Result<Counters, FsimError> {
         self.try_run_limited(insns, &Limits::default())
     }
 
-    fn try_run_limited(&mut self, insns: &[Insn], limits: &Limits) -> Result<Counters, SimError> {
+    fn try_run_limited(&mut self, insns: &[Insn], limits: &Limits) -> Result<Counters, FsimError> {
         let stream = self.codec.encode_stream(insns).unwrap();
         self.dram.write(BASE + INSN_OFF, &stream).unwrap();
         self.sim
@@ -417,7 +417,7 @@ fn gemm_matches_reference(cfg: HwConfig) {
     ]);
     // Reference from the loaded data.
     let sim0 = {
-        let mut s = FuncSim::new(&cfg);
+        let mut s = Fsim::new(&cfg);
         let mut d = r.dram.clone();
         let insns = [
             Insn::Load(mem(
@@ -1022,7 +1022,7 @@ fn deadlock_lists_every_module_and_queue() {
     let t = std::time::Instant::now();
     let e = r.try_run(&insns).unwrap_err();
     assert!(t.elapsed().as_secs_f64() < 1.0);
-    let SimError::Deadlock(d) = &e else {
+    let FsimError::Deadlock(d) = &e else {
         panic!("{e}")
     };
     assert!(matches!(d.modules[0].1, Blocked::Done { executed: 0 }));
@@ -1229,9 +1229,9 @@ fn decode_and_fetch_errors_name_the_instruction() {
     let mut stream = codec.encode_stream(&[finish(), finish()]).unwrap();
     stream[16] = 7; // opcode 7
     dram.write(BASE, &stream).unwrap();
-    let mut sim = FuncSim::new(&cfg);
+    let mut sim = Fsim::new(&cfg);
     let e = sim.run(&mut dram, BASE, 2, &Limits::default()).unwrap_err();
-    assert!(matches!(e, SimError::Decode(_)));
+    assert!(matches!(e, FsimError::Decode(_)));
     assert!(
         e.to_string()
             .starts_with("instruction 1 (byte offset 16): unknown opcode 7"),
@@ -1265,7 +1265,7 @@ fn decode_and_fetch_errors_name_the_instruction() {
         ])
         .unwrap();
     dram.write(BASE, &s).unwrap();
-    let e = FuncSim::new(&nomul)
+    let e = Fsim::new(&nomul)
         .run(&mut dram, BASE, 2, &Limits::default())
         .unwrap_err()
         .to_string();
@@ -1356,7 +1356,7 @@ fn fetch_is_chunked_and_indices_stay_global() {
     let mut stream = codec.encode_stream(&vec![finish(); 5000]).unwrap();
     stream[4321 * 16] = 6; // opcode 6, in the second 4096-instruction chunk
     dram.write(BASE, &stream).unwrap();
-    let mut sim = FuncSim::new(&cfg);
+    let mut sim = Fsim::new(&cfg);
     let e = sim
         .run(&mut dram, BASE, 5000, &Limits::default())
         .unwrap_err();
@@ -1365,5 +1365,5 @@ fn fetch_is_chunked_and_indices_stay_global() {
     let e = sim
         .run(&mut dram, BASE + 5000 * 16, u32::MAX, &Limits::default())
         .unwrap_err();
-    assert!(matches!(e, SimError::Fetch { .. }), "{e}");
+    assert!(matches!(e, FsimError::Fetch { .. }), "{e}");
 }

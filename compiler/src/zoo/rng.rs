@@ -1,10 +1,10 @@
-//! A small seeded generator (SplitMix64) with uniform and normal draws: deterministic on
-//! every platform, so a seed names one set of weights.
+//! Uniform and normal draws from the toolkit's seeded generator ([`isa::rng::Rng`]):
+//! deterministic on every platform, so a seed names one set of weights.
 
-/// SplitMix64 with Box-Muller normals.
+/// [`isa::rng::Rng`] with Box-Muller normals.
 #[derive(Debug, Clone)]
 pub struct Rng {
-    state: u64,
+    bits: isa::rng::Rng,
     /// The second value of the last Box-Muller pair.
     spare: Option<f32>,
 }
@@ -12,18 +12,14 @@ pub struct Rng {
 impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng {
-            state: seed,
+            bits: isa::rng::Rng::new(seed),
             spare: None,
         }
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.bits.next_u64()
     }
 
     /// Uniform in `[0, 1)` with 53 random bits.

@@ -120,7 +120,7 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
     let (bvalid, bready, bresp) = (a("bvalid"), a("bready"), a("bresp"));
 
     // Memories: the slave's and the client's expectation for region B.
-    let mem_a: Vec<u8> = (0..REGION).map(|_| rng.next() as u8).collect();
+    let mem_a: Vec<u8> = (0..REGION).map(|_| rng.next_u64() as u8).collect();
     let mut mem_b: Vec<u8> = vec![0; REGION as usize];
     let mut expect_b: Vec<u8> = vec![0; REGION as usize];
 
@@ -150,7 +150,7 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
         .map(|&(_, n)| {
             (0..n)
                 .map(|_| {
-                    let d: Vec<u8> = (0..bytes).map(|_| rng.next() as u8).collect();
+                    let d: Vec<u8> = (0..bytes).map(|_| rng.next_u64() as u8).collect();
                     let s = if rng.chance(70) {
                         if bytes == 64 {
                             u64::MAX

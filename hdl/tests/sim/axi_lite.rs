@@ -99,7 +99,7 @@ impl Bench {
     fn drive_inputs(&mut self) {
         for i in 0..self.specs.len() {
             if self.specs[i].kind == RegKind::ReadOnly {
-                self.inputs[i] = self.rng.next() as u32;
+                self.inputs[i] = self.rng.next_u64() as u32;
                 self.sim.set(self.regs[i], self.inputs[i] as u64);
             }
         }
@@ -265,7 +265,7 @@ fn axi_lite_regfile_matches_register_map() {
             _ => (b.rng.below(6) as u32) * 4,
         };
         if b.rng.chance(50) {
-            let data = b.rng.next() as u32;
+            let data = b.rng.next_u64() as u32;
             let strb = if b.rng.chance(60) {
                 0xf
             } else {

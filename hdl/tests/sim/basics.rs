@@ -188,7 +188,7 @@ fn wide_values() {
     let mut rng = Rng::new(3);
     let n = 7; // 32-bit words in 200 bits
     let rand = |rng: &mut Rng| -> Vec<u32> {
-        let mut v: Vec<u32> = (0..n).map(|_| rng.next() as u32).collect();
+        let mut v: Vec<u32> = (0..n).map(|_| rng.next_u64() as u32).collect();
         v[n - 1] &= 0xff;
         v
     };

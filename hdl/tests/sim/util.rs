@@ -1,4 +1,4 @@
-//! Shared helpers: the cache directory, model building with timing, a small PRNG.
+//! Shared helpers: the cache directory, model building with timing, the PRNG.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -40,32 +40,5 @@ pub fn build(top: Module) -> Model {
     model
 }
 
-/// xorshift64*: deterministic, seedable, good enough for stimulus.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    /// True with probability `p_percent` / 100.
-    pub fn chance(&mut self, p_percent: u64) -> bool {
-        self.below(100) < p_percent
-    }
-    pub fn bits(&mut self, width: u32) -> u64 {
-        if width >= 64 {
-            self.next()
-        } else {
-            self.next() & ((1u64 << width) - 1)
-        }
-    }
-}
+/// The toolkit's seeded generator: stimulus is reproducible from the seed in a failure.
+pub use isa::rng::Rng;

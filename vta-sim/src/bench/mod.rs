@@ -16,12 +16,12 @@ use isa::{
     AluInsn, AluOp, Codec, DepFlags, GemmInsn, HwConfig, Insn, MemInsn, MemType, Uop, UopLoop,
 };
 
-use crate::{Counters, Dram, FuncSim, Limits, SimError};
+use crate::{Counters, Dram, Fsim, FsimError, Limits};
 
 /// Physical address where the benchmark programs' memory starts.
 pub const BENCH_BASE: u64 = 0x1000_0000;
 
-/// A program placed in its own memory, ready for [`FuncSim::run`].
+/// A program placed in its own memory, ready for [`Fsim::run`].
 #[derive(Debug, Clone)]
 pub struct BenchProgram {
     pub name: &'static str,
@@ -262,8 +262,8 @@ impl Measured {
 }
 
 /// Runs `p` once on a fresh simulator and times it.
-pub fn measure(cfg: &HwConfig, p: &BenchProgram) -> Result<Measured, SimError> {
-    let mut sim = FuncSim::new(cfg);
+pub fn measure(cfg: &HwConfig, p: &BenchProgram) -> Result<Measured, FsimError> {
+    let mut sim = Fsim::new(cfg);
     let mut dram = p.dram.clone();
     let t = Instant::now();
     let counters = sim.run(&mut dram, p.insn_addr, p.insn_count, &Limits::unlimited())?;
@@ -322,7 +322,7 @@ impl fmt::Display for FsimFigures {
 }
 
 /// Builds both programs for `cfg`, runs each once (after a small warm-up) and times it.
-pub fn fsim(cfg: &HwConfig, size: BenchSize) -> Result<FsimFigures, SimError> {
+pub fn fsim(cfg: &HwConfig, size: BenchSize) -> Result<FsimFigures, FsimError> {
     measure(cfg, &gemm_program(cfg, 4))?;
     let gemm = measure(cfg, &gemm_program(cfg, size.gemm_insns))?;
     let alu = measure(cfg, &alu_program(cfg, size.alu_insns))?;

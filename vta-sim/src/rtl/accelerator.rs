@@ -61,9 +61,10 @@ enum Lite {
     },
 }
 
-/// Why a simulated run failed.
+/// What the harness found wrong with the accelerator in a run: its AXI traffic, its error
+/// flag, its identity.
 #[derive(Debug, thiserror::Error)]
-pub enum SimError {
+pub enum AcceleratorError {
     /// The accelerator broke an AXI rule, or accessed memory outside the model.
     #[error("AXI protocol violations: {}", .0.join("; "))]
     Protocol(Vec<String>),
@@ -331,9 +332,9 @@ impl<M: Monitor> Accelerator<M> {
 
     /// Checks VERSION and the ISA hash against `cfg` (what a driver does before running a
     /// program built for `cfg`: [`regs::check_identity`]).
-    pub fn check_identity(&mut self, cfg: &HwConfig) -> Result<(), SimError> {
+    pub fn check_identity(&mut self, cfg: &HwConfig) -> Result<(), AcceleratorError> {
         let Ok(r) = regs::check_identity(self, cfg);
-        r.map_err(SimError::Identity)
+        r.map_err(AcceleratorError::Identity)
     }
 
     /// Every register as `NAME=value`, for messages.
@@ -349,7 +350,11 @@ impl<M: Monitor> Accelerator<M> {
     /// Completes a run that reached DONE (started at cycle `t0`, the first write of
     /// [`regs::run`]): lets the memory drain, then checks for AXI violations and CONTROL's
     /// error bit. For drivers of their own [`regs::Host`] over this accelerator.
-    pub fn finish(&mut self, done: regs::Completion, t0: u64) -> Result<RunResult, SimError> {
+    pub fn finish(
+        &mut self,
+        done: regs::Completion,
+        t0: u64,
+    ) -> Result<RunResult, AcceleratorError> {
         // Writes are answered before DONE; let anything else drain.
         for _ in 0..1000 {
             if self.mem.idle() {
@@ -359,11 +364,11 @@ impl<M: Monitor> Accelerator<M> {
         }
         let violations = self.mem.take_violations();
         if !violations.is_empty() {
-            return Err(SimError::Protocol(violations));
+            return Err(AcceleratorError::Protocol(violations));
         }
         if done.control & regs::CONTROL_ERROR != 0 {
             let status = self.status();
-            return Err(SimError::Fault {
+            return Err(AcceleratorError::Fault {
                 control: done.control,
                 status,
             });

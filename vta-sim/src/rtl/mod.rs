@@ -28,7 +28,7 @@ mod watch;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use accelerator::{Accelerator, SimError};
+use accelerator::{Accelerator, AcceleratorError};
 use hdl::verilator::BuildError;
 use hdl::widgets::axi4_memory::AxiMemory;
 use isa::{Codec, HwConfig, Insn, INSN_BYTES};
@@ -75,7 +75,7 @@ pub enum RtlError {
     /// The accelerator broke an AXI rule, accessed memory outside the model, or reported an
     /// error (a micro-op index past its buffer, an AXI error response).
     #[error("{0}")]
-    Sim(SimError),
+    Accelerator(AcceleratorError),
     /// The hardware's counters disagree with the instruction stream.
     #[error("hardware counter mismatch: {0}")]
     Counters(String),
@@ -224,7 +224,7 @@ impl RtlSim {
         );
         let watch = Watch::new(&m);
         let mut acc = Accelerator::with_monitor(m, cfg, mem, watch);
-        acc.check_identity(cfg).map_err(RtlError::Sim)?;
+        acc.check_identity(cfg).map_err(RtlError::Accelerator)?;
         Ok(RtlSim {
             acc,
             cfg: cfg.clone(),
@@ -346,7 +346,7 @@ impl RtlSim {
         let host_cycles = self.acc.cycles() - t0;
         let res = self.acc.finish(done, t0).map_err(|e| {
             self.dirty = true;
-            RtlError::Sim(e)
+            RtlError::Accelerator(e)
         })?;
         let reg = |n: &str| res.get(n).unwrap_or(0);
         // CYCLES wraps at 2^32; the host's count (a few cycles more) gives the high bits.

@@ -10,7 +10,7 @@ use isa::{
 };
 
 use crate::counters::Counters;
-use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
+use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
 use crate::kernels::{self, Loop, Shape};
 use crate::mem::Memory;
 use isa::lanes;
@@ -20,7 +20,7 @@ use isa::lanes;
 /// Scratchpads (INP, WGT, ACC, UOP) persist across runs, as on hardware; they start zeroed.
 /// The OUT buffer is not stored: by the spec it always equals the low OUT_WIDTH bits of each
 /// ACC lane, so STORE derives it from ACC.
-pub struct FuncSim {
+pub struct Fsim {
     cfg: HwConfig,
     codec: Codec,
     sh: Shape,
@@ -122,7 +122,7 @@ struct ModState {
     owed: [Option<Queue>; 2],
 }
 
-impl FuncSim {
+impl Fsim {
     /// A simulator with zeroed scratchpads.
     pub fn new(cfg: &HwConfig) -> Self {
         let depth = Depths {
@@ -145,7 +145,7 @@ impl FuncSim {
             acc_shift: 32 - cfg.acc_width(),
             log_acc_width: cfg.log_acc_width,
         };
-        FuncSim {
+        Fsim {
             cfg: cfg.clone(),
             codec: Codec::new(cfg),
             sh,
@@ -212,7 +212,7 @@ impl FuncSim {
         insn_addr: u64,
         insn_count: u32,
         limits: &Limits,
-    ) -> Result<Counters, SimError> {
+    ) -> Result<Counters, FsimError> {
         // Fetch in chunks so that a bogus count faults at the end of memory instead of
         // allocating for all of it up front.
         const CHUNK: u64 = 4096;
@@ -223,17 +223,17 @@ impl FuncSim {
             let n = CHUNK.min(u64::from(insn_count) - done);
             bytes.resize(n as usize * INSN_BYTES, 0);
             mem.read(insn_addr + done * INSN_BYTES as u64, &mut bytes)
-                .map_err(|fault| SimError::Fetch {
+                .map_err(|fault| FsimError::Fetch {
                     addr: insn_addr,
                     count: insn_count,
                     fault,
                 })?;
             let chunk = self.codec.decode_stream(&bytes).map_err(|e| match e {
-                StreamError::At { index, source } => SimError::Decode(StreamError::At {
+                StreamError::At { index, source } => FsimError::Decode(StreamError::At {
                     index: index + done as usize,
                     source,
                 }),
-                other => SimError::Decode(other),
+                other => FsimError::Decode(other),
             })?;
             insns.extend(chunk);
             done += n;
@@ -247,7 +247,7 @@ impl FuncSim {
         mem: &mut dyn Memory,
         insns: &[Insn],
         limits: &Limits,
-    ) -> Result<Counters, SimError> {
+    ) -> Result<Counters, FsimError> {
         let start = Instant::now();
         // Static checks: encodable under the config, legal flags, a FINISH without pushes.
         let mut flags = Vec::with_capacity(insns.len());
@@ -259,9 +259,9 @@ impl FuncSim {
         for (index, insn) in insns.iter().enumerate() {
             self.codec
                 .check(insn)
-                .map_err(|source| SimError::Decode(StreamError::At { index, source }))?;
+                .map_err(|source| FsimError::Decode(StreamError::At { index, source }))?;
             let module = insn.module();
-            let f = flag_queues(module, insn).map_err(|flag| SimError::IllegalFlag {
+            let f = flag_queues(module, insn).map_err(|flag| FsimError::IllegalFlag {
                 index,
                 insn: describe(insn),
                 module,
@@ -272,7 +272,7 @@ impl FuncSim {
                     .into_iter()
                     .find(|&f| d.get(f))
                 {
-                    return Err(SimError::FinishPush {
+                    return Err(FsimError::FinishPush {
                         index,
                         flag: flag.name(),
                     });
@@ -282,7 +282,7 @@ impl FuncSim {
             mods[module_index(module)].insns.push(index);
         }
         if !insns.iter().any(|i| matches!(i, Insn::Finish(_))) {
-            return Err(SimError::NoFinish { count: insns.len() });
+            return Err(FsimError::NoFinish { count: insns.len() });
         }
 
         let cap = self.cfg.token_queue_depth;
@@ -319,7 +319,7 @@ impl FuncSim {
                         _ => 0,
                     };
                     if steps.saturating_add(cost) > limits.max_steps {
-                        return Err(SimError::StepLimit {
+                        return Err(FsimError::StepLimit {
                             limit: limits.max_steps,
                             index,
                             insn: describe(insn),
@@ -329,7 +329,7 @@ impl FuncSim {
                     }
                     if let Some(limit) = limits.max_time {
                         if start.elapsed() > limit {
-                            return Err(SimError::Timeout {
+                            return Err(FsimError::Timeout {
                                 limit,
                                 index,
                                 insn: describe(insn),
@@ -353,7 +353,7 @@ impl FuncSim {
                         return self.finish_check(insns, index, &mods, &tokens).map(|()| c);
                     }
                     self.execute(mem, insn, &mut c)
-                        .map_err(|fault| SimError::At {
+                        .map_err(|fault| FsimError::At {
                             index,
                             insn: describe(insn),
                             fault,
@@ -373,7 +373,7 @@ impl FuncSim {
         index: usize,
         mods: &[ModState; 3],
         tokens: &[u32; 4],
-    ) -> Result<(), SimError> {
+    ) -> Result<(), FsimError> {
         let mut problems = Vec::new();
         for (m, st) in Module::ALL.iter().zip(mods) {
             let left = &st.insns[st.pos..];
@@ -426,7 +426,7 @@ impl FuncSim {
         if problems.is_empty() {
             Ok(())
         } else {
-            Err(SimError::Unfinished { index, problems })
+            Err(FsimError::Unfinished { index, problems })
         }
     }
 
@@ -436,7 +436,7 @@ impl FuncSim {
         mods: &[ModState; 3],
         tokens: [u32; 4],
         cap: u32,
-    ) -> SimError {
+    ) -> FsimError {
         let modules = Module::ALL
             .iter()
             .zip(mods)
@@ -470,7 +470,7 @@ impl FuncSim {
                 (m, blocked)
             })
             .collect();
-        SimError::Deadlock(Box::new(Deadlock {
+        FsimError::Deadlock(Box::new(Deadlock {
             modules,
             tokens,
             capacity: cap,
