@@ -122,6 +122,33 @@ fn deadlocked_program_fails_with_a_diagnosis() {
 }
 
 #[test]
+fn check_races_catches_a_missing_token() {
+    // The example without its load -> compute token still gives the right bytes on fsim (which
+    // happens to run load first), but the GEMM may read INP before the load wrote it.
+    let src = std::fs::read_to_string(example()).unwrap();
+    let racy = src
+        .replace("stride=1 push_next\n; compute", "stride=1\n; compute")
+        .replace("wgt=0,0 pop_prev", "wgt=0,0");
+    assert_ne!(racy, src);
+    let dir = scratch("sim_races");
+    std::fs::write(dir.join("racy.vasm"), &racy).unwrap();
+    ok(vta_in(&dir, &["sim", "racy.vasm"]));
+    ok(vta(&["sim", example().to_str().unwrap(), "--check-races"]));
+    let e = fails(vta_in(&dir, &["sim", "racy.vasm", "--check-races"]));
+    assert!(
+        e.contains("race on INP row 0")
+            && e.contains("LOAD inp, load module")
+            && e.contains("GEMM"),
+        "{e}"
+    );
+    let e = fails(vta_in(
+        &dir,
+        &["sim", "racy.vasm", "--check-races", "--backend", "rtl"],
+    ));
+    assert!(e.contains("--backend fsim"), "{e}");
+}
+
+#[test]
 fn step_limit_stops_a_run() {
     let e = fails(vta(&[
         "sim",

@@ -508,7 +508,7 @@ fn differential(preset: &str, programs: u64) {
         let p = program(&cfg, seed ^ cfg.isa_hash());
         let t = timing(&mut tr);
         rtl.sim_mut().set_timing(t);
-        let want = run(&mut FsimDevice::new(&cfg), &p)
+        let want = run(&mut FsimDevice::checking_races(&cfg), &p)
             .unwrap_or_else(|e| panic!("{preset} program {seed}: fsim refused it: {e}"));
         let got = run(&mut rtl, &p).unwrap_or_else(|e| {
             panic!(

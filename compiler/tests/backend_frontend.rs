@@ -80,7 +80,7 @@ fn every_accelerator_step_of_the_tiny_cnn_is_exact() {
                         }
                     };
                     let views: Vec<_> = ins.iter().map(|a| a.view()).collect();
-                    let mut dev = FsimDevice::new(&cfg);
+                    let mut dev = FsimDevice::checking_races(&cfg);
                     let (out, _) = lp.run_all(&mut dev, &views, RunTimeout::default()).unwrap();
                     let want = nchw(trace.get(step.outputs[0]).unwrap());
                     assert_eq!(

@@ -167,7 +167,7 @@ pub fn run(
     lp: &LayerProgram,
     inputs: &[ArrayView4<i8>],
 ) -> (Vec<Array4<i8>>, RunReport) {
-    let mut dev = FsimDevice::new(cfg);
+    let mut dev = FsimDevice::checking_races(cfg);
     lp.run_all(&mut dev, inputs, RunTimeout::default())
         .unwrap_or_else(|e| panic!("{cfg}: run failed: {e}"))
 }

@@ -109,7 +109,7 @@ fn refused_layer_runs_on_the_cpu_exactly() {
     assert!(m.layer_report().contains("CPU: layer 'wide_maxpool'"));
 
     let m = Model::from_bytes(&m.to_bytes().unwrap(), "wide.vtab").unwrap();
-    let mut dev = FsimDevice::new(&small);
+    let mut dev = FsimDevice::checking_races(&small);
     let inputs = [Tensor::F32(x.clone())];
     let r = m.run(&mut dev, &inputs).unwrap();
     let l = r.layers.iter().find(|l| l.kind == "QMaxPool").unwrap();

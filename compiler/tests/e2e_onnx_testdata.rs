@@ -55,7 +55,7 @@ fn onnx_quantized_operator_cases_run_exactly() {
             inputs.push(load_tensor_pb(&p).unwrap().1);
         }
         let (_, want) = load_tensor_pb(&d.join("test_data_set_0/output_0.pb")).unwrap();
-        let mut dev = FsimDevice::new(&cfg);
+        let mut dev = FsimDevice::checking_races(&cfg);
         let r = m.run(&mut dev, &inputs).unwrap();
         assert_eq!(r.outputs[0], want, "{case}");
         assert!(r.layers.iter().all(|l| l.place == Place::Cpu), "{case}");

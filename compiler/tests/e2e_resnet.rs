@@ -56,7 +56,7 @@ fn resnet18_runs_bit_exact_on_fsim() {
     let bytes = m.to_bytes().unwrap();
     let m = Model::from_bytes(&bytes, "resnet18.vtab").unwrap();
 
-    let mut dev = FsimDevice::new(&cfg);
+    let mut dev = FsimDevice::checking_races(&cfg);
     let inputs = [Tensor::F32(x.clone())];
     let r = m.run(&mut dev, &inputs).unwrap();
     assert_eq!(

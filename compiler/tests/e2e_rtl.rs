@@ -58,7 +58,7 @@ fn rtl(cfg: &isa::HwConfig) -> RtlDevice {
 fn on_rtl(preset: &str, digits: usize) {
     let cfg = isa::HwConfig::preset(preset).unwrap();
     let m = compile(&cfg);
-    let mut fsim = FsimDevice::new(&cfg);
+    let mut fsim = FsimDevice::checking_races(&cfg);
     let mut dev = rtl(&cfg);
     let mut wanted = Vec::new();
     for (i, x) in images(digits).into_iter().enumerate() {

@@ -59,7 +59,7 @@ fn compile(model: &str, cfg: &str) -> Compiled {
 /// Runs `n` test images on fsim, checks every run against the integer reference, and
 /// returns the output scores.
 fn run_checked(m: &Model, n: usize) -> Vec<Vec<f32>> {
-    let mut dev = FsimDevice::new(&m.config);
+    let mut dev = FsimDevice::checking_races(&m.config);
     images()
         .into_iter()
         .take(n)
@@ -161,7 +161,7 @@ fn consecutive_accelerator_layers_run_as_one_launch() {
     // Quantize | conv, pool, dw, pw, add, conv, gap | Flatten | dense | Dequantize, Softmax
     let steps: Vec<Vec<usize>> = m.launches.iter().map(|l| l.steps.clone()).collect();
     assert_eq!(steps, vec![(1..=7).collect::<Vec<_>>(), vec![9]]);
-    let mut dev = FsimDevice::new(&m.config);
+    let mut dev = FsimDevice::checking_races(&m.config);
     let x = images().swap_remove(0);
     let r = m.run(&mut dev, &[x]).unwrap();
     assert_eq!(r.layers.len(), m.plan.steps.len());
@@ -197,7 +197,7 @@ fn consecutive_accelerator_layers_run_as_one_launch() {
 fn activations_stay_on_the_device_between_layers() {
     let m = compile("tiny_cnn.onnx", "default");
     let cfg = &m.config;
-    let mut dev = FsimDevice::new(cfg);
+    let mut dev = FsimDevice::checking_races(cfg);
     let mut loaded = m.load(&mut dev, LoadOptions::default()).unwrap();
     let xs = images();
     let a = loaded.run(&xs[..1]).unwrap();
@@ -228,7 +228,9 @@ fn activations_stay_on_the_device_between_layers() {
         .sum();
     assert!((a.memory.arena as usize) < all, "{:?} vs {all}", a.memory);
     // Same results as a run that keeps every intermediate (and is checked layer by layer).
-    let full = m.run(&mut FsimDevice::new(cfg), &xs[1..2]).unwrap();
+    let full = m
+        .run(&mut FsimDevice::checking_races(cfg), &xs[1..2])
+        .unwrap();
     assert!(m.check(&xs[1..2], &full).unwrap().is_exact());
     assert_eq!(b.outputs, full.outputs);
 }
@@ -241,7 +243,7 @@ fn a_launch_per_layer_gives_per_layer_counters_and_the_same_results() {
     assert!(m.launches.iter().all(|l| l.steps.len() == 1));
     let x = images().swap_remove(3);
     let r = m
-        .run(&mut FsimDevice::new(&m.config), &[x.clone()])
+        .run(&mut FsimDevice::checking_races(&m.config), &[x.clone()])
         .unwrap();
     for l in &r.launches {
         let kind = &m.plan.steps[l.steps[0]].kind_name();
@@ -250,7 +252,9 @@ fn a_launch_per_layer_gives_per_layer_counters_and_the_same_results() {
             assert!(l.get("gemm_uops").unwrap() > 0, "{kind}");
         }
     }
-    let g = grouped.run(&mut FsimDevice::new(&m.config), &[x]).unwrap();
+    let g = grouped
+        .run(&mut FsimDevice::checking_races(&m.config), &[x])
+        .unwrap();
     assert_eq!(r.outputs, g.outputs);
     // A tensor one launch writes and the next reads in the same layout stays on the device,
     // so the host copies no more than with grouped launches (keeping every intermediate, it
@@ -262,7 +266,7 @@ fn a_launch_per_layer_gives_per_layer_counters_and_the_same_results() {
 #[test]
 fn check_reports_the_first_mismatch() {
     let m = compile("tiny_cnn.onnx", "default");
-    let mut dev = FsimDevice::new(&m.config);
+    let mut dev = FsimDevice::checking_races(&m.config);
     let inputs = [images().swap_remove(1)];
     let mut r = m.run(&mut dev, &inputs).unwrap();
     let c = m.check(&inputs, &r).unwrap();
@@ -404,4 +408,69 @@ fn compiled_model_file_rejects_bad_files() {
     bad.launches[1].outputs[0] = bad.launches[0].outputs[0];
     let e = err(&bad.to_bytes().unwrap());
     assert!(e.contains("launch 1:"), "{e}");
+}
+
+/// `program` without the `k`-th token on `q`: the flag of its k-th push and of its k-th pop
+/// cleared (the queue stays balanced, so only the ordering is lost).
+fn without_token(program: &isa::Program, q: isa::Queue, k: usize) -> Option<isa::Program> {
+    use isa::tokens::{route, DepFlag};
+    let mut p = program.clone();
+    let mut cleared = [false; 2];
+    for (push, slot) in [(true, 0), (false, 1)] {
+        let mut n = 0;
+        for insn in &mut p.insns {
+            let module = insn.module();
+            let flag = DepFlag::ALL.into_iter().find(|&f| {
+                f.is_push() == push && insn.deps().get(f) && route(module, f) == Some(q)
+            });
+            if let Some(f) = flag {
+                if n == k {
+                    insn.deps_mut().set(f, false);
+                    cleared[slot] = true;
+                    break;
+                }
+                n += 1;
+            }
+        }
+    }
+    (cleared == [true, true]).then_some(p)
+}
+
+#[test]
+fn the_race_detector_catches_every_dropped_barrier_token() {
+    let m = compile("tiny_cnn.onnx", "default");
+    let program = &m.launches[0].program.program;
+    let run = |p: &isa::Program| {
+        let mut dev = FsimDevice::checking_races(&m.config);
+        drivers::run_program(&mut dev, p, &[], drivers::RunTimeout::default())
+    };
+    run(program).expect("the compiled program is race-free");
+    // Drop each token in turn; count the mutants the detector refuses.
+    let (mut caught, mut total) = (0, 0);
+    let mut uncaught = Vec::new();
+    for q in isa::Queue::ALL {
+        for k in 0.. {
+            let Some(p) = without_token(program, q, k) else {
+                break;
+            };
+            total += 1;
+            match run(&p) {
+                Err(e) if e.to_string().contains("race on") => caught += 1,
+                Err(e) => panic!("{q:?} #{k}: not a race: {e}"),
+                Ok(_) => uncaught.push(format!("{q:?} #{k}")),
+            }
+        }
+    }
+    assert!(total >= 20, "{total} tokens");
+    // Tokens that only bound the queues' depth or order the FINISH drain are not needed for
+    // data, so not every dropped token is a race; but the detector must catch most, and
+    // every store -> compute token here orders a layer's stores before the next layer.
+    assert!(
+        caught * 2 > total,
+        "{caught} of {total} caught; missed {uncaught:?}"
+    );
+    assert!(
+        !uncaught.iter().any(|u| u.starts_with("S2g")),
+        "missed {uncaught:?}"
+    );
 }

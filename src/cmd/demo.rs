@@ -85,7 +85,7 @@ pub fn run(a: DemoArgs) -> Result<String> {
         &[model.plan.values[v].fact.clone()],
     )
     .map_err(|e| anyhow!("embedded test digits: {e}"))?;
-    let mut dev = device(&a.backend, &cfg, &a.rtl)?;
+    let mut dev = device(&a.backend, &cfg, &a.rtl, true)?;
     let Samples {
         outputs,
         total,
@@ -124,7 +124,8 @@ pub fn run(a: DemoArgs) -> Result<String> {
     if let Some((layers, accel, elements)) = checked {
         writeln!(
             text,
-            "bit-exact against the integer reference: {n} digits x {layers} layers ({accel} on the accelerator), {elements} elements"
+            "bit-exact against the integer reference: {n} digits x {layers} layers ({accel} on the accelerator), {elements} elements{}",
+            super::run::race_free(&a.backend)
         )?;
     }
     writeln!(

@@ -18,9 +18,16 @@ use vta_sim::FsimDevice;
 
 pub use super::sim::{Backend, RtlArgs, BACKEND_HELP};
 
-/// A device of `backend` for `cfg` (a remote one must implement its ISA).
-pub fn device(backend: &Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> Result<Box<dyn Device>> {
+/// A device of `backend` for `cfg` (a remote one must implement its ISA); `checking` makes
+/// the functional simulator check every run for token races.
+pub fn device(
+    backend: &Backend,
+    cfg: &isa::HwConfig,
+    rtl: &RtlArgs,
+    checking: bool,
+) -> Result<Box<dyn Device>> {
     Ok(match backend {
+        Backend::Fsim if checking => Box::new(FsimDevice::checking_races(cfg)),
         Backend::Fsim => Box::new(FsimDevice::new(cfg)),
         Backend::Rtl => Box::new(rtl.device(cfg, false)?),
         Backend::Remote(addr) => Box::new(super::sim::connect_remote(addr, cfg)?),
@@ -46,7 +53,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE|PRESET")]
     config: Option<String>,
     /// Also run the integer reference executor and compare every layer's output with it;
-    /// fails at the first mismatching layer and element
+    /// fails at the first mismatching layer and element. On fsim, also check that the
+    /// dependency tokens order every conflicting pair of memory accesses (no races)
     #[arg(long)]
     check: bool,
     /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
@@ -246,7 +254,7 @@ pub fn run(a: RunArgs) -> Result<String> {
             model.plan.outputs.len()
         );
     }
-    let mut dev = device(&a.backend, &model.config, &a.rtl)?;
+    let mut dev = device(&a.backend, &model.config, &a.rtl, a.check)?;
 
     let Samples {
         outputs,
@@ -330,8 +338,17 @@ pub fn run(a: RunArgs) -> Result<String> {
         };
         writeln!(
             text,
-            "check: bit-exact{on}: {layers} layers ({accel} on the accelerator), {elements} elements compared with the integer reference"
+            "check: bit-exact{on}: {layers} layers ({accel} on the accelerator), {elements} elements compared with the integer reference{}",
+            race_free(&a.backend)
         )?;
     }
     Ok(text)
+}
+
+/// What a check on `backend` adds: on fsim, every launch was checked for token races.
+pub fn race_free(backend: &Backend) -> &'static str {
+    match backend {
+        Backend::Fsim => "; no token races (every conflicting access ordered by tokens)",
+        _ => "",
+    }
 }

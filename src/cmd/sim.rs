@@ -221,6 +221,10 @@ pub struct SimArgs {
     /// micro-ops)
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
+    /// fsim: fail the run if two modules access the same scratchpad row or DRAM bytes (one
+    /// of them writing) in an order no dependency token enforces
+    #[arg(long)]
+    check_races: bool,
     /// RTL: stop a run after this many clock cycles
     #[arg(long, value_name = "N")]
     max_cycles: Option<u64>,
@@ -365,6 +369,9 @@ pub fn run(a: SimArgs) -> Result<String> {
             ("--trace", a.trace.is_some()),
         ],
     )?;
+    if a.check_races && a.backend != Backend::Fsim {
+        bail!("--check-races is a check of the functional simulator: use it with --backend fsim");
+    }
     if a.backend == Backend::Rtl && a.max_steps.is_some() {
         bail!("--max-steps counts functional-simulator steps; the RTL backend's bound is --max-cycles");
     }
@@ -373,6 +380,7 @@ pub fn run(a: SimArgs) -> Result<String> {
     let mut fsim: Option<FsimDevice> = None;
     let mut remote: Option<RemoteDevice> = None;
     let dev: &mut dyn Device = match &a.backend {
+        Backend::Fsim if a.check_races => fsim.insert(FsimDevice::checking_races(&cfg)),
         Backend::Fsim => fsim.insert(FsimDevice::new(&cfg)),
         Backend::Remote(addr) => {
             let d = remote.insert(connect_remote(addr, &cfg)?);

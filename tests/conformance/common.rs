@@ -132,7 +132,7 @@ pub fn block(cfg: &HwConfig, m: MemType) -> (usize, usize) {
 /// when it succeeds, also runs it on the RTL simulator and panics unless every output byte
 /// and every counter is the same.
 pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
-    let mut dev = FsimDevice::new(&p.config);
+    let mut dev = FsimDevice::checking_races(&p.config);
     let want = run_program(&mut dev, p, &[], RunTimeout::default()).map_err(|e| e.to_string())?;
     if rtl_enabled() {
         let mut rtl = rtl_device(&p.config);

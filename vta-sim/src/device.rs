@@ -37,6 +37,14 @@ impl FsimDevice {
         }
     }
 
+    /// A device for `cfg` whose runs check for races ([`crate::races`]): a pair of
+    /// conflicting accesses the dependency tokens do not order fails the run.
+    pub fn checking_races(cfg: &HwConfig) -> Self {
+        let mut d = Self::new(cfg);
+        d.sim.set_race_check(true);
+        d
+    }
+
     /// The simulator, to inspect scratchpads after a run.
     pub fn sim(&self) -> &Fsim {
         &self.sim

@@ -276,6 +276,18 @@ pub enum FsimError {
         needed: u64,
     },
     #[error(
+        "race on {location}: instruction {first} {first_access} it and instruction {second} \
+         {second_access} it, and no dependency token orders the two: on hardware either may \
+         come first. Make the second wait for the first through a token"
+    )]
+    Race {
+        location: String,
+        first: String,
+        first_access: &'static str,
+        second: String,
+        second_access: &'static str,
+    },
+    #[error(
         "time limit of {limit:?} exceeded before instruction {index} ({insn}); raise \
          Limits::max_time if the program is meant to run this long"
     )]
@@ -288,4 +300,28 @@ pub enum FsimError {
     Deadlock(Box<Deadlock>),
     #[error("FINISH (instruction {index}) retired, but {}", problems.join("; "))]
     Unfinished { index: usize, problems: Vec<String> },
+}
+
+impl FsimError {
+    /// The error for `race` in the stream `insns`.
+    pub(crate) fn race(race: &crate::races::Race, insns: &[isa::Insn]) -> FsimError {
+        let name = |(index, module, _): (usize, isa::Module, bool)| {
+            let what = insns.get(index).map_or_else(String::new, describe);
+            format!("{index} ({what}, {} module)", module.name())
+        };
+        let verb = |(_, _, write): (usize, isa::Module, bool)| {
+            if write {
+                "writes"
+            } else {
+                "reads"
+            }
+        };
+        FsimError::Race {
+            location: race.location.to_string(),
+            first: name(race.first),
+            first_access: verb(race.first),
+            second: name(race.second),
+            second_access: verb(race.second),
+        }
+    }
 }

@@ -13,6 +13,7 @@ use crate::counters::Counters;
 use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
 use crate::kernels::{self, Loop, Shape};
 use crate::mem::Memory;
+use crate::races::RaceDetector;
 use isa::lanes;
 
 /// Bit-exact, token-checked functional model of one accelerator config.
@@ -37,6 +38,8 @@ pub struct Fsim {
     row: Vec<u8>,
     /// Reused buffer of WGT lanes in natural order.
     lanes: Vec<i16>,
+    /// Check every run for races ([`crate::races`]).
+    check_races: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -156,7 +159,15 @@ impl Fsim {
             uop: vec![Uop::default(); depth.uop as usize],
             row: Vec::new(),
             lanes: Vec::new(),
+            check_races: false,
         }
+    }
+
+    /// Whether runs check that the dependency tokens order every pair of conflicting accesses
+    /// by different modules ([`crate::races`]); a race fails the run with
+    /// [`FsimError::Race`]. Off by default: it costs about as much as the simulation.
+    pub fn set_race_check(&mut self, on: bool) {
+        self.check_races = on;
     }
 
     pub fn config(&self) -> &HwConfig {
@@ -286,6 +297,7 @@ impl Fsim {
         }
 
         let cap = self.cfg.token_queue_depth;
+        let mut races = self.check_races.then(|| RaceDetector::new(&self.cfg));
         let mut tokens = [0u32; 4];
         let mut c = Counters::default();
         let mut steps = 0u64;
@@ -301,6 +313,9 @@ impl Fsim {
                                 tokens[q as usize] += 1;
                                 *slot = None;
                                 progress = true;
+                                if let Some(r) = &mut races {
+                                    r.push(Module::ALL[m], q);
+                                }
                             }
                         }
                     }
@@ -348,9 +363,34 @@ impl Fsim {
                         1 => c.compute_insns += 1,
                         _ => c.store_insns += 1,
                     }
+                    if let (Insn::Finish(_), Some(r)) = (insn, &mut races) {
+                        r.begin(Module::Compute, index, pops.iter().flatten().copied());
+                        let last = std::array::from_fn(|k| {
+                            mods[k].pos.checked_sub(1).map(|p| mods[k].insns[p])
+                        });
+                        r.finish(index, last);
+                        if let Some(race) = r.race() {
+                            return Err(FsimError::race(race, insns));
+                        }
+                    }
                     if let Insn::Finish(_) = insn {
                         c.macs = c.gemm_uops * self.cfg.macs_per_uop();
                         return self.finish_check(insns, index, &mods, &tokens).map(|()| c);
+                    }
+                    if let Some(r) = &mut races {
+                        let module = Module::ALL[m];
+                        r.begin(module, index, pops.iter().flatten().copied());
+                        let uops = match insn {
+                            Insn::Gemm(GemmInsn { lp, .. }) | Insn::Alu(AluInsn { lp, .. }) => self
+                                .uop
+                                .get(usize::from(lp.uop_bgn)..usize::from(lp.uop_end))
+                                .unwrap_or(&[]),
+                            _ => &[],
+                        };
+                        r.execute(module, insn, uops);
+                        if let Some(race) = r.race() {
+                            return Err(FsimError::race(race, insns));
+                        }
                     }
                     self.execute(mem, insn, &mut c)
                         .map_err(|fault| FsimError::At {

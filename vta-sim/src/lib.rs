@@ -21,6 +21,7 @@ mod error;
 mod fsim;
 mod kernels;
 mod mem;
+pub mod races;
 #[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
 

@@ -1367,3 +1367,127 @@ fn fetch_is_chunked_and_indices_stay_global() {
         .unwrap_err();
     assert!(matches!(e, FsimError::Fetch { .. }), "{e}");
 }
+
+// ---------------------------------------------------------------------------------- races
+
+/// A rig whose runs check for races; micro-op (0, 0, 0) loaded at offset 0.
+fn race_rig() -> Rig {
+    let mut r = Rig::new(HwConfig::default());
+    r.sim.set_race_check(true);
+    r.put_uops(0, &[(0, 0, 0)]);
+    r
+}
+
+fn race_of(r: &mut Rig, insns: &[Insn]) -> Option<String> {
+    match r.try_run(insns) {
+        Ok(_) => None,
+        Err(e @ FsimError::Race { .. }) => Some(e.to_string()),
+        Err(e) => panic!("not a race: {e}"),
+    }
+}
+
+#[test]
+fn a_gemm_reading_an_unsynchronized_load_is_a_race() {
+    let mut r = race_rig();
+    let inp = r.ea(MemType::Inp, 4096);
+    let wgt = r.ea(MemType::Wgt, 8192);
+    let uops = r.load_uops(0, 1);
+    let prog = |sync: bool| {
+        let flags = |f: &'static str| if sync { f } else { "" };
+        vec![
+            uops,
+            with(Insn::Load(mem(MemType::Inp, 0, inp, 1, 1, 1)), ""),
+            with(
+                Insn::Load(mem(MemType::Wgt, 0, wgt, 1, 1, 1)),
+                flags("push_next"),
+            ),
+            with(gemm(lp(false, (0, 1), (1, 1))), flags("pop_prev")),
+            finish(),
+        ]
+    };
+    let e = race_of(&mut r, &prog(false)).expect("the race is found");
+    assert!(
+        e.contains("race on INP row 0")
+            && e.contains("load module")
+            && e.contains("compute module"),
+        "{e}"
+    );
+    assert_eq!(race_of(&mut r, &prog(true)), None);
+}
+
+#[test]
+fn reloading_a_buffer_a_gemm_still_reads_is_a_race() {
+    // Load INP, signal compute, load INP again at once: the second load may overwrite the row
+    // before the GEMM reads it, unless it waits for compute's "buffer free" token.
+    let mut r = race_rig();
+    let inp = r.ea(MemType::Inp, 4096);
+    let uops = r.load_uops(0, 1);
+    let prog = |sync: bool| {
+        vec![
+            uops,
+            with(Insn::Load(mem(MemType::Inp, 0, inp, 1, 1, 1)), "push_next"),
+            with(
+                Insn::Load(mem(MemType::Inp, 0, inp, 1, 1, 1)),
+                if sync {
+                    "pop_next push_next"
+                } else {
+                    "push_next"
+                },
+            ),
+            with(
+                gemm(lp(false, (0, 1), (1, 1))),
+                if sync {
+                    "pop_prev push_prev"
+                } else {
+                    "pop_prev"
+                },
+            ),
+            with(gemm(lp(false, (0, 1), (1, 1))), "pop_prev"),
+            finish(),
+        ]
+    };
+    let e = race_of(&mut r, &prog(false)).expect("the race is found");
+    assert!(e.contains("race on INP row 0"), "{e}");
+    assert_eq!(race_of(&mut r, &prog(true)), None);
+}
+
+#[test]
+fn loading_what_a_store_writes_needs_a_token_chain() {
+    // compute -> store writes DRAM; a LOAD of the same bytes must wait for the store
+    // (store -> compute -> load), or it may read them before or after the store.
+    let mut r = race_rig();
+    let out = r.ea(MemType::Out, 4096);
+    let inp = r.ea(MemType::Inp, 4096);
+    let uops = r.load_uops(0, 1);
+    let prog = |sync: bool| {
+        let mut p = vec![
+            uops,
+            with(
+                alu(AluOp::Add, Some(1), lp(false, (0, 1), (1, 1))),
+                "push_next",
+            ),
+            with(
+                Insn::Store(mem(MemType::Out, 0, out, 1, 1, 1)),
+                "pop_prev push_prev",
+            ),
+        ];
+        if sync {
+            p.push(with(gemm(lp(true, (0, 1), (1, 1))), "pop_next push_prev"));
+            p.push(with(
+                Insn::Load(mem(MemType::Inp, 0, inp, 1, 1, 1)),
+                "pop_next push_next",
+            ));
+            p.push(with(finish(), "pop_prev"));
+        } else {
+            p.push(with(
+                Insn::Load(mem(MemType::Inp, 0, inp, 1, 1, 1)),
+                "push_next",
+            ));
+            p.push(with(finish(), "pop_prev pop_next"));
+        }
+        p
+    };
+    let e = race_of(&mut r, &prog(false)).expect("the race is found");
+    assert!(e.contains("race on DRAM bytes"), "{e}");
+    assert_eq!(race_of(&mut r, &prog(true)), None);
+}
