@@ -118,8 +118,8 @@ impl RaceDetector {
         let mi = module_index(m);
         for q in pops {
             if let Some(c) = self.pushed[q as usize].pop_front() {
-                for k in 0..3 {
-                    self.clocks[mi][k] = self.clocks[mi][k].max(c[k]);
+                for (mine, theirs) in self.clocks[mi].iter_mut().zip(c) {
+                    *mine = (*mine).max(theirs);
                 }
             }
         }
