@@ -13,7 +13,6 @@
 //! implement [`drivers::Device`].
 
 pub mod bench;
-mod counters;
 mod device;
 #[cfg(test)]
 mod device_tests;
@@ -24,8 +23,9 @@ mod mem;
 pub mod rtl;
 mod sim;
 
-pub use counters::Counters;
+// The spec's counters are shared by every backend, so they live in the device HAL.
 pub use device::FsimDevice;
+pub use drivers::Counters;
 pub use error::{describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
 pub use mem::{Access, Dram, MemFault, Memory};
 pub use sim::FuncSim;

@@ -9,10 +9,10 @@ use isa::{
     AluInsn, Codec, GemmInsn, HwConfig, Insn, MemInsn, MemType, Module, StreamError, Uop, UopLoop,
 };
 
-use crate::counters::Counters;
 use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
 use crate::kernels::{self, Loop, Shape};
 use crate::mem::Memory;
+use crate::Counters;
 use isa::lanes;
 
 /// Bit-exact, token-checked functional model of one accelerator config.
