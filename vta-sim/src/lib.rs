@@ -23,8 +23,8 @@ mod mem;
 pub mod rtl;
 mod sim;
 
-// The spec's counters are shared by every backend, so they live in the device HAL.
 pub use device::FsimDevice;
+// The spec's counters are shared by every backend, so they live in the device HAL.
 pub use drivers::Counters;
 pub use error::{describe, Blocked, Deadlock, Fault, Limits, Queue, SimError};
 pub use mem::{Access, Dram, MemFault, Memory};
