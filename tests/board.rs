@@ -230,12 +230,11 @@ fn a_run_that_times_out_leaves_the_device_usable() {
     assert_eq!(dev.allocator().live(), 0);
 }
 
-#[test]
-fn a_compiled_model_runs_bit_exact_with_fsim() {
-    let dir = cli::scratch("board-model");
+/// The tiny CNN compiled into `dir/tiny.vtab` by the `vta` binary, read back.
+fn compiled_tiny(dir: &Path) -> vta_runtime::Model {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("compiler/tests/data");
     cli::ok(cli::vta_in(
-        &dir,
+        dir,
         &[
             "compile",
             &data.join("tiny_cnn.onnx").display().to_string(),
@@ -245,26 +244,99 @@ fn a_compiled_model_runs_bit_exact_with_fsim() {
             "tiny.vtab",
         ],
     ));
-    let cfg = HwConfig::default();
     let bytes = std::fs::read(dir.join("tiny.vtab")).unwrap();
-    let model = vta_runtime::file::read(&bytes, Some(&cfg)).unwrap();
+    vta_runtime::file::read(&bytes, None).unwrap()
+}
+
+/// The first `n` test digits as runs of the model.
+fn digit_runs(model: &vta_runtime::Model, n: usize) -> Vec<Vec<vta_runtime::Tensor>> {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("compiler/tests/data");
     let digits = isa::npy::read_file(&data.join("digits_test.npy")).unwrap();
     let all = vta_runtime::io::tensor_from_npy(&digits).unwrap();
     let v = model.plan.inputs[0];
-    let runs = vta_runtime::io::split_samples(
+    let mut runs = vta_runtime::io::split_samples(
         vec![all],
         &[model.plan.values[v].name.clone()],
         &[model.plan.values[v].fact.clone()],
     )
     .unwrap();
+    runs.truncate(n);
+    runs
+}
+
+#[test]
+fn a_compiled_model_runs_bit_exact_with_fsim() {
+    let model = compiled_tiny(&cli::scratch("board-model"));
+    let cfg = model.config.clone();
     let (_emu, mut dev) = board(&cfg);
     let mut fsim = FsimDevice::new(&cfg);
-    for x in runs.iter().take(4) {
-        let want = model.run(&mut fsim, x).unwrap();
-        let got = model.run(&mut dev, x).unwrap();
+    for x in digit_runs(&model, 4) {
+        let want = model.run(&mut fsim, &x).unwrap();
+        let got = model.run(&mut dev, &x).unwrap();
         assert_eq!(got.outputs, want.outputs);
         assert_eq!(got.backend, "board");
     }
+}
+
+/// The cross-built armv7 `vta-board` under `qemu-arm` on the emulated board: the digits of
+/// the tiny CNN bit-exact with fsim. Opt-in (the cross build takes minutes): run
+/// `scripts/cross-build.sh armv7`, then `cargo test --test board -- --ignored`
+/// (`VTA_CROSS=1 ./test.sh` does both).
+#[test]
+#[ignore = "needs scripts/cross-build.sh armv7 and qemu-arm"]
+fn the_cross_built_armv7_binary_runs_a_model_under_qemu() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = root.join("target/cross/vta-board-armv7");
+    assert!(
+        bin.exists(),
+        "{} missing: run scripts/cross-build.sh armv7 first",
+        bin.display()
+    );
+    let dir = cli::scratch("board-qemu");
+    let model = compiled_tiny(&dir);
+    let cfg = model.config.clone();
+    let runs = digit_runs(&model, 3);
+    let x = vta_runtime::io::concat_samples(&runs.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
+        .unwrap();
+    let (elem, shape, data) = vta_runtime::io::tensor_to_npy(&x);
+    isa::npy::write_file(&dir.join("x.npy"), elem, &shape, &data).unwrap();
+    let mut fsim = FsimDevice::new(&cfg);
+    let want: Vec<_> = runs
+        .iter()
+        .map(|r| model.run(&mut fsim, r).unwrap().outputs.remove(0))
+        .collect();
+    let want = vta_runtime::io::concat_samples(&want).unwrap();
+
+    let emu = EmulatedBoard::new(&cfg, cfg.isa_hash(), MEM);
+    let out = std::process::Command::new("qemu-arm")
+        .args(["-L", "/usr/arm-linux-gnueabihf"])
+        .arg(&bin)
+        .args([
+            "run",
+            "tiny.vtab",
+            "--input",
+            "x.npy",
+            "--output",
+            "y.npy",
+            "--root",
+        ])
+        .arg(emu.dir.path())
+        .current_dir(&dir)
+        .output()
+        .expect("qemu-arm runs (apt-get install qemu-user)");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "vta-board under qemu-arm failed:\n{log}"
+    );
+    assert!(
+        log.contains("inference 3:") && log.contains("device cycles"),
+        "{log}"
+    );
+    let got = vta_runtime::io::tensor_from_npy(&isa::npy::read_file(&dir.join("y.npy")).unwrap())
+        .unwrap();
+    assert_eq!(got, want);
+    assert!(emu.syncs().iter().filter(|s| s.0 == "cpu").count() >= 3);
 }
 
 #[test]
