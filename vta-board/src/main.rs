@@ -35,9 +35,9 @@ enum Cmd {
         /// KV260).
         #[arg(long, value_enum)]
         ps: Ps,
-        /// FCLK0 in MHz: the config's clock (`clock_mhz` in the bitstream's manifest).
+        /// FCLK0 in MHz (default: the accelerator's clock in the --hwh file).
         #[arg(long)]
-        clock_mhz: u32,
+        clock_mhz: Option<u32>,
         #[command(flatten)]
         board: BoardArgs,
     },
@@ -77,8 +77,15 @@ struct BoardArgs {
     uio: u32,
     /// The accelerator's registers through /dev/mem at this base address (hex; the
     /// s_axi_control BASEVALUE of the .hwh), instead of UIO.
-    #[arg(long, value_parser = parse_hex)]
+    #[arg(long, value_parser = parse_hex, conflicts_with = "hwh")]
     base: Option<u64>,
+    /// Vivado's .hwh next to the .bit: the registers through /dev/mem at the accelerator's
+    /// base address in it (and, for `load`, its clock).
+    #[arg(long)]
+    hwh: Option<PathBuf>,
+    /// The accelerator's cell in the block design (`vta hw bitstream` names it vta_0).
+    #[arg(long, default_value = "vta_0")]
+    instance: String,
     /// The u-dma-buf buffer (`insmod u-dma-buf.ko udmabuf0=SIZE`).
     #[arg(long, default_value = "udmabuf0")]
     udmabuf: String,
@@ -90,22 +97,47 @@ fn parse_hex(s: &str) -> Result<u64, String> {
 }
 
 impl BoardArgs {
-    fn options(&self, wall: Duration) -> BoardOptions {
+    /// The parsed --hwh file, if given.
+    fn hwh(&self) -> Result<Option<bitstreams::hwh::Hwh>> {
+        let Some(path) = &self.hwh else {
+            return Ok(None);
+        };
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let h = bitstreams::hwh::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        Ok(Some(h))
+    }
+
+    fn options(&self, wall: Duration) -> Result<BoardOptions> {
+        let base = match self.hwh()? {
+            Some(h) => Some(
+                h.registers(&self.instance)
+                    .map(|(base, _)| base)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "{}: no register window of cell '{}' (see --instance)",
+                            self.hwh.as_ref().expect("parsed").display(),
+                            self.instance
+                        )
+                    })?,
+            ),
+            None => self.base,
+        };
         let paths = if self.root == Path::new("/") {
             BoardPaths::default()
         } else {
             BoardPaths::under(&self.root)
         };
-        BoardOptions {
+        Ok(BoardOptions {
             paths,
-            registers: match self.base {
+            registers: match base {
                 Some(b) => RegisterWindow::DevMem(b),
                 None => RegisterWindow::Uio(self.uio),
             },
             udmabuf: self.udmabuf.clone(),
             default_wall: wall,
             ..BoardOptions::default()
-        }
+        })
     }
 }
 
@@ -124,7 +156,17 @@ fn run(cli: Cli) -> Result<()> {
             clock_mhz,
             board,
         } => {
-            let opts = board.options(Duration::from_secs(10));
+            let opts = board.options(Duration::from_secs(10))?;
+            let clock_mhz = match (clock_mhz, board.hwh()?) {
+                (Some(mhz), _) => mhz,
+                (None, Some(h)) => {
+                    let hz = h.clock_hz(&board.instance).ok_or_else(|| {
+                        anyhow!("the .hwh has no clock for cell '{}'", board.instance)
+                    })?;
+                    (hz / 1_000_000) as u32
+                }
+                (None, None) => bail!("give --clock-mhz, or --hwh to take the clock from"),
+            };
             let bit =
                 std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
             let (h, fw) = bitstream::load(&opts.paths, &bit, &file.display().to_string(), "vta")?;
@@ -195,7 +237,7 @@ fn run_model(
         .collect();
     let runs = split_samples(tensors, &names, &facts).map_err(|e| anyhow!("inputs: {e}"))?;
 
-    let opts = board.options(Duration::from_secs_f64(timeout));
+    let opts = board.options(Duration::from_secs_f64(timeout))?;
     let mut dev = BoardDevice::open(&model.config, &opts)?;
     let mut resident = model
         .load(&mut dev, LoadOptions::default())

@@ -79,6 +79,10 @@ impl UDmaBuf {
         command: &str,
         owner: &str,
     ) -> Result<(), BoardError> {
+        // An empty range has no cache lines: skip the round trip through the driver.
+        if size == 0 {
+            return Ok(());
+        }
         write_attr(&self.sys.join("sync_offset"), &offset.to_string())?;
         write_attr(&self.sys.join("sync_size"), &size.to_string())?;
         write_attr(&self.sys.join("sync_direction"), &direction.to_string())?;
