@@ -73,7 +73,7 @@ struct BoardArgs {
     #[arg(long, default_value = "/")]
     root: PathBuf,
     /// The accelerator's registers through /dev/uioN (a generic-uio device tree node).
-    #[arg(long, default_value_t = 0, conflicts_with = "base")]
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["base", "hwh"])]
     uio: u32,
     /// The accelerator's registers through /dev/mem at this base address (hex; the
     /// s_axi_control BASEVALUE of the .hwh), instead of UIO.
