@@ -2,7 +2,8 @@
 # Runs every test of the workspace. The hardware tests drive Verilator and yosys, and the
 # bitstream tests run the generated Vivado scripts under tclsh with a stub, so this first
 # installs the system tools they need (verilator, yosys, g++, tclsh) from Debian's packages when
-# any is missing (as root, or through sudo). Extra arguments go to `cargo test`.
+# any is missing (as root, or through sudo). Extra arguments go to `cargo test`. With
+# VTA_CROSS=1 it also cross-builds the board binary and runs it under qemu-arm.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -20,3 +21,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cargo test --workspace "$@"
+
+# Opt-in (minutes: rustup target, Debian cross packages, zig, a release build): the board
+# binary cross-built for armv7 and run under qemu-arm on the emulated board.
+if [ "${VTA_CROSS:-0}" = 1 ]; then
+    scripts/cross-build.sh armv7
+    cargo test --test board -- --ignored
+fi

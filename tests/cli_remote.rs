@@ -62,6 +62,19 @@ impl Server {
     fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
+
+    /// The log once it contains `what` (the server logs a client's goodbye after the client
+    /// has already exited), or as it is after 10 s.
+    fn log_with(&self, what: &str) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let log = self.log();
+            if log.contains(what) || std::time::Instant::now() > deadline {
+                return log;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
 
 impl Drop for Server {
@@ -125,7 +138,7 @@ fn sim_on_a_served_fsim_equals_local_fsim() {
     );
     let y = |d: &str| std::fs::read(dir.join(d).join("y.npy")).unwrap();
     assert_eq!(y("remote"), y("local"));
-    let log = server.log();
+    let log = server.log_with("said bye");
     assert!(
         log.contains("connected") && log.contains("run of") && log.contains("said bye"),
         "{log}"

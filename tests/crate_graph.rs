@@ -1,8 +1,8 @@
-//! The crate graph a board binary relies on: the device HAL (`drivers`), the runtime
-//! (`vta-runtime`) and the functional simulator without its `rtl` feature carry no simulator of
-//! the RTL, no HDL, no Verilator and no C++ build in their dependency trees (normal and build
-//! dependencies, as `cargo tree` resolves them for that crate alone), and the runtime nothing of
-//! the ONNX front end.
+//! The crate graph a board binary relies on: the board binary (`vta-board`), the device HAL
+//! (`drivers`), the runtime (`vta-runtime`) and the functional simulator without its `rtl`
+//! feature carry no simulator of the RTL, no HDL, no Verilator and no C++ build in their
+//! dependency trees (normal and build dependencies, as `cargo tree` resolves them for that
+//! crate alone), and the board binary and the runtime nothing of the ONNX front end.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -86,5 +86,19 @@ fn the_runtime_carries_no_simulator_and_no_front_end() {
     // The ONNX reader (prost), the graph IR (petgraph) and the compiler itself.
     for front in ["compiler", "prost", "petgraph"] {
         assert!(!t.contains(front), "vta-runtime pulls in {front}: {t:?}");
+    }
+}
+
+#[test]
+fn the_board_binary_carries_no_simulator_and_no_front_end() {
+    let t = tree("vta-board", &[]);
+    assert!(t.contains("drivers") && t.contains("vta-runtime"), "{t:?}");
+    assert!(
+        heavy_in(&t, &[]).is_empty(),
+        "vta-board pulls in {:?}",
+        heavy_in(&t, &[])
+    );
+    for front in ["compiler", "prost", "petgraph"] {
+        assert!(!t.contains(front), "vta-board pulls in {front}: {t:?}");
     }
 }

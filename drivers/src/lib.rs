@@ -1,6 +1,7 @@
 //! The device HAL: one [`Device`] trait every backend implements (the functional simulator's
 //! `vta_sim::FsimDevice`; the cycle-accurate Verilator RTL simulator's `vta_sim::rtl::RtlDevice`;
-//! any of them on another machine through [`remote::RemoteDevice`]; boards later), mirroring VTA's `driver.h`: allocate
+//! any of them on another machine through [`remote::RemoteDevice`]; a Zynq board's
+//! [`board::BoardDevice`] on Linux), mirroring VTA's `driver.h`: allocate
 //! physically contiguous buffers, copy to and from them, keep caches coherent, and run an
 //! instruction stream from a physical address until FINISH or a timeout.
 //!
@@ -8,17 +9,24 @@
 //! region, fills the inputs, relocates and writes the instructions, runs, and reads back the
 //! outputs.
 //!
-//! This crate is what a board binary links: it depends on `isa` alone, so nothing of the
-//! simulators, the HDL or a C++ toolchain is in its tree (a test in `tests/` checks that).
+//! This crate is what a board binary links: it depends on `isa` (and `libc` on Linux) alone,
+//! so nothing of the simulators, the HDL or a C++ toolchain is in its tree (a test in `tests/`
+//! checks that). The accelerator's register map ([`regs`]) and the spec's counters
+//! ([`Counters`]) live here for the same reason.
 
 mod alloc;
+#[cfg(target_os = "linux")]
+pub mod board;
+mod counters;
 mod program;
+pub mod regs;
 pub mod remote;
 
 use std::fmt;
 use std::time::Duration;
 
 pub use alloc::Allocator;
+pub use counters::Counters;
 pub use program::{run_program, ProgramRun, DEVICE_MEMORY, DEVICE_TO_HOST, HOST_TO_DEVICE};
 
 /// Page size: every allocation is aligned to it and rounded up to it (VTA's 4 KiB pages).

@@ -9,11 +9,11 @@ use isa::{
     AluInsn, Codec, GemmInsn, HwConfig, Insn, MemInsn, MemType, Module, StreamError, Uop, UopLoop,
 };
 
-use crate::counters::Counters;
 use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
 use crate::kernels::{self, Loop, Shape};
 use crate::mem::Memory;
 use crate::races::RaceDetector;
+use crate::Counters;
 use isa::lanes;
 
 /// Bit-exact, token-checked functional model of one accelerator config.

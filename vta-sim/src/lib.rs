@@ -13,7 +13,6 @@
 //! implement [`drivers::Device`].
 
 pub mod bench;
-mod counters;
 mod device;
 #[cfg(test)]
 mod device_tests;
@@ -25,8 +24,9 @@ pub mod races;
 #[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
 
-pub use counters::Counters;
 pub use device::FsimDevice;
+// The spec's counters are shared by every backend, so they live in the device HAL.
+pub use drivers::Counters;
 pub use error::{describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
 pub use fsim::Fsim;
 pub use mem::{Access, Dram, MemFault, Memory};

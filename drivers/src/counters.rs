@@ -1,10 +1,12 @@
-//! Event counters of one run, defined in `isa::spec` ("Counters").
+//! Event counters of one run, defined in `isa::spec` ("Counters"): what every backend
+//! reports (the functional simulator counts them; the RTL simulator and the board derive them
+//! from the instruction stream with [`Counters::of_stream`] and check the hardware's own).
 
 use std::fmt;
 
 use isa::{HwConfig, Insn, MemType, Module, UopLoop};
 
-/// What one run did. Every count starts at zero at the start of [`crate::Fsim::run`].
+/// What one run did. Every count starts at zero at the start of a run (`vta_sim::Fsim::run`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Bytes read from DRAM by LOAD INP (`x_size * y_size * elem_bytes(INP)`; pads read nothing).

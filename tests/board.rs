@@ -1,0 +1,394 @@
+//! The board device (`drivers::board::BoardDevice`) against an emulated board
+//! (`support/board_emu.rs`: register window and DMA memory shared with a thread that runs the
+//! functional simulator, behind a write-back cache model): programs and a compiled model
+//! bit-exact with fsim, forgotten cache maintenance caught as stale data, a wrong bitstream
+//! refused, a timed-out run followed by a working one, and bitstream loading through an
+//! FPGA manager's files.
+
+#![cfg(target_os = "linux")]
+
+#[path = "support/board_emu.rs"]
+mod board_emu;
+#[path = "support/cli.rs"]
+#[allow(dead_code)]
+mod cli;
+
+use std::path::Path;
+use std::time::Duration;
+
+use board_emu::{EmulatedBoard, Finish};
+use drivers::board::{BoardDevice, BoardError, BoardPaths};
+use drivers::{run_program, Buffer, Device, DeviceError, RunReport, RunTimeout};
+use isa::asm::{parse_program, AsmContext};
+use isa::{HwConfig, Program};
+use vta_sim::FsimDevice;
+
+const MEM: u64 = 32 << 20;
+
+fn dense_relu() -> Program {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/dense_relu.vasm");
+    let ctx = AsmContext {
+        file_name: path.display().to_string(),
+        base_dir: path.parent().unwrap().to_path_buf(),
+        config: None,
+    };
+    parse_program(&std::fs::read_to_string(&path).unwrap(), &ctx).unwrap()
+}
+
+fn board(cfg: &HwConfig) -> (EmulatedBoard, BoardDevice) {
+    let emu = EmulatedBoard::new(cfg, cfg.isa_hash(), MEM);
+    let dev = BoardDevice::open(cfg, &emu.options()).unwrap();
+    (emu, dev)
+}
+
+fn fsim_outputs(p: &Program) -> Vec<(String, Vec<u8>)> {
+    let mut fsim = FsimDevice::new(&p.config);
+    run_program(&mut fsim, p, &[], RunTimeout::default())
+        .unwrap()
+        .outputs
+}
+
+#[test]
+fn a_program_runs_bit_exact_with_fsim_and_reports_counters() {
+    let p = dense_relu();
+    let (emu, mut dev) = board(&p.config);
+    let mut fsim = FsimDevice::new(&p.config);
+    let want = run_program(&mut fsim, &p, &[], RunTimeout::default()).unwrap();
+    assert!(
+        want.outputs[0].1.iter().any(|&b| b != 0),
+        "a non-zero result"
+    );
+    for _ in 0..2 {
+        let got = run_program(&mut dev, &p, &[], RunTimeout::default()).unwrap();
+        assert_eq!(got.outputs, want.outputs);
+        assert_eq!(got.report.backend, "board");
+        assert_eq!(got.report.counters, want.report.counters);
+        assert!(got.report.get("cycles").unwrap() > 0);
+        assert!(got.report.get("polls").unwrap() >= 1);
+    }
+    // Exactly the ranges asked for were synced: the region and the instructions to the
+    // device, then the region back.
+    let syncs = emu.syncs();
+    assert_eq!(syncs.len(), 6, "{syncs:?}");
+    assert_eq!(
+        syncs[..3].iter().map(|s| s.0).collect::<Vec<_>>(),
+        ["device", "device", "cpu"]
+    );
+    assert_eq!(syncs[0].2, p.dram_size(), "{syncs:?}");
+    assert_eq!(dev.allocator().live(), 0);
+}
+
+/// Forwards to the board device but skips one kind of cache maintenance.
+struct Forgetful<'a> {
+    dev: &'a mut BoardDevice,
+    flush: bool,
+    invalidate: bool,
+    flushes: usize,
+}
+
+impl Device for Forgetful<'_> {
+    fn name(&self) -> &str {
+        self.dev.name()
+    }
+    fn config(&self) -> &HwConfig {
+        self.dev.config()
+    }
+    fn alloc(&mut self, size: u64, align: u64) -> Result<Buffer, DeviceError> {
+        self.dev.alloc(size, align)
+    }
+    fn free(&mut self, buf: Buffer) -> Result<(), DeviceError> {
+        self.dev.free(buf)
+    }
+    fn copy_to_device(&mut self, b: &Buffer, off: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.dev.copy_to_device(b, off, data)
+    }
+    fn copy_from_device(
+        &mut self,
+        b: &Buffer,
+        off: u64,
+        out: &mut [u8],
+    ) -> Result<(), DeviceError> {
+        self.dev.copy_from_device(b, off, out)
+    }
+    /// The first flush of a run (the program's data region) is forgotten; the instructions'
+    /// flush is kept, so the accelerator runs the right stream on stale data.
+    fn flush(&mut self, b: &Buffer, off: u64, size: u64) -> Result<(), DeviceError> {
+        self.flushes += 1;
+        if self.flush || self.flushes > 1 {
+            self.dev.flush(b, off, size)
+        } else {
+            Ok(())
+        }
+    }
+    fn invalidate(&mut self, b: &Buffer, off: u64, size: u64) -> Result<(), DeviceError> {
+        if self.invalidate {
+            self.dev.invalidate(b, off, size)
+        } else {
+            Ok(())
+        }
+    }
+    fn run(&mut self, a: u64, n: u32, t: RunTimeout) -> Result<RunReport, DeviceError> {
+        self.dev.run(a, n, t)
+    }
+}
+
+#[test]
+fn forgotten_flush_or_invalidate_gives_stale_data() {
+    let p = dense_relu();
+    let want = fsim_outputs(&p);
+    let (_emu, mut dev) = board(&p.config);
+    for (flush, invalidate) in [(false, true), (true, false)] {
+        let mut f = Forgetful {
+            dev: &mut dev,
+            flush,
+            invalidate,
+            flushes: 0,
+        };
+        let got = run_program(&mut f, &p, &[], RunTimeout::default()).unwrap();
+        assert_ne!(
+            got.outputs, want,
+            "flush {flush}, invalidate {invalidate}: stale data must show"
+        );
+    }
+    // The same device with its maintenance done is right again.
+    let got = run_program(&mut dev, &p, &[], RunTimeout::default()).unwrap();
+    assert_eq!(got.outputs, want);
+}
+
+#[test]
+fn a_wrong_bitstream_is_refused_naming_both_hashes() {
+    let cfg = HwConfig::default();
+    let stale = cfg.isa_hash() ^ 0x0123_4567_89ab_cdef;
+    let emu = EmulatedBoard::new(&cfg, stale, MEM);
+    let e = BoardDevice::open(&cfg, &emu.options())
+        .err()
+        .expect("refused");
+    assert!(matches!(e, BoardError::Identity { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("{stale:016x}")) && msg.contains(&format!("{:016x}", cfg.isa_hash())),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("Load the bitstream built for this config"),
+        "{msg}"
+    );
+    emu.reload(cfg.isa_hash());
+    BoardDevice::open(&cfg, &emu.options()).unwrap();
+}
+
+#[test]
+fn a_run_that_times_out_leaves_the_device_usable() {
+    let p = dense_relu();
+    let want = fsim_outputs(&p);
+    let (emu, mut dev) = board(&p.config);
+
+    // Slow: the wall-clock deadline passes; the next run waits for the accelerator and works.
+    emu.set_finish(Finish::After(Duration::from_millis(300)));
+    let e = run_program(
+        &mut dev,
+        &p,
+        &[],
+        RunTimeout::wall(Duration::from_millis(20)),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("timed out") && e.contains("no reset register"),
+        "{e}"
+    );
+    emu.set_finish(Finish::After(Duration::ZERO));
+    let got = run_program(&mut dev, &p, &[], RunTimeout::wall(Duration::from_secs(30))).unwrap();
+    assert_eq!(got.outputs, want);
+
+    // A poll bound (RunTimeout::work) stops a run as well.
+    emu.set_finish(Finish::After(Duration::from_millis(200)));
+    let e = run_program(&mut dev, &p, &[], RunTimeout::work(3))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("after 3 polls"), "{e}");
+    emu.set_finish(Finish::After(Duration::ZERO));
+    let got = run_program(&mut dev, &p, &[], RunTimeout::wall(Duration::from_secs(30))).unwrap();
+    assert_eq!(got.outputs, want);
+
+    // Hung: the next run says the accelerator is still busy and how to reset it; after a
+    // reload it works.
+    emu.set_finish(Finish::Never);
+    let short = RunTimeout::wall(Duration::from_millis(50));
+    assert!(run_program(&mut dev, &p, &[], short).is_err());
+    let e = run_program(&mut dev, &p, &[], short)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("still running an earlier run") && e.contains("reload the bitstream"),
+        "{e}"
+    );
+    emu.set_finish(Finish::After(Duration::ZERO));
+    emu.reload(p.config.isa_hash());
+    let got = run_program(&mut dev, &p, &[], RunTimeout::wall(Duration::from_secs(30))).unwrap();
+    assert_eq!(got.outputs, want);
+    assert_eq!(dev.allocator().live(), 0);
+}
+
+/// The tiny CNN compiled into `dir/tiny.vtab` by the `vta` binary, read back.
+fn compiled_tiny(dir: &Path) -> vta_runtime::Model {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("compiler/tests/data");
+    cli::ok(cli::vta_in(
+        dir,
+        &[
+            "compile",
+            &data.join("tiny_cnn.onnx").display().to_string(),
+            "--calibrate",
+            &data.join("digits_calib.npy").display().to_string(),
+            "-o",
+            "tiny.vtab",
+        ],
+    ));
+    let bytes = std::fs::read(dir.join("tiny.vtab")).unwrap();
+    vta_runtime::file::read(&bytes, None).unwrap()
+}
+
+/// The first `n` test digits as runs of the model.
+fn digit_runs(model: &vta_runtime::Model, n: usize) -> Vec<Vec<vta_runtime::Tensor>> {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("compiler/tests/data");
+    let digits = isa::npy::read_file(&data.join("digits_test.npy")).unwrap();
+    let all = vta_runtime::io::tensor_from_npy(&digits).unwrap();
+    let v = model.plan.inputs[0];
+    let mut runs = vta_runtime::io::split_samples(
+        vec![all],
+        &[model.plan.values[v].name.clone()],
+        &[model.plan.values[v].fact.clone()],
+    )
+    .unwrap();
+    runs.truncate(n);
+    runs
+}
+
+#[test]
+fn a_compiled_model_runs_bit_exact_with_fsim() {
+    let model = compiled_tiny(&cli::scratch("board-model"));
+    let cfg = model.config.clone();
+    let (_emu, mut dev) = board(&cfg);
+    let mut fsim = FsimDevice::new(&cfg);
+    for x in digit_runs(&model, 4) {
+        let want = model.run(&mut fsim, &x).unwrap();
+        let got = model.run(&mut dev, &x).unwrap();
+        assert_eq!(got.outputs, want.outputs);
+        assert_eq!(got.backend, "board");
+    }
+}
+
+/// The cross-built armv7 `vta-board` under `qemu-arm` on the emulated board: the digits of
+/// the tiny CNN bit-exact with fsim. Opt-in (the cross build takes minutes): run
+/// `scripts/cross-build.sh armv7`, then `cargo test --test board -- --ignored`
+/// (`VTA_CROSS=1 ./test.sh` does both).
+#[test]
+#[ignore = "needs scripts/cross-build.sh armv7 and qemu-arm"]
+fn the_cross_built_armv7_binary_runs_a_model_under_qemu() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = root.join("target/cross/vta-board-armv7");
+    assert!(
+        bin.exists(),
+        "{} missing: run scripts/cross-build.sh armv7 first",
+        bin.display()
+    );
+    let dir = cli::scratch("board-qemu");
+    let model = compiled_tiny(&dir);
+    let cfg = model.config.clone();
+    let runs = digit_runs(&model, 3);
+    let x = vta_runtime::io::concat_samples(&runs.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
+        .unwrap();
+    let (elem, shape, data) = vta_runtime::io::tensor_to_npy(&x);
+    isa::npy::write_file(&dir.join("x.npy"), elem, &shape, &data).unwrap();
+    let mut fsim = FsimDevice::new(&cfg);
+    let want: Vec<_> = runs
+        .iter()
+        .map(|r| model.run(&mut fsim, r).unwrap().outputs.remove(0))
+        .collect();
+    let want = vta_runtime::io::concat_samples(&want).unwrap();
+
+    let emu = EmulatedBoard::new(&cfg, cfg.isa_hash(), MEM);
+    let out = std::process::Command::new("qemu-arm")
+        .args(["-L", "/usr/arm-linux-gnueabihf"])
+        .arg(&bin)
+        .args([
+            "run",
+            "tiny.vtab",
+            "--input",
+            "x.npy",
+            "--output",
+            "y.npy",
+            "--root",
+        ])
+        .arg(emu.dir.path())
+        .current_dir(&dir)
+        .output()
+        .expect("qemu-arm runs (apt-get install qemu-user)");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "vta-board under qemu-arm failed:\n{log}"
+    );
+    assert!(
+        log.contains("inference 3:") && log.contains("device cycles"),
+        "{log}"
+    );
+    let got = vta_runtime::io::tensor_from_npy(&isa::npy::read_file(&dir.join("y.npy")).unwrap())
+        .unwrap();
+    assert_eq!(got, want);
+    assert!(emu.syncs().iter().filter(|s| s.0 == "cpu").count() >= 3);
+}
+
+#[test]
+fn a_bitstream_loads_through_the_fpga_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = BoardPaths::under(dir.path());
+    let mgr = paths.fpga_manager();
+    std::fs::create_dir_all(&mgr).unwrap();
+    std::fs::create_dir_all(&paths.firmware).unwrap();
+    let data: Vec<u8> = [0xffu8; 8]
+        .into_iter()
+        .chain([0xaa, 0x99, 0x55, 0x66, 0x30, 0x00, 0x80, 0x01])
+        .collect();
+    let bit = bit_file(&data);
+    std::fs::write(mgr.join("state"), "operating\n").unwrap();
+    let (h, fw) = drivers::board::bitstream::load(&paths, &bit, "vta.bit", "vta").unwrap();
+    assert_eq!(h.part, "xc7z020clg400-1");
+    assert_eq!(fw, paths.firmware.join("vta.bin"));
+    assert_eq!(
+        std::fs::read(&fw).unwrap()[8..],
+        [0x66, 0x55, 0x99, 0xaa, 0x01, 0x80, 0x00, 0x30]
+    );
+    assert_eq!(std::fs::read_to_string(mgr.join("flags")).unwrap(), "0");
+    assert_eq!(
+        std::fs::read_to_string(mgr.join("firmware")).unwrap(),
+        "vta.bin"
+    );
+    std::fs::write(mgr.join("state"), "write error\n").unwrap();
+    let e = drivers::board::bitstream::load(&paths, &bit, "vta.bit", "vta")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("'write error'") && e.contains("vta.bin"), "{e}");
+}
+
+/// A `.bit` file around `data`, its header as Vivado writes it.
+fn bit_file(data: &[u8]) -> Vec<u8> {
+    let mut b = vec![
+        0x00, 0x09, 0x0f, 0xf0, 0x0f, 0xf0, 0x0f, 0xf0, 0x0f, 0xf0, 0x00, 0x00, 0x01,
+    ];
+    for (key, s) in [
+        (b'a', "vta_shell_wrapper;UserID=0XFFFFFFFF;Version=2023.2"),
+        (b'b', "xc7z020clg400-1"),
+        (b'c', "2025/02/01"),
+        (b'd', "10:00:00"),
+    ] {
+        b.push(key);
+        b.extend((s.len() as u16 + 1).to_be_bytes());
+        b.extend(s.as_bytes());
+        b.push(0);
+    }
+    b.push(b'e');
+    b.extend((data.len() as u32).to_be_bytes());
+    b.extend(data);
+    b
+}

@@ -1,0 +1,276 @@
+//! `vta-board`: the one file copied to a Zynq board. It loads a bitstream through the kernel's
+//! FPGA manager and runs compiled models (`vta compile` output) on the accelerator through
+//! the board device (`drivers::board::BoardDevice`). It links the runtime and the device HAL
+//! only, so it cross-builds for armv7 and aarch64 without the simulators, the HDL or a C++
+//! toolchain (`scripts/cross-build.sh`).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use drivers::board::{bitstream, clock, BoardDevice, BoardOptions, BoardPaths, RegisterWindow};
+use isa::npy;
+use vta_runtime::io::{concat_samples, split_samples, tensor_from_npy, tensor_to_npy};
+use vta_runtime::resident::LoadOptions;
+
+#[derive(Parser)]
+#[command(
+    name = "vta-board",
+    version,
+    about = "Run compiled models on a Zynq board's VTA accelerator"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Load a .bit file into the fabric (FPGA manager) and set the fabric clock.
+    Load {
+        /// The .bit file `vta hw bitstream` built.
+        bitstream: PathBuf,
+        /// The processing system: ps7 (Zynq-7000: PYNQ-Z1/Z2) or ps8 (ZU+: Ultra96, ZCU104,
+        /// KV260).
+        #[arg(long, value_enum)]
+        ps: Ps,
+        /// FCLK0 in MHz (default: the accelerator's clock in the --hwh file).
+        #[arg(long)]
+        clock_mhz: Option<u32>,
+        #[command(flatten)]
+        board: BoardArgs,
+    },
+    /// Run a compiled model: inputs from .npy files, outputs to .npy files.
+    Run {
+        /// The compiled model (`vta compile -o MODEL.vtab`).
+        model: PathBuf,
+        /// One .npy per model input, in order; a first axis k times the model's runs k
+        /// inferences.
+        #[arg(long = "input", short, required = true)]
+        inputs: Vec<PathBuf>,
+        /// One .npy per model output, in order.
+        #[arg(long = "output", short, required = true)]
+        outputs: Vec<PathBuf>,
+        /// Wall-clock bound of each accelerator launch, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+        #[command(flatten)]
+        board: BoardArgs,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Ps {
+    Ps7,
+    Ps8,
+}
+
+/// Where the board's files are.
+#[derive(Args)]
+struct BoardArgs {
+    /// Prefix of /dev, /sys and /lib/firmware (a chroot, or an emulated board in tests).
+    #[arg(long, default_value = "/")]
+    root: PathBuf,
+    /// The accelerator's registers through /dev/uioN (a generic-uio device tree node).
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["base", "hwh"])]
+    uio: u32,
+    /// The accelerator's registers through /dev/mem at this base address (hex; the
+    /// s_axi_control BASEVALUE of the .hwh), instead of UIO.
+    #[arg(long, value_parser = parse_hex, conflicts_with = "hwh")]
+    base: Option<u64>,
+    /// Vivado's .hwh next to the .bit: the registers through /dev/mem at the accelerator's
+    /// base address in it (and, for `load`, its clock).
+    #[arg(long)]
+    hwh: Option<PathBuf>,
+    /// The accelerator's cell in the block design (`vta hw bitstream` names it vta_0).
+    #[arg(long, default_value = "vta_0")]
+    instance: String,
+    /// The u-dma-buf buffer (`insmod u-dma-buf.ko udmabuf0=SIZE`).
+    #[arg(long, default_value = "udmabuf0")]
+    udmabuf: String,
+}
+
+fn parse_hex(s: &str) -> Result<u64, String> {
+    let h = s.trim_start_matches("0x").trim_start_matches("0X");
+    u64::from_str_radix(h, 16).map_err(|_| format!("'{s}' is not a hex address"))
+}
+
+impl BoardArgs {
+    /// The parsed --hwh file, if given.
+    fn hwh(&self) -> Result<Option<bitstreams::hwh::Hwh>> {
+        let Some(path) = &self.hwh else {
+            return Ok(None);
+        };
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let h = bitstreams::hwh::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        Ok(Some(h))
+    }
+
+    fn options(&self, wall: Duration) -> Result<BoardOptions> {
+        let base = match self.hwh()? {
+            Some(h) => Some(
+                h.registers(&self.instance)
+                    .map(|(base, _)| base)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "{}: no register window of cell '{}' (see --instance)",
+                            self.hwh.as_ref().expect("parsed").display(),
+                            self.instance
+                        )
+                    })?,
+            ),
+            None => self.base,
+        };
+        let paths = if self.root == Path::new("/") {
+            BoardPaths::default()
+        } else {
+            BoardPaths::under(&self.root)
+        };
+        Ok(BoardOptions {
+            paths,
+            registers: match base {
+                Some(b) => RegisterWindow::DevMem(b),
+                None => RegisterWindow::Uio(self.uio),
+            },
+            udmabuf: self.udmabuf.clone(),
+            default_wall: wall,
+            ..BoardOptions::default()
+        })
+    }
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Load {
+            bitstream: file,
+            ps,
+            clock_mhz,
+            board,
+        } => {
+            let opts = board.options(Duration::from_secs(10))?;
+            let clock_mhz = match (clock_mhz, board.hwh()?) {
+                (Some(mhz), _) => mhz,
+                (None, Some(h)) => {
+                    let hz = h.clock_hz(&board.instance).ok_or_else(|| {
+                        anyhow!("the .hwh has no clock for cell '{}'", board.instance)
+                    })?;
+                    (hz / 1_000_000) as u32
+                }
+                (None, None) => bail!("give --clock-mhz, or --hwh to take the clock from"),
+            };
+            let bit =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let (h, fw) = bitstream::load(&opts.paths, &bit, &file.display().to_string(), "vta")?;
+            eprintln!(
+                "loaded {} ({}, part {}, {} {}) via {}",
+                file.display(),
+                h.design,
+                h.part,
+                h.date,
+                h.time,
+                fw.display()
+            );
+            let ps = match ps {
+                Ps::Ps7 => clock::Ps::Ps7,
+                Ps::Ps8 => clock::Ps::Ps8,
+            };
+            let mhz = clock::set_fclk0(&opts.paths, ps, clock_mhz)?;
+            eprintln!("FCLK0 at {mhz:.3} MHz");
+            Ok(())
+        }
+        Cmd::Run {
+            model,
+            inputs,
+            outputs,
+            timeout,
+            board,
+        } => run_model(&model, &inputs, &outputs, timeout, &board),
+    }
+}
+
+fn run_model(
+    file: &Path,
+    inputs: &[PathBuf],
+    outputs: &[PathBuf],
+    timeout: f64,
+    board: &BoardArgs,
+) -> Result<()> {
+    if !(timeout > 0.0 && timeout.is_finite()) {
+        bail!("--timeout {timeout}: give a positive number of seconds");
+    }
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let model =
+        vta_runtime::file::read(&bytes, None).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    let plan = &model.plan;
+    if outputs.len() != plan.outputs.len() {
+        bail!(
+            "the model has {} output(s); give one --output per output ({} given)",
+            plan.outputs.len(),
+            outputs.len()
+        );
+    }
+    let tensors = inputs
+        .iter()
+        .map(|p| {
+            let a = npy::read_file(p)?;
+            tensor_from_npy(&a).map_err(|e| anyhow!("{}: {e}", p.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let names: Vec<String> = plan
+        .inputs
+        .iter()
+        .map(|&v| plan.values[v].name.clone())
+        .collect();
+    let facts: Vec<_> = plan
+        .inputs
+        .iter()
+        .map(|&v| plan.values[v].fact.clone())
+        .collect();
+    let runs = split_samples(tensors, &names, &facts).map_err(|e| anyhow!("inputs: {e}"))?;
+
+    let opts = board.options(Duration::from_secs_f64(timeout))?;
+    let mut dev = BoardDevice::open(&model.config, &opts)?;
+    let mut resident = model
+        .load(&mut dev, LoadOptions::default())
+        .context("loading the model onto the board")?;
+    let mut per_output: Vec<Vec<_>> = vec![Vec::new(); outputs.len()];
+    let t = Instant::now();
+    for (i, x) in runs.iter().enumerate() {
+        let r = resident
+            .run(x)
+            .with_context(|| format!("inference {} of {}", i + 1, runs.len()))?;
+        let cycles: u64 = r.launches.iter().filter_map(|l| l.get("cycles")).sum();
+        eprintln!(
+            "inference {}: {:.3} ms host, {} B to the device, {} B back, {} device cycles in {} launch(es)",
+            i + 1,
+            r.wall.as_secs_f64() * 1e3,
+            r.host_to_device_bytes(),
+            r.device_to_host_bytes(),
+            cycles,
+            r.launches.len()
+        );
+        for (k, o) in r.outputs.into_iter().enumerate() {
+            per_output[k].push(o);
+        }
+    }
+    eprintln!(
+        "{} inference(s) in {:.3} s",
+        runs.len(),
+        t.elapsed().as_secs_f64()
+    );
+    for (path, parts) in outputs.iter().zip(per_output) {
+        let t = concat_samples(&parts).map_err(|e| anyhow!("outputs: {e}"))?;
+        let (elem, shape, data) = tensor_to_npy(&t);
+        npy::write_file(path, elem, &shape, &data)?;
+    }
+    Ok(())
+}
