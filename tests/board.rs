@@ -278,6 +278,49 @@ fn a_compiled_model_runs_bit_exact_with_fsim() {
     }
 }
 
+/// The board served to workstations (what `vta-board serve` runs): `vta demo` and `vta run`
+/// with `--backend remote://` on the emulated board, bit-exact with local fsim.
+#[test]
+fn the_board_serves_remote_clients_bit_exact() {
+    let cfg = HwConfig::default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        // The emulated board lives as long as the server, for the rest of the test process.
+        let (_emu, mut dev) = board(&cfg);
+        let opts = drivers::remote::ServeOptions {
+            server_id: "emulated-board".into(),
+            ..Default::default()
+        };
+        drivers::remote::serve(listener, &mut dev, opts).unwrap();
+    });
+    let backend = format!("remote://{addr}");
+    let demo = cli::ok(cli::vta(&["demo", "--backend", &backend]));
+    assert!(
+        demo.contains(&format!("test digits on board@{addr}"))
+            && demo.contains("bit-exact against the integer reference: 100 digits")
+            && demo.contains("accuracy: accelerator (int8) 98/100"),
+        "{demo}"
+    );
+    let dir = cli::scratch("board-remote");
+    let model = compiled_tiny(&dir);
+    let runs = digit_runs(&model, 5);
+    let x = vta_runtime::io::concat_samples(&runs.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
+        .unwrap();
+    let (elem, shape, data) = vta_runtime::io::tensor_to_npy(&x);
+    isa::npy::write_file(&dir.join("x.npy"), elem, &shape, &data).unwrap();
+    for (backend, out) in [("fsim", "local.npy"), (backend.as_str(), "board.npy")] {
+        cli::ok(cli::vta_in(
+            &dir,
+            &["run", "tiny.vtab", "-i", "x.npy", "-o", out, "--backend", backend],
+        ));
+    }
+    assert_eq!(
+        std::fs::read(dir.join("board.npy")).unwrap(),
+        std::fs::read(dir.join("local.npy")).unwrap()
+    );
+}
+
 /// The cross-built armv7 `vta-board` under `qemu-arm` on the emulated board: the digits of
 /// the tiny CNN bit-exact with fsim. Opt-in (the cross build takes minutes): run
 /// `scripts/cross-build.sh armv7`, then `cargo test --test board -- --ignored`
@@ -337,6 +380,44 @@ fn the_cross_built_armv7_binary_runs_a_model_under_qemu() {
         .unwrap();
     assert_eq!(got, want);
     assert!(emu.syncs().iter().filter(|s| s.0 == "cpu").count() >= 3);
+}
+
+/// The cross-built armv7 `vta-board serve` under `qemu-arm` on the emulated board, and the
+/// workstation's `vta demo --backend remote://`: the digits bit-exact, 98/100. Opt-in like
+/// the test above.
+#[test]
+#[ignore = "needs scripts/cross-build.sh armv7 and qemu-arm"]
+fn the_cross_built_armv7_binary_serves_the_demo_under_qemu() {
+    use std::io::{BufRead, BufReader};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bin = root.join("target/cross/vta-board-armv7");
+    assert!(bin.exists(), "{} missing: run scripts/cross-build.sh armv7 first", bin.display());
+    let cfg = HwConfig::default();
+    let emu = EmulatedBoard::new(&cfg, cfg.isa_hash(), MEM);
+    let mut server = std::process::Command::new("qemu-arm")
+        .args(["-L", "/usr/arm-linux-gnueabihf"])
+        .arg(&bin)
+        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(emu.dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("qemu-arm runs (apt-get install qemu-user)");
+    let mut lines = BufReader::new(server.stderr.take().unwrap()).lines();
+    let first = lines.next().and_then(|l| l.ok()).unwrap_or_default();
+    let addr = first
+        .strip_prefix("vta-board serve: listening on ")
+        .and_then(|r| r.split(' ').next())
+        .map(str::to_string);
+    std::thread::spawn(move || lines.for_each(drop));
+    let result = addr.map(|addr| cli::vta(&["demo", "--backend", &format!("remote://{addr}")]));
+    let _ = server.kill();
+    let _ = server.wait();
+    let demo = cli::ok(result.unwrap_or_else(|| panic!("vta-board serve said: {first}")));
+    assert!(
+        demo.contains("bit-exact against the integer reference: 100 digits")
+            && demo.contains("accuracy: accelerator (int8) 98/100"),
+        "{demo}"
+    );
 }
 
 #[test]

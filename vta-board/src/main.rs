@@ -1,15 +1,19 @@
 //! `vta-board`: the one file copied to a Zynq board. It loads a bitstream through the kernel's
-//! FPGA manager and runs compiled models (`vta compile` output) on the accelerator through
-//! the board device (`drivers::board::BoardDevice`). It links the runtime and the device HAL
+//! FPGA manager, runs compiled models (`vta compile` output) on the accelerator through the
+//! board device (`drivers::board::BoardDevice`), and serves that device to workstations
+//! (`vta run --backend remote://BOARD:PORT`, the remote runner of `drivers::remote`). It links the runtime and the device HAL
 //! only, so it cross-builds for armv7 and aarch64 without the simulators, the HDL or a C++
 //! toolchain (`scripts/cross-build.sh`).
 
+use std::net::{TcpListener, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use drivers::board::{bitstream, clock, BoardDevice, BoardOptions, BoardPaths, RegisterWindow};
+use drivers::remote::{serve, ServeOptions, TOKEN_ENV};
 use isa::npy;
 use vta_runtime::io::{concat_samples, split_samples, tensor_from_npy, tensor_to_npy};
 use vta_runtime::resident::LoadOptions;
@@ -53,6 +57,30 @@ enum Cmd {
         #[arg(long = "output", short, required = true)]
         outputs: Vec<PathBuf>,
         /// Wall-clock bound of each accelerator launch, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+        #[command(flatten)]
+        board: BoardArgs,
+    },
+    /// Serve the accelerator to workstations: `vta run|sim|demo --backend
+    /// remote://BOARD:PORT` (the token from --token or VTA_REMOTE_TOKEN on both sides).
+    Serve {
+        /// Address to listen on (port 0 picks a free one; the bound address is printed on
+        /// stderr). An address other hosts can reach needs a token.
+        #[arg(long, default_value = "127.0.0.1:9091")]
+        listen: String,
+        /// The accelerator config the loaded bitstream implements: a preset name or a JSON
+        /// file (its ISA hash is checked against the bitstream's).
+        #[arg(long, default_value = "default")]
+        config: String,
+        /// Shared secret every client must present [default: $VTA_REMOTE_TOKEN, else none,
+        /// which only a loopback address allows].
+        #[arg(long)]
+        token: Option<String>,
+        /// MiB of uploaded data kept, so a model's weights are sent once.
+        #[arg(long, default_value_t = 64)]
+        cache_mib: u64,
+        /// Wall-clock bound of a launch whose client gives none, in seconds.
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
         #[command(flatten)]
@@ -194,7 +222,63 @@ fn run(cli: Cli) -> Result<()> {
             timeout,
             board,
         } => run_model(&model, &inputs, &outputs, timeout, &board),
+        Cmd::Serve {
+            listen,
+            config,
+            token,
+            cache_mib,
+            timeout,
+            board,
+        } => serve_board(&listen, &config, token, cache_mib, timeout, &board),
     }
+}
+
+fn serve_board(
+    listen: &str,
+    config: &str,
+    token: Option<String>,
+    cache_mib: u64,
+    timeout: f64,
+    board: &BoardArgs,
+) -> Result<()> {
+    if !(timeout > 0.0 && timeout.is_finite()) {
+        bail!("--timeout {timeout}: give a positive number of seconds");
+    }
+    let cfg = isa::HwConfig::load(config).map_err(|e| anyhow!("--config {config}: {e}"))?;
+    let token = token.unwrap_or_else(|| std::env::var(TOKEN_ENV).unwrap_or_default());
+    let addrs: Vec<_> = listen
+        .to_socket_addrs()
+        .with_context(|| format!("--listen {listen}: expected HOST:PORT"))?
+        .collect();
+    if token.is_empty() {
+        if let Some(open) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            bail!(
+                "--listen {listen}: {open} is reachable from other hosts, so clients must \
+                 present a token: give --token or set {TOKEN_ENV}"
+            );
+        }
+    }
+    let opts = board.options(Duration::from_secs_f64(timeout))?;
+    let mut dev = BoardDevice::open(&cfg, &opts)?;
+    let listener =
+        TcpListener::bind(addrs.as_slice()).with_context(|| format!("cannot listen on {listen}"))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "vta-board serve: listening on {bound} (board, {}, {})",
+        cfg.config_string(),
+        if token.is_empty() { "no token" } else { "token required" }
+    );
+    let serve_opts = ServeOptions {
+        token,
+        server_id: "vta-board".into(),
+        bitstream: format!("isa:{:016x}", cfg.isa_hash()),
+        cache_bytes: cache_mib
+            .checked_mul(1 << 20)
+            .ok_or_else(|| anyhow!("--cache-mib {cache_mib} is too large"))?,
+        log: Some(Arc::new(|line: &str| eprintln!("vta-board serve: {line}"))),
+        ..ServeOptions::default()
+    };
+    serve(listener, &mut dev, serve_opts).with_context(|| format!("serving on {bound}"))
 }
 
 fn run_model(
