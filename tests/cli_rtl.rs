@@ -111,6 +111,43 @@ fn memory_options_change_the_cycle_count_not_the_results() {
         e.contains("must divide the 8-byte AXI bus") && e.contains("1, 2, 4, 8"),
         "{e}"
     );
+    // Random stalls (fault injection): same outputs, more cycles.
+    let stalled = ok(vta_env(
+        &[
+            "sim",
+            &ex,
+            "--backend",
+            "rtl",
+            "--mem-latency",
+            "2",
+            "--mem-stall-percent",
+            "60",
+            "--mem-stall-seed",
+            "7",
+        ],
+        &[],
+    ));
+    assert_eq!(outputs(&fast), outputs(&stalled));
+    assert!(cycles(&stalled) > cycles(&fast), "{fast}\n{stalled}");
+    assert!(stalled.contains("60% random stalls (seed 7)"), "{stalled}");
+    let e = fails(vta_env(
+        &["sim", &ex, "--backend", "rtl", "--mem-stall-percent", "100"],
+        &[],
+    ));
+    assert!(
+        e.contains("--mem-stall-percent 100: must be below 100"),
+        "{e}"
+    );
+    let e = fails(vta(&["bench", "rtl", "--mem-stall-percent", "5"]));
+    assert!(
+        e.contains("--mem-stall-percent does not apply to `vta bench rtl`"),
+        "{e}"
+    );
+    let e = fails(vta(&["sim", &ex, "--mem-stall-percent", "5"]));
+    assert!(
+        e.contains("--mem-stall-percent is an option of the cycle-accurate simulator"),
+        "{e}"
+    );
     let e = fails(vta(&["sim", &ex, "--mem-latency", "5"]));
     assert!(
         e.contains("--mem-latency is an option of the cycle-accurate simulator"),

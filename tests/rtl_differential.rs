@@ -1,7 +1,7 @@
 //! Randomized differential testing of the cycle-accurate RTL simulator against the functional
 //! simulator: random valid programs with random token choreography on five configs, each run
-//! on both backends with a random memory latency and bandwidth; outputs must agree byte for
-//! byte and counters exactly.
+//! on both backends with a random memory latency and bandwidth (and, for a quarter of them,
+//! random stalls on every AXI channel); outputs must agree byte for byte and counters exactly.
 //!
 //! A program is `n` load -> compute -> store blocks over `k` scratchpad regions (k = 1: VTA's
 //! single buffer, 2 or 3: virtual threads whose loads overlap another block's compute); block
@@ -31,7 +31,7 @@ use drivers::{run_program, Buffer, Device, DeviceError, ProgramRun, RunReport, R
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::rng::Rng;
 use isa::{AluOp, DType, HwConfig, Insn, MemType, Module, Program, Queue, Uop};
-use vta_sim::rtl::MemTiming;
+use vta_sim::rtl::{MemFaults, MemTiming, Stalls};
 use vta_sim::FsimDevice;
 
 /// The program builder with token bookkeeping and random choreography.
@@ -500,6 +500,9 @@ fn differential(preset: &str, programs: u64) {
         .unwrap_or(0);
     let mut rtl = rtl_support::device(&cfg);
     let mut tr = Rng::new(cfg.isa_hash() ^ base);
+    // Stalls from a generator of their own, so that programs and timings stay those of the
+    // seed.
+    let mut sr = Rng::new(!(cfg.isa_hash() ^ base));
     let (mut cycles, mut insns, mut nonzero) = (0u64, 0usize, 0u64);
     let start = std::time::Instant::now();
     let total = programs * scale;
@@ -508,18 +511,25 @@ fn differential(preset: &str, programs: u64) {
         let p = program(&cfg, seed ^ cfg.isa_hash());
         let t = timing(&mut tr);
         rtl.sim_mut().set_timing(t);
+        let stalls = sr
+            .chance(25)
+            .then(|| Stalls::uniform(sr.range(5, 60), sr.next_u64()));
+        rtl.sim_mut().set_faults(MemFaults {
+            stalls,
+            ..MemFaults::none()
+        });
         let want = run(&mut FsimDevice::checking_races(&cfg), &p)
             .unwrap_or_else(|e| panic!("{preset} program {seed}: fsim refused it: {e}"));
         let got = run(&mut rtl, &p).unwrap_or_else(|e| {
             panic!(
-                "{preset} program {seed} ({} insns, {t:?}): the RTL run failed: {e}",
+                "{preset} program {seed} ({} insns, {t:?}, stalls {stalls:?}): the RTL run failed: {e}",
                 p.insns.len()
             )
         });
         if first_diff(&want, &got).is_some() {
             let why = diagnose(&cfg, &p, &mut rtl);
             panic!(
-                "{preset} program {seed} ({} insns, memory {t:?}): outputs differ between fsim and rtl.\n{why}\nprogram:\n{}",
+                "{preset} program {seed} ({} insns, memory {t:?}, stalls {stalls:?}): outputs differ between fsim and rtl.\n{why}\nprogram:\n{}",
                 p.insns.len(),
                 isa::asm::print_program(&p)
             );

@@ -82,6 +82,9 @@ pub fn run(c: BenchCmd) -> Result<String> {
             if a.rtl.hang_cycles.is_some() {
                 anyhow::bail!("--hang-cycles does not apply to `vta bench rtl` (its runs are bounded by the benchmark's size)");
             }
+            if a.rtl.mem_stall_percent.is_some() {
+                anyhow::bail!("--mem-stall-percent does not apply to `vta bench rtl` (it measures the memory timing it is given, without injected faults)");
+            }
             let cfg = super::load_config(a.config.as_deref())?;
             let mut b = vta_sim::bench::rtl::RtlBench::for_config(&cfg);
             b.timing = a.rtl.timing(&cfg)?;

@@ -10,7 +10,7 @@ use drivers::{run_program, Device, RunTimeout};
 use isa::asm::{parse_program, AsmContext};
 use isa::{container, npy, DType, HwConfig, Program};
 use vta_sim::rtl::RtlDevice;
-use vta_sim::rtl::{MemTiming, RtlOptions, RunLimits};
+use vta_sim::rtl::{MemFaults, MemTiming, RtlOptions, RunLimits};
 use vta_sim::FsimDevice;
 
 /// Where a program or model runs (`--backend`).
@@ -107,6 +107,14 @@ pub struct RtlArgs {
     /// [default: 100000]
     #[arg(long, value_name = "N")]
     pub hang_cycles: Option<u64>,
+    /// RTL, fault injection: the memory holds back each AXI channel at random in N percent
+    /// of cycles (ready low, a due response delayed; 0..=99). Results must not change; the
+    /// cycles go up
+    #[arg(long, value_name = "N")]
+    pub mem_stall_percent: Option<u8>,
+    /// RTL: seed of the --mem-stall-percent pattern [default: 1]
+    #[arg(long, value_name = "S", requires = "mem_stall_percent")]
+    pub mem_stall_seed: Option<u64>,
 }
 
 impl RtlArgs {
@@ -116,6 +124,7 @@ impl RtlArgs {
             ("--mem-latency", self.mem_latency.is_some()),
             ("--mem-bytes-per-cycle", self.mem_bytes_per_cycle.is_some()),
             ("--hang-cycles", self.hang_cycles.is_some()),
+            ("--mem-stall-percent", self.mem_stall_percent.is_some()),
         ]
         .into_iter()
         .filter(|o| o.1)
@@ -168,11 +177,23 @@ impl RtlArgs {
         Ok(t)
     }
 
+    /// The faults these options inject.
+    pub fn faults(&self) -> Result<MemFaults> {
+        match self.mem_stall_percent {
+            None => Ok(MemFaults::none()),
+            Some(p) if p >= 100 => bail!(
+                "--mem-stall-percent {p}: must be below 100 (at 100 the memory never answers)"
+            ),
+            Some(p) => Ok(MemFaults::stalls(p, self.mem_stall_seed.unwrap_or(1))),
+        }
+    }
+
     /// An RTL device for `cfg`: the model compiled into vta (the default config), loaded
     /// from the cache, or built now (progress on stderr). `vcd`: a model built for tracing.
     pub fn device(&self, cfg: &HwConfig, vcd: bool) -> Result<RtlDevice> {
         let opts = RtlOptions {
             timing: self.timing(cfg)?,
+            faults: self.faults()?,
             vcd,
             ..RtlOptions::default()
         };
@@ -507,9 +528,13 @@ fn rtl_summary(cfg: &HwConfig, d: &RtlDevice, r: &drivers::RunReport) -> Result<
     let cycles = get("cycles");
     let t = d.sim().memory().timing();
     let bus = cfg.axi_data_width / 8;
+    let stalls = match d.sim().memory().faults().stalls {
+        Some(s) => format!(", {}% random stalls (seed {})", s.ar, s.seed),
+        None => String::new(),
+    };
     writeln!(
         text,
-        "cycles: {cycles} ({:.3} us at {} MHz); memory: {}-cycle read latency, {:.0} bytes/cycle",
+        "cycles: {cycles} ({:.3} us at {} MHz); memory: {}-cycle read latency, {:.0} bytes/cycle{stalls}",
         cycles as f64 / cfg.clock_mhz as f64,
         cfg.clock_mhz,
         t.read_latency,

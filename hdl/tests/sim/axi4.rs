@@ -1,12 +1,18 @@
-//! The AXI4 master against a Rust AXI4 slave memory with random ready/valid backpressure
-//! and random latency, driven by a Rust client issuing random read and write requests at
-//! the same time. Checked: data integrity both ways, `rd_data_last` / `wr_done` per request,
-//! and the burst rules (INCR, full-width size, length limit, no 4 KiB crossing, the exact
-//! expected burst sequence, W beat counts and WLAST, the outstanding limits).
+//! The AXI4 master against the AXI4 memory model (`AxiMemory`) with random backpressure and
+//! delays on every channel (its injected stalls) and random latency, driven by a Rust client
+//! issuing random read and write requests at the same time. Checked: data integrity both
+//! ways, `rd_data_last` / `wr_done` per request, the client streams passing straight to the
+//! bus, the outstanding limits, the exact expected burst sequence, and the AXI rules the
+//! memory checks (INCR, full-width size, alignment, no 4 KiB crossing, WLAST, VALID held with
+//! a stable payload until its handshake); with injected error responses, the sticky
+//! `rd_error` / `wr_error` flags.
 
 use std::collections::VecDeque;
 
 use hdl::verilator::{Model, PortId};
+use hdl::widgets::axi4_memory::{
+    AxiMemory, AxiPorts, BurstMatch, ErrorResp, ErrorRule, MemFaults, MemTiming, Stalls,
+};
 use hdl::widgets::{axi4_master, AxiMasterConfig};
 
 use crate::util::{build, Rng};
@@ -48,18 +54,14 @@ fn to_words(bytes: &[u8]) -> Vec<u32> {
         .collect()
 }
 
-struct Burst {
-    addr: u64,
-    beats: u64,
-    /// Cycle from which the slave may answer.
-    ready_at: u64,
-}
-
 fn p(sim: &Model, name: &str) -> PortId {
     sim.port(name)
 }
 
-fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
+/// Runs `requests` random read and write requests; with `errors` = (n, m), the memory
+/// answers the n-th read burst with SLVERR and the m-th write burst with DECERR (and does
+/// not write that burst).
+fn run(cfg: AxiMasterConfig, seed: u64, requests: usize, errors: Option<(u64, u64)>) {
     let dw = cfg.data_width;
     let bytes = (dw / 8) as u64;
     let max_burst = cfg.max_burst_beats as u64;
@@ -69,7 +71,7 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
     ));
     let mut rng = Rng::new(seed);
 
-    // Ports.
+    // Client ports.
     let (rd_req_valid, rd_req_ready, rd_req_addr, rd_req_beats) = (
         p(&sim, "rd_req_valid"),
         p(&sim, "rd_req_ready"),
@@ -96,33 +98,46 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
         p(&sim, "wr_done"),
     );
     let (rd_error, wr_error) = (p(&sim, "rd_error"), p(&sim, "wr_error"));
+    // The bus ports the client's streams pass to.
     let a = |s: &str| sim.port(&format!("m_axi_{s}"));
-    let (arvalid, arready, araddr, arlen, arsize, arburst) = (
-        a("arvalid"),
-        a("arready"),
-        a("araddr"),
-        a("arlen"),
-        a("arsize"),
-        a("arburst"),
+    let (rready, wvalid, wdata, wstrb, bready) = (
+        a("rready"),
+        a("wvalid"),
+        a("wdata"),
+        a("wstrb"),
+        a("bready"),
     );
-    let (rvalid, rready, rdata, rresp, rlast) =
-        (a("rvalid"), a("rready"), a("rdata"), a("rresp"), a("rlast"));
-    let (awvalid, awready, awaddr, awlen, awsize, awburst) = (
-        a("awvalid"),
-        a("awready"),
-        a("awaddr"),
-        a("awlen"),
-        a("awsize"),
-        a("awburst"),
-    );
-    let (wvalid, wready, wdata, wstrb, wlast) =
-        (a("wvalid"), a("wready"), a("wdata"), a("wstrb"), a("wlast"));
-    let (bvalid, bready, bresp) = (a("bvalid"), a("bready"), a("bresp"));
+    let axi = AxiPorts::new(&sim, "m_axi_");
 
-    // Memories: the slave's and the client's expectation for region B.
+    // The memory: region A random, region B zeros (and the client's expectation of it).
     let mem_a: Vec<u8> = (0..REGION).map(|_| rng.next_u64() as u8).collect();
-    let mut mem_b: Vec<u8> = vec![0; REGION as usize];
-    let mut expect_b: Vec<u8> = vec![0; REGION as usize];
+    let mut mem = AxiMemory::new(
+        READ_BASE,
+        (WRITE_BASE + REGION - READ_BASE) as usize,
+        dw,
+        MemTiming {
+            // Never the limit: the master's own outstanding limits are checked.
+            max_outstanding: 16,
+            ..MemTiming::default()
+        },
+    );
+    mem.write(READ_BASE, &mem_a);
+    mem.set_burst_log(true);
+    if let Some((rn, wn)) = errors {
+        let rule = |write: bool, n, resp| ErrorRule {
+            reads: !write,
+            writes: write,
+            at: BurstMatch::Nth(n),
+            resp,
+        };
+        mem.set_faults(MemFaults {
+            errors: vec![
+                rule(false, rn, ErrorResp::SlvErr),
+                rule(true, wn, ErrorResp::DecErr),
+            ],
+            ..MemFaults::none()
+        });
+    }
 
     // Requests (beats 0..=600, occasionally 0; addresses near the end of a region are
     // clamped so that the request fits).
@@ -165,16 +180,6 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
                 .collect()
         })
         .collect();
-    for (k, &(addr, _)) in wr_reqs.iter().enumerate() {
-        for (i, (d, s)) in wr_beats[k].iter().enumerate() {
-            let off = (addr - WRITE_BASE) as usize + i * bytes as usize;
-            for b in 0..bytes as usize {
-                if s >> b & 1 == 1 {
-                    expect_b[off + b] = d[b];
-                }
-            }
-        }
-    }
     // Expected burst sequences.
     let exp_ar: Vec<(u64, u64)> = rd_reqs
         .iter()
@@ -184,12 +189,28 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
         .iter()
         .flat_map(|&(a, n)| split(a, n, bytes, max_burst))
         .collect();
-    // Which burst ends which write request (request index), for wr_done.
-    let mut aw_ends: Vec<Option<usize>> = vec![];
-    for (k, &(a, n)) in wr_reqs.iter().enumerate() {
+    // Region B as the client expects it: every write burst's beats (in order, the flat beat
+    // stream), except a burst answered with an error.
+    let mut expect_b: Vec<u8> = vec![0; REGION as usize];
+    let mut beats_in_order = wr_beats.iter().flatten();
+    for (j, &(addr, n)) in exp_aw.iter().enumerate() {
+        let dropped = errors.is_some_and(|(_, wn)| wn == j as u64 + 1);
+        for i in 0..n {
+            let (d, s) = beats_in_order.next().unwrap();
+            let off = (addr - WRITE_BASE + i * bytes) as usize;
+            for b in 0..bytes as usize {
+                if !dropped && s >> b & 1 == 1 {
+                    expect_b[off + b] = d[b];
+                }
+            }
+        }
+    }
+    // Which burst ends which write request, for wr_done.
+    let mut aw_ends: Vec<bool> = vec![];
+    for &(a, n) in &wr_reqs {
         let bursts = split(a, n, bytes, max_burst);
         for j in 0..bursts.len() {
-            aw_ends.push((j + 1 == bursts.len()).then_some(k));
+            aw_ends.push(j + 1 == bursts.len());
         }
     }
     // Expected read data stream: (address, last of request).
@@ -210,40 +231,42 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
     let mut rd_req_hold = false;
     let mut wr_req_hold = false;
     let mut wr_data_hold = false;
+    // Bus observations.
+    let mut b_count = 0usize; // write responses given
+    let mut b_done_requests = 0usize; // write requests whose last response was given
+    let (mut max_rd_outstanding, mut max_wr_outstanding) = (0usize, 0usize);
+    let (mut rd_errors, mut wr_errors) = (0usize, 0usize); // error responses given
 
-    // Slave state.
-    let mut ar_queue: VecDeque<Burst> = VecDeque::new();
-    let mut r_beat = 0u64; // beat within the head read burst
-    let mut r_presenting = false;
-    let mut ar_count = 0usize;
-    let mut aw_queue: VecDeque<Burst> = VecDeque::new(); // AW accepted, W not complete
-    let mut w_beat = 0u64;
-    let mut w_early: VecDeque<(Vec<u8>, u64, bool)> = VecDeque::new(); // W beats before their AW
-    let mut b_queue: VecDeque<(u64, Option<usize>)> = VecDeque::new(); // (ready_at, request ended)
-    let mut b_presenting = false;
-    let mut aw_count = 0usize;
-    let mut b_done_requests = 0usize; // write requests whose last B went out
-    let mut max_rd_outstanding = 0usize;
-    let mut rd_outstanding = 0usize;
-    let mut wr_outstanding = 0usize; // AW accepted, B not sent
-    let mut max_wr_outstanding = 0usize;
-
-    // Channel payloads shown without a handshake, which must not change.
-    let mut ar_pending: Option<(u64, u64)> = None;
-    let mut aw_pending: Option<(u64, u64)> = None;
-    let mut w_pending: Option<(Vec<u32>, Vec<u32>, bool)> = None;
-
-    // Random timing knobs, changing every few hundred cycles.
-    let mut knobs = [50u64; 8];
+    let (mut p_req, mut p_rdy, mut p_data) = (50, 50, 50);
     sim.reset(4);
+    mem.reset(&mut sim, &axi);
     let mut cycle = 0u64;
     loop {
+        // Random timing, changing every few hundred cycles: the chance in percent that the
+        // client offers a request or data or takes read data, the chance that each bus
+        // channel is held back in a cycle (not ready, or a due response not shown yet), and
+        // the memory's latencies.
         if cycle % 300 == 0 {
-            for k in knobs.iter_mut() {
+            for k in [&mut p_req, &mut p_rdy, &mut p_data] {
                 *k = [10, 40, 70, 95, 100][rng.below(5) as usize];
             }
+            let mut stall = || [90u8, 60, 30, 5, 0][rng.below(5) as usize];
+            let (ar, r, aw, w) = (stall(), stall(), stall(), stall());
+            mem.set_stalls(Some(Stalls {
+                ar,
+                r,
+                aw,
+                w,
+                b: r,
+                seed: rng.next_u64(),
+            }));
+            let lat = [10, 40, 70, 95, 100][rng.below(5) as usize];
+            mem.set_timing(MemTiming {
+                read_latency: 1 + rng.below(lat / 3 + 1) as u32,
+                write_latency: 1 + rng.below(lat / 4 + 1) as u32,
+                ..mem.timing()
+            });
         }
-        let [p_req, p_rdy, p_ar, p_r, p_aw, p_w, p_data, lat] = knobs;
 
         // ---- client drives ----------------------------------------------------------------
         if !rd_req_hold && rd_next < rd_reqs.len() && rng.chance(p_req) {
@@ -277,80 +300,23 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
             );
         }
 
-        // ---- slave drives -----------------------------------------------------------------
-        let ar_rdy = rng.chance(p_ar);
-        sim.set(arready, ar_rdy as u64);
-        if !r_presenting {
-            if let Some(h) = ar_queue.front() {
-                if h.ready_at <= cycle && rng.chance(p_r) {
-                    r_presenting = true;
-                }
-            }
-        }
-        sim.set(rvalid, r_presenting as u64);
-        if r_presenting {
-            let h = ar_queue.front().unwrap();
-            let off = (h.addr - READ_BASE + r_beat * bytes) as usize;
-            sim.set_wide(rdata, &to_words(&mem_a[off..off + bytes as usize]));
-            sim.set(rlast, (r_beat + 1 == h.beats) as u64);
-            sim.set(rresp, 0);
-        }
-        let aw_rdy = rng.chance(p_aw);
-        sim.set(awready, aw_rdy as u64);
-        let w_rdy = rng.chance(p_w);
-        sim.set(wready, w_rdy as u64);
-        if !b_presenting {
-            if let Some(&(t, _)) = b_queue.front() {
-                if t <= cycle && rng.chance(p_r) {
-                    b_presenting = true;
-                }
-            }
-        }
-        sim.set(bvalid, b_presenting as u64);
-        sim.set(bresp, 0);
-
+        // ---- memory drives, the model evaluates --------------------------------------------
+        let offered = mem.drive(&mut sim, &axi, cycle);
         sim.eval();
 
-        // ---- observe handshakes -------------------------------------------------------------
+        // ---- observe the client's side of this cycle's handshakes --------------------------
         let at = format!("cycle {cycle}");
-        // AXI: once VALID is high it stays high, with the same payload, until the handshake.
-        let ar_now = sim
-            .get_bool(arvalid)
-            .then(|| (sim.get(araddr), sim.get(arlen)));
-        let aw_now = sim
-            .get_bool(awvalid)
-            .then(|| (sim.get(awaddr), sim.get(awlen)));
-        let w_now = sim.get_bool(wvalid).then(|| {
-            (
-                sim.get_wide(wdata),
-                sim.get_wide(wstrb),
-                sim.get_bool(wlast),
-            )
-        });
-        if let Some(prev) = &ar_pending {
-            assert_eq!(
-                ar_now.as_ref(),
-                Some(prev),
-                "AR changed before its handshake ({at})"
-            );
-        }
-        if let Some(prev) = &aw_pending {
-            assert_eq!(
-                aw_now.as_ref(),
-                Some(prev),
-                "AW changed before its handshake ({at})"
-            );
-        }
-        if let Some(prev) = &w_pending {
-            assert_eq!(
-                w_now.as_ref(),
-                Some(prev),
-                "W changed before its handshake ({at})"
-            );
-        }
-        ar_pending = ar_now.filter(|_| !ar_rdy);
-        aw_pending = aw_now.filter(|_| !aw_rdy);
-        w_pending = w_now.filter(|_| !w_rdy);
+        // The error flags are registered: they show the responses of earlier cycles.
+        assert_eq!(
+            sim.get_bool(rd_error),
+            rd_errors > 0,
+            "rd_error after {rd_errors} read error response(s) ({at})"
+        );
+        assert_eq!(
+            sim.get_bool(wr_error),
+            wr_errors > 0,
+            "wr_error after {wr_errors} write error response(s) ({at})"
+        );
         if rd_req_hold && sim.get_bool(rd_req_ready) {
             rd_req_hold = false;
             rd_next += 1;
@@ -360,10 +326,10 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
             wr_stream.extend(wr_beats[wr_next].iter().cloned());
             wr_next += 1;
         }
-        // Client read data.
+        // Read data: the R channel is the client's stream.
         assert_eq!(
             sim.get_bool(rd_data_valid),
-            r_presenting,
+            offered.r_valid(),
             "rd_data_valid mirrors RVALID ({at})"
         );
         assert_eq!(
@@ -371,7 +337,7 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
             client_rready,
             "RREADY mirrors rd_data_ready ({at})"
         );
-        if r_presenting && client_rready {
+        if offered.r_valid() && client_rready {
             let (addr, last) = exp_rd
                 .pop_front()
                 .unwrap_or_else(|| panic!("unexpected read data ({at})"));
@@ -387,87 +353,16 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
                 "rd_data_last for {addr:#x} ({at})"
             );
             rd_seen += 1;
-            // Slave side of the R handshake.
-            let h = ar_queue.front().unwrap();
-            r_beat += 1;
-            if r_beat == h.beats {
-                ar_queue.pop_front();
-                r_beat = 0;
-                rd_outstanding -= 1;
-            }
-            r_presenting = false;
         }
-        // AR.
-        if sim.get_bool(arvalid) && ar_rdy {
-            let addr = sim.get(araddr);
-            let beats = sim.get(arlen) + 1;
-            assert_eq!(sim.get(arburst), 1, "ARBURST must be INCR ({at})");
-            assert_eq!(
-                1u64 << sim.get(arsize),
-                bytes,
-                "ARSIZE must be the bus width ({at})"
-            );
-            assert!(beats <= max_burst, "AR burst of {beats} beats ({at})");
-            assert_eq!(addr % bytes, 0, "unaligned AR {addr:#x} ({at})");
-            assert!(
-                addr % 4096 + beats * bytes <= 4096,
-                "AR {addr:#x}+{beats} crosses 4 KiB ({at})"
-            );
-            assert_eq!(
-                Some(&(addr, beats)),
-                exp_ar.get(ar_count),
-                "AR #{ar_count} ({at})"
-            );
-            ar_count += 1;
-            let delay = rng.below(lat / 3 + 1);
-            ar_queue.push_back(Burst {
-                addr,
-                beats,
-                ready_at: cycle + 1 + delay,
-            });
-            rd_outstanding += 1;
-            max_rd_outstanding = max_rd_outstanding.max(rd_outstanding);
-            assert!(
-                rd_outstanding <= cfg.max_outstanding_reads as usize,
-                "{rd_outstanding} reads outstanding ({at})"
-            );
-        }
-        // AW.
-        if sim.get_bool(awvalid) && aw_rdy {
-            let addr = sim.get(awaddr);
-            let beats = sim.get(awlen) + 1;
-            assert_eq!(sim.get(awburst), 1, "AWBURST must be INCR ({at})");
-            assert_eq!(
-                1u64 << sim.get(awsize),
-                bytes,
-                "AWSIZE must be the bus width ({at})"
-            );
-            assert!(beats <= max_burst, "AW burst of {beats} beats ({at})");
-            assert!(
-                addr % 4096 + beats * bytes <= 4096,
-                "AW {addr:#x}+{beats} crosses 4 KiB ({at})"
-            );
-            assert_eq!(
-                Some(&(addr, beats)),
-                exp_aw.get(aw_count),
-                "AW #{aw_count} ({at})"
-            );
-            aw_queue.push_back(Burst {
-                addr,
-                beats,
-                ready_at: 0,
-            });
-            aw_count += 1;
-            wr_outstanding += 1;
-            max_wr_outstanding = max_wr_outstanding.max(wr_outstanding);
-        }
-        // W: the client side and the slave side of the same handshake.
+        // W: the client side and the bus side of the same handshake.
+        let (_, _, w_ready) = offered.readies();
+        let w_fire = sim.get_bool(wvalid) && w_ready;
         assert_eq!(
             sim.get_bool(wr_data_ready) && wr_data_hold,
-            sim.get_bool(wvalid) && w_rdy,
+            w_fire,
             "wr_data handshake is the W handshake ({at})"
         );
-        if sim.get_bool(wvalid) && w_rdy {
+        if w_fire {
             assert!(wr_data_hold, "WVALID without client data ({at})");
             let (d, s) = wr_stream.pop_front().unwrap();
             wr_data_hold = false;
@@ -476,59 +371,50 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
             let got_s = got_s[0] as u64 | got_s.get(1).map_or(0, |&h| (h as u64) << 32);
             assert_eq!(got_d, d, "WDATA passes the client data ({at})");
             assert_eq!(got_s, s, "WSTRB passes the client strobes ({at})");
-            w_early.push_back((got_d, got_s, sim.get_bool(wlast)));
         }
-        // Match W beats with accepted AW bursts.
-        while let (Some(h), Some(_)) = (aw_queue.front(), w_early.front()) {
-            let (d, s, last) = w_early.pop_front().unwrap();
-            let off = (h.addr - WRITE_BASE + w_beat * bytes) as usize;
-            for b in 0..bytes as usize {
-                if s >> b & 1 == 1 {
-                    mem_b[off + b] = d[b];
-                }
-            }
-            w_beat += 1;
-            assert_eq!(
-                last,
-                w_beat == h.beats,
-                "WLAST on beat {w_beat} of {} ({at})",
-                h.beats
-            );
-            if last {
-                aw_queue.pop_front();
-                w_beat = 0;
-                let idx = aw_count - aw_queue.len() - 1;
-                let delay = rng.below(lat / 4 + 1);
-                b_queue.push_back((cycle + 1 + delay, aw_ends[idx]));
-            }
-        }
-        // B (the master always accepts).
+        // B (the master always accepts); wr_done comes a cycle after a request's last one.
         assert!(sim.get_bool(bready), "BREADY is always high");
-        let done_now = sim.get_bool(wr_done);
-        if done_now {
+        if sim.get_bool(wr_done) {
             dones += 1;
             assert!(
                 dones <= b_done_requests,
                 "wr_done before the last write response ({at})"
             );
         }
-        if b_presenting {
-            let (_, ended) = b_queue.pop_front().unwrap();
-            if ended.is_some() {
+        if offered.b_valid() {
+            if aw_ends[b_count] {
                 b_done_requests += 1;
             }
-            wr_outstanding -= 1;
-            b_presenting = false;
+            b_count += 1;
         }
-        // Bursts whose AW was taken but whose B is pending (the master counts from
-        // acceptance, which is earlier), so this bound holds too.
+
+        // ---- the memory completes the handshakes and checks the bus -------------------------
+        mem.sample(&sim, &axi, offered);
         assert!(
-            wr_outstanding <= cfg.max_outstanding_writes as usize,
-            "writes outstanding ({at})"
+            mem.violations().is_empty(),
+            "AXI rules broken: {:?}",
+            mem.violations()
+        );
+        let (errs, _) = mem.take_error_responses();
+        for e in &errs {
+            let k = e.nth as usize - 1;
+            let want = if e.write { exp_aw[k] } else { exp_ar[k] };
+            assert_eq!((e.addr, e.beats as u64), want, "{e} ({at})");
+        }
+        rd_errors += errs.iter().filter(|e| !e.write).count();
+        wr_errors += errs.iter().filter(|e| e.write).count();
+        // Reads: address taken, last beat not yet; writes: address taken, response not yet
+        // (the master counts from acceptance, earlier, so these bounds hold too).
+        let (r, w) = mem.outstanding();
+        max_rd_outstanding = max_rd_outstanding.max(r);
+        max_wr_outstanding = max_wr_outstanding.max(w);
+        assert!(
+            r <= cfg.max_outstanding_reads as usize,
+            "{r} reads outstanding ({at})"
         );
         assert!(
-            !sim.get_bool(rd_error) && !sim.get_bool(wr_error),
-            "error flags ({at})"
+            w <= cfg.max_outstanding_writes as usize,
+            "{w} writes outstanding ({at})"
         );
 
         sim.tick();
@@ -537,8 +423,7 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
             && wr_next == wr_reqs.len()
             && rd_seen == total_rd_beats
             && wr_stream.is_empty()
-            && b_queue.is_empty()
-            && !b_presenting
+            && mem.idle()
             && dones == wr_nonzero;
         if finished {
             break;
@@ -558,12 +443,40 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
         assert!(!sim.get_bool(wr_done), "extra wr_done");
         sim.tick();
     }
-    assert_eq!(ar_count, exp_ar.len());
-    assert_eq!(aw_count, exp_aw.len());
+    // The burst sequence, in the order the bursts were served (in order per direction).
+    let log = mem.take_burst_log();
+    let served = |write: bool| -> Vec<(u64, u64)> {
+        log.iter()
+            .filter(|b| b.write == write)
+            .map(|b| (b.addr, b.beats as u64))
+            .collect()
+    };
+    for (what, got, want) in [
+        ("AR", served(false), &exp_ar),
+        ("AW", served(true), &exp_aw),
+    ] {
+        assert_eq!(got.len(), want.len(), "{what} bursts");
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "{what} burst #{i} was {:?}, expected {:?} (at most {max_burst} beats, \
+                 split at 4 KiB)",
+                got[i], want[i]
+            );
+        }
+    }
+    let mut mem_b = vec![0; REGION as usize];
+    mem.read(WRITE_BASE, &mut mem_b);
     assert!(
         mem_b == expect_b,
         "region B differs from the client's writes"
     );
+    if let Some((_, _)) = errors {
+        assert_eq!(
+            (rd_errors, wr_errors),
+            (1, 1),
+            "one error response each way"
+        );
+    }
     if cfg.max_outstanding_reads > 1 {
         assert_eq!(
             max_rd_outstanding, cfg.max_outstanding_reads as usize,
@@ -573,7 +486,8 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize) {
     eprintln!(
         "[axi4 {dw}] {cycle} cycles, {} AR / {} AW bursts, max outstanding {max_rd_outstanding} reads / \
          {max_wr_outstanding} writes",
-        ar_count, aw_count
+        exp_ar.len(),
+        exp_aw.len()
     );
 }
 
@@ -589,6 +503,7 @@ fn axi4_master_64bit_256_beats() {
         },
         21,
         150,
+        None,
     );
 }
 
@@ -604,6 +519,7 @@ fn axi4_master_512bit_page_limited() {
         },
         22,
         100,
+        None,
     );
 }
 
@@ -619,5 +535,24 @@ fn axi4_master_128bit_short_bursts() {
         },
         23,
         100,
+        None,
+    );
+}
+
+/// SLVERR on a read burst and DECERR on a write burst raise `rd_error` and `wr_error` the
+/// cycle after their handshake, and only then; the master carries on.
+#[test]
+fn axi4_master_error_responses_raise_sticky_flags() {
+    run(
+        AxiMasterConfig {
+            data_width: 64,
+            max_burst_beats: 16,
+            max_outstanding_reads: 2,
+            max_outstanding_writes: 2,
+            ..Default::default()
+        },
+        24,
+        40,
+        Some((7, 5)),
     );
 }

@@ -11,7 +11,7 @@
 //! traces, hang detection and waveform windows), and the clock ticks.
 
 use hdl::verilator::{Model, PortId};
-use hdl::widgets::axi4_memory::{AxiMemory, AxiPorts};
+use hdl::widgets::axi4_memory::{AxiMemory, AxiPorts, ErrorResponse};
 use isa::HwConfig;
 use vta_hw::regs;
 
@@ -68,12 +68,61 @@ pub enum AcceleratorError {
     /// The accelerator broke an AXI rule, or accessed memory outside the model.
     #[error("AXI protocol violations: {}", .0.join("; "))]
     Protocol(Vec<String>),
+    /// The memory answered bursts with an error response (injected, see
+    /// [`AxiMemory::set_faults`]): the first few, their number, CONTROL at DONE, and the
+    /// run's first cycle (cycles in the message count from it).
+    #[error("{}", error_responses_message(.responses, *.total, *.control, *.t0))]
+    ErrorResponses {
+        responses: Vec<ErrorResponse>,
+        total: u64,
+        control: u32,
+        t0: u64,
+    },
     /// The accelerator reported an error (CONTROL bit 2).
     #[error("the accelerator reported an error (CONTROL = {control:#x}); {status}")]
     Fault { control: u32, status: String },
     /// The bitstream is not the expected one.
     #[error("identity check failed: {0}")]
     Identity(String),
+}
+
+/// What the hardware does with an error response, and whether it flagged this one.
+fn error_responses_message(rs: &[ErrorResponse], total: u64, control: u32, t0: u64) -> String {
+    const SHOWN: usize = 4;
+    let list: Vec<String> = rs
+        .iter()
+        .take(SHOWN)
+        .map(|e| format!("{e} at cycle {}", e.cycle.saturating_sub(t0)))
+        .collect();
+    let more = match total.saturating_sub(list.len() as u64) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let hardware = if control & regs::CONTROL_ERROR != 0 {
+        let mut consequences = vec![];
+        if rs.iter().any(|e| !e.write) {
+            consequences.push("the data of a failed read was used as if valid");
+        }
+        if rs.iter().any(|e| e.write) {
+            consequences
+                .push("a failed write (whose data the memory did not store) counted as done");
+        }
+        format!(
+            "The accelerator flagged it (CONTROL = {control:#x}, error bit set) but does not stop \
+             on an error response: its AXI master only raises a sticky error flag, so {}; the \
+             run went on to FINISH and its outputs cannot be trusted",
+            consequences.join(" and ")
+        )
+    } else {
+        format!(
+            "The accelerator did not flag it (CONTROL = {control:#x}, error bit clear): its \
+             error reporting is broken"
+        )
+    };
+    format!(
+        "the memory answered {total} burst(s) with an error response: {}{more}. {hardware}",
+        list.join("; ")
+    )
 }
 
 /// What a run reports.
@@ -349,7 +398,8 @@ impl<M: Monitor> Accelerator<M> {
 
     /// Completes a run that reached DONE (started at cycle `t0`, the first write of
     /// [`regs::run`]): lets the memory drain, then checks for AXI violations and CONTROL's
-    /// error bit. For drivers of their own [`regs::Host`] over this accelerator.
+    /// error bit, and for error responses the memory gave. For drivers of their own
+    /// [`regs::Host`] over this accelerator.
     pub fn finish(
         &mut self,
         done: regs::Completion,
@@ -365,6 +415,15 @@ impl<M: Monitor> Accelerator<M> {
         let violations = self.mem.take_violations();
         if !violations.is_empty() {
             return Err(AcceleratorError::Protocol(violations));
+        }
+        let (responses, total) = self.mem.take_error_responses();
+        if total > 0 {
+            return Err(AcceleratorError::ErrorResponses {
+                responses,
+                total,
+                control: done.control,
+                t0,
+            });
         }
         if done.control & regs::CONTROL_ERROR != 0 {
             let status = self.status();

@@ -6,7 +6,9 @@
 //! the hardware's per-module busy and stall counters (see `RtlRun::extras`).
 //! [`RunTimeout::work`] bounds cycles; a run that stops making progress for
 //! [`RtlDevice::limits`]`.hang_cycles` cycles fails with the state of the modules and token
-//! queues.
+//! queues. The memory can inject faults ([`super::RtlOptions::faults`], or
+//! `sim_mut().set_faults` between runs): a run that meets them fails with what happened, and
+//! the next run starts from a reset.
 
 use std::time::Instant;
 

@@ -35,7 +35,9 @@ use isa::{Codec, HwConfig, Insn, INSN_BYTES};
 use vta_hw::regs;
 
 pub use device::RtlDevice;
-pub use hdl::widgets::axi4_memory::{MemStats, MemTiming};
+pub use hdl::widgets::axi4_memory::{
+    BurstMatch, ErrorResp, ErrorRule, MemFaults, MemStats, MemTiming, Stalls,
+};
 pub use model::ModelOrigin;
 pub use trace::{Trace, TraceEvent, TraceTrack};
 
@@ -91,6 +93,9 @@ pub struct RtlOptions {
     pub cache_dir: Option<PathBuf>,
     /// The memory's latency and bandwidth.
     pub timing: MemTiming,
+    /// Faults the memory injects in every run (none by default; see
+    /// [`RtlSim::set_faults`]).
+    pub faults: MemFaults,
     /// Physical address and size of the simulated DRAM.
     pub mem_base: u64,
     pub mem_size: u64,
@@ -104,6 +109,7 @@ impl Default for RtlOptions {
         RtlOptions {
             cache_dir: None,
             timing: MemTiming::default(),
+            faults: MemFaults::none(),
             mem_base: 0x1000_0000,
             mem_size: 256 << 20,
             vcd: false,
@@ -216,12 +222,13 @@ impl RtlSim {
         progress: &mut dyn FnMut(&str),
     ) -> Result<RtlSim, RtlError> {
         let (m, origin) = model::instance(cfg, opts.vcd, &opts.cache_dir(), progress)?;
-        let mem = AxiMemory::new(
+        let mut mem = AxiMemory::new(
             opts.mem_base,
             usize::try_from(opts.mem_size).expect("memory size fits the address space"),
             cfg.axi_data_width,
             opts.timing,
         );
+        mem.set_faults(opts.faults.clone());
         let watch = Watch::new(&m);
         let mut acc = Accelerator::with_monitor(m, cfg, mem, watch);
         acc.check_identity(cfg).map_err(RtlError::Accelerator)?;
@@ -258,6 +265,15 @@ impl RtlSim {
     /// Changes the memory's latency and bandwidth (for the following runs).
     pub fn set_timing(&mut self, t: MemTiming) {
         self.acc.memory_mut().set_timing(t);
+    }
+
+    /// Changes the faults the memory injects (for the following runs). Each run starts
+    /// them afresh: burst numbers count from its first burst, the stall pattern from its
+    /// seed. A run that meets an error response fails naming the bursts (the accelerator
+    /// itself only raises its error flag and runs on); a hang is caught by the hang bound or
+    /// the run's deadline; either way the next run starts from a reset.
+    pub fn set_faults(&mut self, faults: MemFaults) {
+        self.acc.memory_mut().set_faults(faults);
     }
 
     /// Cycles simulated since the simulator was created.
@@ -316,6 +332,7 @@ impl RtlSim {
             self.dirty = false;
         }
         let t0 = self.acc.cycles();
+        self.acc.memory_mut().restart_faults();
         let mem0 = self.acc.memory().stats();
         if self.acc.monitor().tracing() {
             // Bursts of earlier activity do not belong to this run.
@@ -480,6 +497,10 @@ impl Host<'_> {
     fn state(&mut self) -> String {
         let acc = &*self.acc;
         let mut s = acc.monitor().diagnose(acc.model(), acc.memory(), self.cfg);
+        if let Some(f) = acc.memory().describe_faults(self.t0) {
+            s.push_str("\n  ");
+            s.push_str(&f);
+        }
         let status = self.acc.status();
         s.push_str("\n  ");
         s.push_str(&status);

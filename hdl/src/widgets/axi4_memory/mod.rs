@@ -7,11 +7,20 @@
 //! and completes the cycle's handshakes ([`AxiMemory::sample`]). It checks the AXI4 rules a
 //! simple burst master promises (INCR bursts of the full bus width, at most 256 beats,
 //! aligned, never crossing 4 KiB, WLAST on the last beat, only addresses inside the memory)
-//! and records every violation instead of stopping the simulation.
+//! and that VALID stays high with a stable payload until its handshake, and records every
+//! violation instead of stopping the simulation.
+//!
+//! It can also inject faults ([`faults`]: random stalls on every channel, SLVERR/DECERR
+//! responses, a memory that stops answering), set with [`AxiMemory::set_faults`].
+
+mod faults;
 
 use std::collections::VecDeque;
 
 use crate::verilator::{Model, PortId};
+
+pub use faults::{BurstMatch, ErrorResp, ErrorResponse, ErrorRule, MemFaults, Stalls};
+use faults::{Held, StallGen};
 
 /// Timing of the memory model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +73,10 @@ struct Burst {
     accepted: u64,
     /// Cycle of the first data beat (reads).
     first_beat: u64,
+    /// Its number in its direction since the faults were (re)started, from 1.
+    nth: u64,
+    /// The injected error response, if any.
+    resp: Option<ErrorResp>,
 }
 
 /// One burst as the memory served it (see [`AxiMemory::set_burst_log`]).
@@ -83,6 +96,9 @@ pub struct BurstRecord {
     pub last_beat: u64,
 }
 
+/// Error responses [`AxiMemory`] keeps a record of (it counts all).
+pub const MAX_ERROR_LOG: usize = 64;
+
 /// An AXI4 slave memory: `size` bytes at byte address `base`, on a `bus_bits`-wide bus.
 /// It serves a model's master ports named through [`AxiPorts`] ([`AxiMemory::drive`] before
 /// the model evaluates, [`AxiMemory::sample`] after).
@@ -95,12 +111,28 @@ pub struct AxiMemory {
     writes: VecDeque<Burst>,
     /// W beats received ahead of their burst's completion: (data, strobes, last, cycle).
     wbeats: VecDeque<(Vec<u8>, Vec<bool>, bool, u64)>,
-    /// Cycles at which write responses are due.
-    bresp: VecDeque<u64>,
+    /// Write responses: the cycle each is due, and the injected error it carries.
+    bresp: VecDeque<(u64, Option<ErrorResponse>)>,
     violations: Vec<String>,
     stats: MemStats,
     /// An R beat was offered and not taken: AXI requires it to stay valid.
     r_hold: bool,
+    /// Likewise a write response.
+    b_hold: bool,
+    /// Payloads shown with VALID and not taken last cycle, which must not change.
+    ar_wait: Option<AxiAddr>,
+    aw_wait: Option<AxiAddr>,
+    w_wait: Option<WBeat>,
+    faults: MemFaults,
+    stall_gen: Option<StallGen>,
+    /// Read and write bursts accepted since the faults were (re)started.
+    read_n: u64,
+    write_n: u64,
+    /// Cycle the injected hang began.
+    hung_at: Option<u64>,
+    /// Error responses given (the first [`MAX_ERROR_LOG`]) and their count.
+    error_log: Vec<ErrorResponse>,
+    errors_total: u64,
     /// Completed bursts, when logging.
     log: Option<Vec<BurstRecord>>,
     /// Reused beat buffer (R and W data) as 32-bit words.
@@ -127,6 +159,17 @@ impl AxiMemory {
             violations: vec![],
             stats: MemStats::default(),
             r_hold: false,
+            b_hold: false,
+            ar_wait: None,
+            aw_wait: None,
+            w_wait: None,
+            faults: MemFaults::default(),
+            stall_gen: None,
+            read_n: 0,
+            write_n: 0,
+            hung_at: None,
+            error_log: vec![],
+            errors_total: 0,
             log: None,
             beat: vec![0; bus_bits as usize / 32],
         }
@@ -173,6 +216,103 @@ impl AxiMemory {
     /// Changes the timing (takes effect for bursts accepted from now on).
     pub fn set_timing(&mut self, t: MemTiming) {
         self.timing = t;
+    }
+
+    /// The faults injected.
+    pub fn faults(&self) -> &MemFaults {
+        &self.faults
+    }
+
+    /// Injects `faults` from now on (and restarts them, see [`AxiMemory::restart_faults`]).
+    pub fn set_faults(&mut self, faults: MemFaults) {
+        self.faults = faults;
+        self.restart_faults();
+    }
+
+    /// Changes only the stalls (the new pattern starts from its seed; burst numbers, a hang
+    /// and the error responses given are kept).
+    pub fn set_stalls(&mut self, stalls: Option<Stalls>) {
+        self.faults.stalls = stalls;
+        self.stall_gen = stalls.map(StallGen::new);
+    }
+
+    /// Starts the faults afresh: burst numbers count from 1 again, the stall pattern starts
+    /// over from its seed, a hang is lifted (until it triggers again), and the error
+    /// responses given are forgotten.
+    pub fn restart_faults(&mut self) {
+        self.stall_gen = self.faults.stalls.map(StallGen::new);
+        self.read_n = 0;
+        self.write_n = 0;
+        self.hung_at = None;
+        self.error_log.clear();
+        self.errors_total = 0;
+    }
+
+    /// The error responses given since the faults were (re)started (at most the first
+    /// [`MAX_ERROR_LOG`]), forgetting them, and how many there were in all.
+    pub fn take_error_responses(&mut self) -> (Vec<ErrorResponse>, u64) {
+        let n = std::mem::take(&mut self.errors_total);
+        (std::mem::take(&mut self.error_log), n)
+    }
+
+    /// The cycle at which the injected hang began, if it has.
+    pub fn hung_since(&self) -> Option<u64> {
+        self.hung_at
+    }
+
+    /// What the injected faults have done so far, for a diagnosis (`None` when none are
+    /// set); cycles are counted from `origin`.
+    pub fn describe_faults(&self, origin: u64) -> Option<String> {
+        let f = &self.faults;
+        if f.is_none() {
+            return None;
+        }
+        let mut parts = vec![];
+        if let Some(s) = f.stalls {
+            parts.push(format!(
+                "random stalls (AR {}%, R {}%, AW {}%, W {}%, B {}%, seed {})",
+                s.ar, s.r, s.aw, s.w, s.b, s.seed
+            ));
+        }
+        if let Some(n) = f.hang_after_bursts {
+            parts.push(match self.hung_at {
+                Some(c) => format!(
+                    "a hang: the memory stopped answering at cycle {} after accepting {n} \
+                     burst(s)",
+                    c.saturating_sub(origin)
+                ),
+                None => format!("a hang after {n} burst(s), not reached"),
+            });
+        }
+        if !f.errors.is_empty() {
+            parts.push(match self.error_log.first() {
+                Some(e) => format!(
+                    "{} error response(s), the first: {e} at cycle {}",
+                    self.errors_total,
+                    e.cycle.saturating_sub(origin)
+                ),
+                None => "error responses, none given yet".into(),
+            });
+        }
+        Some(format!("injected faults: {}", parts.join("; ")))
+    }
+
+    /// True while the injected hang holds (it begins once enough bursts were accepted).
+    fn hung(&mut self, now: u64) -> bool {
+        match self.faults.hang_after_bursts {
+            Some(n) if self.read_n + self.write_n >= n => {
+                self.hung_at.get_or_insert(now);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn record_error(&mut self, e: ErrorResponse) {
+        self.errors_total += 1;
+        if self.error_log.len() < MAX_ERROR_LOG {
+            self.error_log.push(e);
+        }
     }
 
     fn offset(&self, addr: u64, len: usize) -> Option<usize> {
@@ -268,11 +408,20 @@ impl AxiMemory {
                 ),
             );
         }
-        let latency = if ch == "AR" {
-            self.timing.read_latency
+        let write = ch == "AW";
+        let (latency, nth) = if write {
+            self.write_n += 1;
+            (self.timing.write_latency, self.write_n)
         } else {
-            self.timing.write_latency
+            self.read_n += 1;
+            (self.timing.read_latency, self.read_n)
         };
+        let bytes = beats as u64 * bb;
+        let resp = self
+            .faults
+            .errors
+            .iter()
+            .find_map(|r| r.answer(write, nth, a.addr, bytes));
         Burst {
             addr: a.addr,
             beats,
@@ -280,6 +429,8 @@ impl AxiMemory {
             ready_at: cycle + latency as u64,
             accepted: cycle,
             first_beat: 0,
+            nth,
+            resp,
         }
     }
 
@@ -335,6 +486,10 @@ impl AxiMemory {
                     );
                 }
                 let addr = b.addr + (i * self.bus_bytes) as u64;
+                // A burst answered with an error is not written.
+                if b.resp.is_some() {
+                    continue;
+                }
                 if let Some(off) = self.offset(addr, self.bus_bytes) {
                     for (k, (&d, &s)) in data.iter().zip(&strb).enumerate() {
                         if s {
@@ -354,18 +509,57 @@ impl AxiMemory {
                     last_beat,
                 });
             }
+            let error = b.resp.map(|resp| ErrorResponse {
+                write: true,
+                nth: b.nth,
+                addr: b.addr,
+                beats: b.beats,
+                resp,
+                cycle: 0,
+            });
             self.bresp
-                .push_back(cycle + self.timing.write_latency as u64);
+                .push_back((cycle + self.timing.write_latency as u64, error));
         }
     }
 }
 
 /// A sampled address channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct AxiAddr {
     addr: u64,
     len: u32,
     size: u32,
     burst: u32,
+}
+
+impl AxiAddr {
+    /// The payload of address channel `c` (`[valid, ready, addr, len, size]`, burst).
+    fn sample(m: &Model, c: &[PortId; 5], burst: PortId) -> AxiAddr {
+        AxiAddr {
+            addr: m.get(c[2]),
+            len: m.get(c[3]) as u32,
+            size: m.get(c[4]) as u32,
+            burst: m.get(burst) as u32,
+        }
+    }
+}
+
+impl std::fmt::Display for AxiAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "(addr {:#x}, len {}, size {}, burst {})",
+            self.addr, self.len, self.size, self.burst
+        )
+    }
+}
+
+/// A sampled W beat: data and strobes as 32-bit words, WLAST.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct WBeat {
+    data: Vec<u32>,
+    strb: Vec<u32>,
+    last: bool,
 }
 
 /// Handles of an AXI4 master's ports on a model, named `{prefix}arvalid`, `{prefix}rdata`, ...
@@ -413,41 +607,75 @@ impl AxiPorts {
 pub struct Offered {
     /// The cycle.
     now: u64,
-    /// A data beat slot of the bandwidth model (W may be taken, R offered).
-    beat_slot: bool,
+    ar_ready: bool,
+    aw_ready: bool,
+    w_ready: bool,
     r_valid: bool,
     r_last: bool,
     b_valid: bool,
 }
 
+impl Offered {
+    /// Whether RVALID was offered.
+    pub fn r_valid(&self) -> bool {
+        self.r_valid
+    }
+
+    /// Whether BVALID was offered.
+    pub fn b_valid(&self) -> bool {
+        self.b_valid
+    }
+
+    /// Whether ARREADY, AWREADY and WREADY were offered.
+    pub fn readies(&self) -> (bool, bool, bool) {
+        (self.ar_ready, self.aw_ready, self.w_ready)
+    }
+}
+
 impl AxiMemory {
-    /// Drops the bursts in flight (the master was reset) and drives the inputs that never
-    /// change: OKAY responses.
+    /// Drops the bursts in flight (the master was reset) and drives OKAY responses.
     pub fn reset(&mut self, m: &mut Model, p: &AxiPorts) {
         self.reads.clear();
         self.writes.clear();
         self.wbeats.clear();
         self.bresp.clear();
         self.r_hold = false;
+        self.b_hold = false;
+        self.ar_wait = None;
+        self.aw_wait = None;
+        self.w_wait = None;
         m.set(p.r[3], 0);
         m.set(p.b[2], 0);
     }
 
-    /// Drives the slave's outputs for cycle `now` from the memory's state.
+    /// Drives the slave's outputs for cycle `now` from the memory's state (and the faults'
+    /// stalls for this cycle).
     pub fn drive(&mut self, m: &mut Model, p: &AxiPorts, now: u64) -> Offered {
         let t = self.timing;
+        let held = self
+            .stall_gen
+            .as_mut()
+            .map_or(Held::default(), StallGen::cycle);
+        let hung = self.hung(now);
         let beat_slot = t.beat_interval == 1 || now % t.beat_interval as u64 == 0;
-        m.set(p.ar[1], (self.reads.len() < t.max_outstanding) as u64);
-        m.set(p.aw[1], (self.writes.len() < t.max_outstanding) as u64);
-        m.set(p.w[1], beat_slot as u64);
-        let r_valid =
-            self.r_hold || (beat_slot && self.reads.front().is_some_and(|b| b.ready_at <= now));
+        let ar_ready = !hung && !held.ar && self.reads.len() < t.max_outstanding;
+        let aw_ready = !hung && !held.aw && self.writes.len() < t.max_outstanding;
+        let w_ready = !hung && !held.w && beat_slot;
+        m.set(p.ar[1], ar_ready as u64);
+        m.set(p.aw[1], aw_ready as u64);
+        m.set(p.w[1], w_ready as u64);
+        let r_valid = self.r_hold
+            || (!hung
+                && !held.r
+                && beat_slot
+                && self.reads.front().is_some_and(|b| b.ready_at <= now));
         m.set(p.r[0], r_valid as u64);
         let r_last;
         if r_valid {
             let b = self.reads.front().unwrap();
             let addr = b.addr + (b.done as u64) * self.bus_bytes as u64;
             r_last = b.done + 1 == b.beats;
+            m.set(p.r[3], b.resp.map_or(0, ErrorResp::code));
             let mut beat = std::mem::take(&mut self.beat);
             self.beat_words(addr, &mut beat);
             m.set(p.r[4], r_last as u64);
@@ -457,11 +685,18 @@ impl AxiMemory {
             r_last = false;
             m.set(p.r[4], 0);
         }
-        let b_valid = self.bresp.front().is_some_and(|&c| c <= now);
+        let b_valid =
+            self.b_hold || (!hung && !held.b && self.bresp.front().is_some_and(|&(c, _)| c <= now));
         m.set(p.b[0], b_valid as u64);
+        if b_valid {
+            let resp = self.bresp.front().unwrap().1.map(|e| e.resp);
+            m.set(p.b[2], resp.map_or(0, ErrorResp::code));
+        }
         Offered {
             now,
-            beat_slot,
+            ar_ready,
+            aw_ready,
+            w_ready,
             r_valid,
             r_last,
             b_valid,
@@ -472,14 +707,8 @@ impl AxiMemory {
     /// the cycle [`AxiMemory::drive`] offered.
     pub fn sample(&mut self, m: &Model, p: &AxiPorts, o: Offered) {
         let now = o.now;
-        let t = self.timing;
-        if m.get_bool(p.ar[0]) && self.reads.len() < t.max_outstanding {
-            let a = AxiAddr {
-                addr: m.get(p.ar[2]),
-                len: m.get(p.ar[3]) as u32,
-                size: m.get(p.ar[4]) as u32,
-                burst: m.get(p.arburst) as u32,
-            };
+        let ar = self.sample_addr(m, now, "AR", o.ar_ready, &p.ar, p.arburst);
+        if let Some(a) = ar {
             let b = self.burst(now, "AR", &a);
             self.stats.read_bursts += 1;
             self.reads.push_back(b);
@@ -490,7 +719,19 @@ impl AxiMemory {
             let b = self.reads.front_mut().unwrap();
             if b.done == 0 {
                 b.first_beat = now;
+                if let Some(resp) = b.resp {
+                    let e = ErrorResponse {
+                        write: false,
+                        nth: b.nth,
+                        addr: b.addr,
+                        beats: b.beats,
+                        resp,
+                        cycle: now,
+                    };
+                    self.record_error(e);
+                }
             }
+            let b = self.reads.front_mut().unwrap();
             b.done += 1;
             if o.r_last {
                 let b = self.reads.pop_front().unwrap();
@@ -506,39 +747,106 @@ impl AxiMemory {
                 }
             }
         }
-        if m.get_bool(p.aw[0]) && self.writes.len() < t.max_outstanding {
-            let a = AxiAddr {
-                addr: m.get(p.aw[2]),
-                len: m.get(p.aw[3]) as u32,
-                size: m.get(p.aw[4]) as u32,
-                burst: m.get(p.awburst) as u32,
-            };
+        let aw = self.sample_addr(m, now, "AW", o.aw_ready, &p.aw, p.awburst);
+        if let Some(a) = aw {
             let b = self.burst(now, "AW", &a);
             self.writes.push_back(b);
         }
-        let w_fire = o.beat_slot && m.get_bool(p.w[0]);
-        let wbeat = if w_fire {
-            let words = &mut self.beat;
-            m.get_wide_into(p.w[2], words);
-            let data: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            let strb_bits = self.bus_bytes;
-            let mut sw = [0u32; 2];
-            m.get_wide_into(p.w[3], &mut sw[..strb_bits.div_ceil(32)]);
-            let strb: Vec<bool> = (0..strb_bits)
-                .map(|i| sw[i / 32] >> (i % 32) & 1 == 1)
-                .collect();
-            Some((data, strb, m.get_bool(p.w[4]), now))
-        } else {
-            None
-        };
+        let wbeat = self.sample_w(m, p, o);
+        self.b_hold = o.b_valid && !m.get_bool(p.b[1]);
         if o.b_valid && m.get_bool(p.b[1]) {
-            self.bresp.pop_front();
+            if let Some((_, Some(mut e))) = self.bresp.pop_front() {
+                e.cycle = now;
+                self.record_error(e);
+            }
         }
         if let Some(wb) = wbeat {
             self.stats.write_beats += 1;
             self.wbeats.push_back(wb);
         }
         self.retire_writes(now);
+    }
+
+    /// The address channel `ch`'s payload when its handshake completes this cycle; checks
+    /// that a payload offered and not taken last cycle is still offered, unchanged.
+    fn sample_addr(
+        &mut self,
+        m: &Model,
+        now: u64,
+        ch: &str,
+        ready: bool,
+        c: &[PortId; 5],
+        burst: PortId,
+    ) -> Option<AxiAddr> {
+        let valid = m.get_bool(c[0]);
+        let waiting = if ch == "AR" {
+            self.ar_wait.take()
+        } else {
+            self.aw_wait.take()
+        };
+        if !valid && waiting.is_none() {
+            return None;
+        }
+        let a = valid.then(|| AxiAddr::sample(m, c, burst));
+        if let Some(w) = waiting {
+            match a {
+                None => self.violation(now, format!("{ch}VALID dropped before its handshake")),
+                Some(a) if a != w => self.violation(
+                    now,
+                    format!("{ch} payload changed before its handshake: {w} became {a}"),
+                ),
+                Some(_) => {}
+            }
+        }
+        if !ready {
+            if ch == "AR" {
+                self.ar_wait = a;
+            } else {
+                self.aw_wait = a;
+            }
+            return None;
+        }
+        a
+    }
+
+    /// The W beat taken this cycle as (data bytes, strobes, WLAST, cycle); checks that a beat
+    /// offered and not taken last cycle is still offered, unchanged.
+    fn sample_w(
+        &mut self,
+        m: &Model,
+        p: &AxiPorts,
+        o: Offered,
+    ) -> Option<(Vec<u8>, Vec<bool>, bool, u64)> {
+        let valid = m.get_bool(p.w[0]);
+        let waiting = self.w_wait.take();
+        if !valid {
+            if waiting.is_some() {
+                self.violation(o.now, "WVALID dropped before its handshake".into());
+            }
+            return None;
+        }
+        let strb_bits = self.bus_bytes;
+        let mut beat = WBeat {
+            data: std::mem::take(&mut self.beat),
+            strb: vec![0; strb_bits.div_ceil(32)],
+            last: m.get_bool(p.w[4]),
+        };
+        m.get_wide_into(p.w[2], &mut beat.data);
+        m.get_wide_into(p.w[3], &mut beat.strb);
+        if waiting.as_ref().is_some_and(|w| *w != beat) {
+            self.violation(o.now, "W beat changed before its handshake".into());
+        }
+        if !o.w_ready {
+            self.beat = beat.data.clone();
+            self.w_wait = Some(beat);
+            return None;
+        }
+        let data: Vec<u8> = beat.data.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let strb: Vec<bool> = (0..strb_bits)
+            .map(|i| beat.strb[i / 32] >> (i % 32) & 1 == 1)
+            .collect();
+        self.beat = beat.data;
+        Some((data, strb, beat.last, o.now))
     }
 }
 
