@@ -2,8 +2,9 @@
 # Runs every test of the workspace. The hardware tests drive Verilator and yosys, and the
 # bitstream tests run the generated Vivado scripts under tclsh with a stub, so this first
 # installs the system tools they need (verilator, yosys, g++, tclsh) from Debian's packages when
-# any is missing (as root, or through sudo). Extra arguments go to `cargo test`. With
-# VTA_CROSS=1 it also cross-builds the board binary and runs it under qemu-arm.
+# any is missing (as root, or through sudo). Extra arguments go to `cargo test`. Then it
+# cross-builds the board binary for armv7 (PYNQ-Z1/Z2) and runs it under qemu-arm on the
+# emulated board (VTA_CROSS=0 skips that).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,9 +23,10 @@ fi
 
 cargo test --workspace "$@"
 
-# Opt-in (minutes: rustup target, Debian cross packages, zig, a release build): the board
-# binary cross-built for armv7 and run under qemu-arm on the emulated board.
-if [ "${VTA_CROSS:-0}" = 1 ]; then
+# The board binary cross-built for armv7 and run under qemu-arm on the emulated board: it runs
+# a model and serves the digits demo to `vta demo --backend remote://` (a few minutes: the
+# script installs the rustup target, Debian's cross gcc and qemu-user, and zig from PyPI).
+if [ "${VTA_CROSS:-1}" = 1 ]; then
     scripts/cross-build.sh armv7
     cargo test --test board -- --ignored
 fi

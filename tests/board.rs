@@ -312,7 +312,16 @@ fn the_board_serves_remote_clients_bit_exact() {
     for (backend, out) in [("fsim", "local.npy"), (backend.as_str(), "board.npy")] {
         cli::ok(cli::vta_in(
             &dir,
-            &["run", "tiny.vtab", "-i", "x.npy", "-o", out, "--backend", backend],
+            &[
+                "run",
+                "tiny.vtab",
+                "-i",
+                "x.npy",
+                "-o",
+                out,
+                "--backend",
+                backend,
+            ],
         ));
     }
     assert_eq!(
@@ -391,7 +400,11 @@ fn the_cross_built_armv7_binary_serves_the_demo_under_qemu() {
     use std::io::{BufRead, BufReader};
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = root.join("target/cross/vta-board-armv7");
-    assert!(bin.exists(), "{} missing: run scripts/cross-build.sh armv7 first", bin.display());
+    assert!(
+        bin.exists(),
+        "{} missing: run scripts/cross-build.sh armv7 first",
+        bin.display()
+    );
     let cfg = HwConfig::default();
     let emu = EmulatedBoard::new(&cfg, cfg.isa_hash(), MEM);
     let mut server = std::process::Command::new("qemu-arm")

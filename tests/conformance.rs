@@ -4,6 +4,10 @@
 
 #[path = "conformance/alu.rs"]
 mod alu;
+#[cfg(target_os = "linux")]
+#[path = "support/board_emu.rs"]
+#[allow(dead_code)]
+mod board_emu;
 #[path = "conformance/common.rs"]
 mod common;
 #[path = "conformance/gemm.rs"]

@@ -2,9 +2,12 @@
 //! of matrices into VTA's blocked DRAM layouts, and running a program on every backend.
 //!
 //! [`run`] runs each program on the functional simulator (whose outputs the tests compare
-//! with their references) and on the cycle-accurate RTL simulator (the accelerator's
-//! Verilog in Verilator), and requires the two to agree byte for byte on every output and
-//! on every counter. `VTA_CONFORMANCE_BACKENDS=fsim` skips the RTL runs.
+//! with their references, with its race detector on), on the cycle-accurate RTL simulator
+//! (the accelerator's Verilog in Verilator), and on Linux on an emulated board through the
+//! remote runner (the board device behind `vta-board serve`, reached as
+//! `--backend remote://` reaches it), and requires them to agree byte for byte on every
+//! output and on every counter. `VTA_CONFORMANCE_BACKENDS` (default `fsim,rtl,board`)
+//! selects the backends besides fsim.
 
 use std::path::PathBuf;
 
@@ -140,12 +143,65 @@ pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
             .unwrap_or_else(|e| panic!("{}: the RTL run failed: {e}", p.config));
         compare_runs(&p.config, &want, &got);
     }
+    #[cfg(target_os = "linux")]
+    if backend_enabled("board") {
+        let mut board = served_board(&p.config);
+        let got = run_program(&mut board, p, &[], RunTimeout::default())
+            .unwrap_or_else(|e| panic!("{}: the run on the served board failed: {e}", p.config));
+        assert_eq!(
+            want.outputs, got.outputs,
+            "{}: fsim and the served board differ",
+            p.config
+        );
+        assert_eq!(
+            want.report.counters, got.report.counters,
+            "{}: counters differ between fsim and the served board",
+            p.config
+        );
+    }
     Ok(want.outputs)
 }
 
 /// Whether [`run`] also runs on the RTL simulator.
 pub fn rtl_enabled() -> bool {
-    std::env::var("VTA_CONFORMANCE_BACKENDS").map_or(true, |v| v.contains("rtl"))
+    backend_enabled("rtl")
+}
+
+fn backend_enabled(name: &str) -> bool {
+    std::env::var("VTA_CONFORMANCE_BACKENDS").map_or(true, |v| v.contains(name))
+}
+
+/// A client of an emulated board implementing `cfg` served on loopback (one server per
+/// config per test binary, started on first use, as `vta-board serve` serves a board).
+#[cfg(target_os = "linux")]
+fn served_board(cfg: &HwConfig) -> drivers::remote::RemoteDevice {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SERVERS: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let addr = {
+        let mut servers = SERVERS.get_or_init(Default::default).lock().unwrap();
+        servers
+            .entry(cfg.config_string())
+            .or_insert_with(|| {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = listener.local_addr().unwrap().to_string();
+                let cfg = cfg.clone();
+                std::thread::spawn(move || {
+                    let emu = crate::board_emu::EmulatedBoard::new(&cfg, cfg.isa_hash(), 64 << 20);
+                    let mut dev = drivers::board::BoardDevice::open(&cfg, &emu.options()).unwrap();
+                    let opts = drivers::remote::ServeOptions::default();
+                    drivers::remote::serve(listener, &mut dev, opts).unwrap();
+                });
+                addr
+            })
+            .clone()
+    };
+    let opts = drivers::remote::RemoteOptions {
+        expect: Some(cfg.clone()),
+        ..Default::default()
+    };
+    drivers::remote::RemoteDevice::connect(&addr, opts)
+        .unwrap_or_else(|e| panic!("{cfg}: the served board: {e}"))
 }
 
 /// The Verilator model cache of the tests: `$VTA_HDL_CACHE`, else the one vta-hw's tests use

@@ -260,13 +260,17 @@ fn serve_board(
     }
     let opts = board.options(Duration::from_secs_f64(timeout))?;
     let mut dev = BoardDevice::open(&cfg, &opts)?;
-    let listener =
-        TcpListener::bind(addrs.as_slice()).with_context(|| format!("cannot listen on {listen}"))?;
+    let listener = TcpListener::bind(addrs.as_slice())
+        .with_context(|| format!("cannot listen on {listen}"))?;
     let bound = listener.local_addr()?;
     eprintln!(
         "vta-board serve: listening on {bound} (board, {}, {})",
         cfg.config_string(),
-        if token.is_empty() { "no token" } else { "token required" }
+        if token.is_empty() {
+            "no token"
+        } else {
+            "token required"
+        }
     );
     let serve_opts = ServeOptions {
         token,
