@@ -16,7 +16,7 @@ mod cli;
 use std::path::Path;
 use std::time::Duration;
 
-use board_emu::{EmulatedBoard, Finish};
+use board_emu::{EmulatedBoard, Engine, Finish};
 use drivers::board::{BoardDevice, BoardError, BoardPaths};
 use drivers::{run_program, Buffer, Device, DeviceError, RunReport, RunTimeout};
 use isa::asm::{parse_program, AsmContext};
@@ -130,6 +130,20 @@ impl Device for Forgetful<'_> {
     fn run(&mut self, a: u64, n: u32, t: RunTimeout) -> Result<RunReport, DeviceError> {
         self.dev.run(a, n, t)
     }
+}
+
+#[test]
+fn the_rtl_services_the_board_with_real_cycles() {
+    let p = dense_relu();
+    let cfg = p.config.clone();
+    let emu = EmulatedBoard::with_engine(&cfg, cfg.isa_hash(), MEM, Engine::Rtl);
+    let mut dev = BoardDevice::open(&cfg, &emu.options()).unwrap();
+    let mut rtl = vta_sim::rtl::RtlDevice::new(&cfg).unwrap();
+    let want = run_program(&mut rtl, &p, &[], RunTimeout::default()).unwrap();
+    let got = run_program(&mut dev, &p, &[], RunTimeout::wall(Duration::from_secs(60))).unwrap();
+    assert_eq!(got.outputs, fsim_outputs(&p));
+    assert_eq!(got.report.counters, want.report.counters);
+    assert_eq!(got.report.get("cycles"), want.report.get("cycles"));
 }
 
 #[test]
@@ -391,9 +405,9 @@ fn the_cross_built_armv7_binary_runs_a_model_under_qemu() {
     assert!(emu.syncs().iter().filter(|s| s.0 == "cpu").count() >= 3);
 }
 
-/// The cross-built armv7 `vta-board serve` under `qemu-arm` on the emulated board, and the
-/// workstation's `vta demo --backend remote://`: the digits bit-exact, 98/100. Opt-in like
-/// the test above.
+/// The cross-built armv7 `vta-board serve` under `qemu-arm` on the emulated board whose runs
+/// the RTL simulator executes, and the workstation's `vta demo --backend remote://`: the
+/// digits bit-exact, 98/100. Opt-in like the test above.
 #[test]
 #[ignore = "needs scripts/cross-build.sh armv7 and qemu-arm"]
 fn the_cross_built_armv7_binary_serves_the_demo_under_qemu() {
@@ -406,7 +420,8 @@ fn the_cross_built_armv7_binary_serves_the_demo_under_qemu() {
         bin.display()
     );
     let cfg = HwConfig::default();
-    let emu = EmulatedBoard::new(&cfg, cfg.isa_hash(), MEM);
+    // The accelerator's Verilog services the board: the demo's launches run cycle by cycle.
+    let emu = EmulatedBoard::with_engine(&cfg, cfg.isa_hash(), MEM, Engine::Rtl);
     let mut server = std::process::Command::new("qemu-arm")
         .args(["-L", "/usr/arm-linux-gnueabihf"])
         .arg(&bin)

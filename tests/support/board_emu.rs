@@ -1,6 +1,8 @@
 //! An emulated Zynq board for `drivers::board::BoardDevice`: a temporary directory laid out
 //! like `/dev` and `/sys`, whose files a thread of the test services with the functional
-//! simulator.
+//! simulator or, as [`Engine::Rtl`], with the accelerator's Verilog in Verilator (the RTL
+//! backend's harness: the register writes drive its AXI4-Lite sequence and its AXI master
+//! reads and writes the DRAM the syncs fill).
 //!
 //! * **Registers**: `dev/uio0` is a one-page file the device maps `MAP_SHARED`; the emulator
 //!   maps it too. VERSION and the ISA hash are written at start (the hash is configurable,
@@ -39,11 +41,22 @@ use std::time::{Duration, Instant};
 
 use drivers::board::{BoardOptions, BoardPaths, RegisterWindow};
 use drivers::regs;
+use drivers::{Buffer, Device, RunTimeout, PAGE_SIZE};
 use isa::HwConfig;
+use vta_sim::rtl::{RtlDevice, RtlOptions};
 use vta_sim::{Dram, Fsim, Limits};
 
 /// Physical address of the emulated u-dma-buf (below 4 GiB, as on a Zynq-7000).
 pub const PHYS: u64 = 0x1800_0000;
+
+/// What executes the emulated accelerator's runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// The functional simulator (fast; CYCLES counts instructions and micro-ops).
+    Fsim,
+    /// The cycle-accurate RTL simulator (real cycle counts).
+    Rtl,
+}
 
 /// How the emulated accelerator finishes a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +86,11 @@ impl EmulatedBoard {
     /// A board whose accelerator implements `cfg` but reports `isa_hash`, with `size` bytes of
     /// DMA memory at [`PHYS`].
     pub fn new(cfg: &HwConfig, isa_hash: u64, size: u64) -> EmulatedBoard {
+        Self::with_engine(cfg, isa_hash, size, Engine::Fsim)
+    }
+
+    /// [`EmulatedBoard::new`] whose runs `engine` executes.
+    pub fn with_engine(cfg: &HwConfig, isa_hash: u64, size: u64, engine: Engine) -> EmulatedBoard {
         let dir = tempfile::tempdir().unwrap();
         let paths = BoardPaths::under(dir.path());
         for d in [&paths.dev, &paths.firmware, &udmabuf_sys(&paths)] {
@@ -104,9 +122,12 @@ impl EmulatedBoard {
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let emu = Emulator::new(cfg, &paths, size, isa_hash);
+        let cfg = cfg.clone();
         let thread = {
             let (shared, stop) = (shared.clone(), stop.clone());
-            Some(std::thread::spawn(move || emu.serve(&shared, &stop)))
+            Some(std::thread::spawn(move || {
+                emu.serve(&shared, &stop, engine, &cfg)
+            }))
         };
         EmulatedBoard {
             dir,
@@ -263,7 +284,23 @@ impl Emulator {
         self.regs.reg(regs::CONTROL).store(0, Ordering::SeqCst);
     }
 
-    fn serve(mut self, shared: &Mutex<Shared>, stop: &AtomicBool) {
+    fn serve(mut self, shared: &Mutex<Shared>, stop: &AtomicBool, engine: Engine, cfg: &HwConfig) {
+        // The RTL device is built here, on the thread that uses it (it is not `Send`), with
+        // its memory at the u-dma-buf's physical address, all of it one buffer.
+        let mut rtl = (engine == Engine::Rtl).then(|| {
+            let opts = RtlOptions {
+                cache_dir: Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vta-hw-models")),
+                mem_base: PHYS,
+                mem_size: self.dram.size(),
+                ..RtlOptions::default()
+            };
+            let mut dev =
+                RtlDevice::with_options(cfg, &opts, &mut |s| eprintln!("[rtl model] {s}"))
+                    .expect("the RTL model builds");
+            let buf = dev.alloc(self.dram.size(), PAGE_SIZE).unwrap();
+            assert_eq!(buf.phys_addr, PHYS, "the whole RTL memory is the u-dma-buf");
+            (dev, buf)
+        });
         // A started run: when it finishes (None: never) and the registers it ends with.
         let mut running: Option<(Option<Instant>, Vec<(u32, u32)>)> = None;
         while !stop.load(Ordering::SeqCst) {
@@ -282,10 +319,10 @@ impl Emulator {
             // SAFETY: two valid pollfds.
             unsafe { libc::poll(fds.as_mut_ptr(), 2, 1) };
             if fds[0].revents & libc::POLLIN != 0 {
-                self.sync(true, shared);
+                self.sync(true, shared, rtl.as_mut());
             }
             if fds[1].revents & libc::POLLIN != 0 {
-                self.sync(false, shared);
+                self.sync(false, shared, rtl.as_mut());
             }
             if let Some(hash) = shared.lock().unwrap().reload.take() {
                 running = None;
@@ -299,7 +336,7 @@ impl Emulator {
                         Finish::After(d) => Some(Instant::now() + d),
                         Finish::Never => None,
                     };
-                    running = Some((due, self.execute()));
+                    running = Some((due, self.execute(rtl.as_mut())));
                 }
                 Some((Some(due), end)) if Instant::now() >= *due => {
                     for &(r, v) in end {
@@ -313,7 +350,12 @@ impl Emulator {
     }
 
     /// Serves one sync command: copies the range, then acknowledges in `sync_owner`.
-    fn sync(&mut self, for_device: bool, shared: &Mutex<Shared>) {
+    fn sync(
+        &mut self,
+        for_device: bool,
+        shared: &Mutex<Shared>,
+        rtl: Option<&mut (RtlDevice, Buffer)>,
+    ) {
         let mut cmd = [0u8; 16];
         let src = if for_device {
             &mut self.to_device
@@ -333,11 +375,23 @@ impl Emulator {
         };
         // DMA_BIDIRECTIONAL (0) cleans and invalidates; TO_DEVICE (1) only cleans and
         // FROM_DEVICE (2) only invalidates, as on ARM.
-        if for_device && dir != 2 {
-            dram.copy_from_slice(view);
-        }
-        if !for_device && dir != 1 {
-            view.copy_from_slice(dram);
+        match rtl {
+            Some((dev, buf)) => {
+                if for_device && dir != 2 {
+                    dev.copy_to_device(buf, off, view).unwrap();
+                }
+                if !for_device && dir != 1 {
+                    dev.copy_from_device(buf, off, view).unwrap();
+                }
+            }
+            None => {
+                if for_device && dir != 2 {
+                    dram.copy_from_slice(view);
+                }
+                if !for_device && dir != 1 {
+                    view.copy_from_slice(dram);
+                }
+            }
         }
         shared
             .lock()
@@ -350,9 +404,25 @@ impl Emulator {
 
     /// Runs the stream in the registers on DRAM; returns the registers the run ends with,
     /// CONTROL last.
-    fn execute(&mut self) -> Vec<(u32, u32)> {
+    fn execute(&mut self, rtl: Option<&mut (RtlDevice, Buffer)>) -> Vec<(u32, u32)> {
         let addr = self.regs.reg(regs::INSN_ADDR).load(Ordering::SeqCst);
         let count = self.regs.reg(regs::INSN_COUNT).load(Ordering::SeqCst);
+        if let Some((dev, _)) = rtl {
+            return match dev.run(u64::from(addr), count, RunTimeout::default()) {
+                Ok(r) => {
+                    let get = |n: &str| r.get(n).unwrap_or(0) as u32;
+                    vec![
+                        (regs::CYCLES, get("cycles")),
+                        (regs::GEMM_UOPS, get("gemm_uops")),
+                        (regs::ALU_UOPS, get("alu_uops")),
+                        (regs::RESET_UOPS, get("reset_uops")),
+                        (regs::INSNS, count),
+                        (regs::CONTROL, regs::CONTROL_DONE),
+                    ]
+                }
+                Err(_) => vec![(regs::CONTROL, regs::CONTROL_DONE | regs::CONTROL_ERROR)],
+            };
+        }
         let r = self.sim.run(
             &mut self.dram,
             u64::from(addr),
