@@ -359,31 +359,7 @@ impl Compiled {
             "step", "layer", "kind", "shape", "launch", "tiling", "tiles", "insns",
         ];
         let right = [true, false, false, false, false, false, true, true];
-        let w: Vec<usize> = (0..head.len())
-            .map(|i| {
-                rows.iter()
-                    .map(|r| r[i].len())
-                    .max()
-                    .unwrap_or(0)
-                    .max(head[i].len())
-            })
-            .collect();
-        let line = |r: &[&str]| {
-            let mut l = String::from(" ");
-            for i in 0..head.len() {
-                let _ = if right[i] {
-                    write!(l, " {:>w$}", r[i], w = w[i])
-                } else {
-                    write!(l, " {:w$}", r[i], w = w[i])
-                };
-            }
-            l.trim_end().to_string()
-        };
-        let _ = writeln!(s, "{}", line(&head));
-        for r in &rows {
-            let refs: Vec<&str> = r.iter().map(|x| x.as_str()).collect();
-            let _ = writeln!(s, "{}", line(&refs));
-        }
+        s.push_str(&vta_runtime::report::columns(&head, &rows, &right));
         s
     }
 }

@@ -307,8 +307,9 @@ impl RunResult {
     }
 }
 
-/// Aligned text columns: `right[i]` right-aligns column `i`.
-fn columns(head: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
+/// Aligned text columns (a header line, then one line per row, each indented by two spaces):
+/// `right[i]` right-aligns column `i`. The tables of `vta run` and `vta compile` use it.
+pub fn columns(head: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
     let w: Vec<usize> = (0..head.len())
         .map(|i| {
             rows.iter()
