@@ -134,6 +134,7 @@ pub struct StoredLaunch {
     pub outputs: Vec<Binding>,
     pub internal: Vec<Binding>,
     /// The program as an `isa::container` (`VTAPROG`).
+    #[serde(with = "serde_bytes")]
     pub container: Vec<u8>,
 }
 
