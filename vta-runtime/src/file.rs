@@ -289,6 +289,9 @@ pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError>
     }
     let body: Body = postcard::from_bytes(encoded)
         .map_err(|e| FileError::Malformed(format!("the body does not decode: {e}")))?;
+    body.plan
+        .check_budget(crate::budget::DEFAULT_MEMORY_BUDGET)
+        .map_err(FileError::Malformed)?;
     body.plan.validate().map_err(FileError::Malformed)?;
     let launches = launches(&cfg, &body.plan, body.launches)?;
     let accel = accel_steps(&body.plan, body.accel, &launches)?;
