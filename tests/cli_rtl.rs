@@ -148,6 +148,22 @@ fn memory_options_change_the_cycle_count_not_the_results() {
         e.contains("--mem-stall-percent is an option of the cycle-accurate simulator"),
         "{e}"
     );
+    // A latency the hang detector would take for a hang is refused up front.
+    let e = fails(vta_env(
+        &[
+            "sim",
+            &ex,
+            "--backend",
+            "rtl",
+            "--mem-latency",
+            "4294967295",
+        ],
+        &[],
+    ));
+    assert!(
+        e.contains("would stop as hung at its first memory access") && e.contains("100000"),
+        "{e}"
+    );
     let e = fails(vta(&["sim", &ex, "--mem-latency", "5"]));
     assert!(
         e.contains("--mem-latency is an option of the cycle-accurate simulator"),

@@ -144,7 +144,7 @@ impl Compiled {
         let mut times = CompileTimes::default();
         let t = Instant::now();
         stage("importing");
-        let g = import_graph(&onnx, source)?;
+        let g = import_graph(&onnx, source, opts.memory_budget)?;
         times.import = t.elapsed();
 
         let t = Instant::now();

@@ -19,10 +19,11 @@ use crate::onnx::import::ImportError;
 pub use crate::quant::{FrontendOptions, RequantFidelity};
 
 /// Decodes an ONNX model from bytes (`source` names it in errors), imports it into the graph
-/// IR and simplifies it (steps 1 and 2).
-pub fn import_graph(onnx: &[u8], source: &str) -> Result<Graph, FrontendError> {
+/// IR, refusing tensors beyond `memory_budget` bytes (see [`vta_runtime::budget`]), and
+/// simplifies it (steps 1 and 2).
+pub fn import_graph(onnx: &[u8], source: &str, memory_budget: u64) -> Result<Graph, FrontendError> {
     let model = crate::onnx::decode_model(onnx, source)?;
-    let mut g = crate::onnx::import::import(&model, source)?;
+    let mut g = crate::onnx::import::import(&model, source, memory_budget)?;
     passes::simplify(&mut g);
     Ok(g)
 }
@@ -66,7 +67,7 @@ pub fn load_and_plan(
         file: file.clone(),
         message: format!("cannot read the model: {e}"),
     })?;
-    let g = import_graph(&bytes, &file)?;
+    let g = import_graph(&bytes, &file, opts.memory_budget)?;
     crate::quant::plan_graph(&g, calibration, cfg, opts)
 }
 

@@ -14,6 +14,7 @@ use compiler::frontend::FrontendOptions;
 use compiler::graph::{passes, Tensor};
 use compiler::onnx::import::import;
 use compiler::zoo::{self, ResNetOptions};
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 use vta_runtime::model::{Check, Model, Place};
 use vta_sim::FsimDevice;
 
@@ -81,7 +82,12 @@ fn resnet18_runs_bit_exact_on_fsim() {
 
     // The int8 network tracks the float one (untrained weights: the logits are not
     // meaningful as classes, but quantization must not destroy them).
-    let mut g = import(&compiler::onnx::decode_model(&onnx, "r").unwrap(), "r").unwrap();
+    let mut g = import(
+        &compiler::onnx::decode_model(&onnx, "r").unwrap(),
+        "r",
+        DEFAULT_MEMORY_BUDGET,
+    )
+    .unwrap();
     passes::simplify(&mut g);
     let f = g.run_outputs(&inputs).unwrap();
     let (f, q) = (f[0].as_f32().unwrap(), r.outputs[0].as_f32().unwrap());

@@ -15,6 +15,7 @@ use compiler::onnx::import::import;
 use compiler::onnx::load_model;
 use compiler::reference::{first_mismatch, run_plan};
 use ndarray::{ArrayD, Axis, IxDyn};
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
@@ -76,7 +77,12 @@ fn rows(a: &ArrayD<f32>) -> Vec<Vec<f32>> {
 #[test]
 fn float_executor_matches_onnxruntime() {
     let path = data().join("tiny_cnn.onnx");
-    let g0 = import(&load_model(&path).unwrap(), "tiny_cnn.onnx").unwrap();
+    let g0 = import(
+        &load_model(&path).unwrap(),
+        "tiny_cnn.onnx",
+        DEFAULT_MEMORY_BUDGET,
+    )
+    .unwrap();
     let mut g = g0.clone();
     passes::simplify(&mut g);
     let want = rows(&npy("tiny_cnn_out.npy"));

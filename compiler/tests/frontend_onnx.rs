@@ -12,6 +12,7 @@ use compiler::onnx::{decode_model, load_model, load_tensor_pb};
 use compiler::quant::plan_graph;
 use compiler::reference::run_plan;
 use prost::Message;
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
@@ -36,7 +37,7 @@ fn case(name: &str) -> (compiler::graph::Graph, Vec<(String, Tensor)>, Tensor) {
     let dir = data().join("onnx-testdata").join(name);
     let path = dir.join("model.onnx");
     let model = load_model(&path).unwrap();
-    let g = import(&model, &path.display().to_string()).unwrap();
+    let g = import(&model, &path.display().to_string(), DEFAULT_MEMORY_BUDGET).unwrap();
     let mut inputs = Vec::new();
     for i in 0.. {
         let p = dir.join(format!("test_data_set_0/input_{i}.pb"));
@@ -131,7 +132,7 @@ fn bad_files_are_errors_not_panics() {
             assert!(e.to_string().starts_with("cut.onnx: "), "{e}");
         } else {
             // A prefix that happens to be a valid model must still import or fail cleanly.
-            let _ = import(&r.unwrap(), "cut.onnx");
+            let _ = import(&r.unwrap(), "cut.onnx", DEFAULT_MEMORY_BUDGET);
         }
     }
     let mut state = 0x1234_5678u32;
@@ -143,7 +144,7 @@ fn bad_files_are_errors_not_panics() {
             b[i] = (state >> 24) as u8;
         }
         if let Ok(m) = decode_model(&b, "x.onnx") {
-            if let Ok(mut g) = import(&m, "x.onnx") {
+            if let Ok(mut g) = import(&m, "x.onnx", DEFAULT_MEMORY_BUDGET) {
                 passes::simplify(&mut g);
             }
         }
@@ -193,7 +194,9 @@ fn structural_errors_name_the_problem() {
         ..Default::default()
     };
     let m = decode_model(&model_with(vec![relu], 13), "m.onnx").unwrap();
-    let e = import(&m, "m.onnx").unwrap_err().to_string();
+    let e = import(&m, "m.onnx", DEFAULT_MEMORY_BUDGET)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("missing initializer"), "{e}");
     assert!(e.starts_with("m.onnx: "), "{e}");
     // An unknown op: the error carries the support table.
@@ -211,7 +214,7 @@ fn structural_errors_name_the_problem() {
         }),
         doc_string: String::new(),
     });
-    match import(&m2, "m.onnx") {
+    match import(&m2, "m.onnx", DEFAULT_MEMORY_BUDGET) {
         Err(FrontendError::Unsupported { table, count, .. }) => {
             assert_eq!(count, 1);
             assert!(

@@ -15,6 +15,7 @@ use compiler::quant::plan_graph;
 use compiler::reference::run_plan;
 use ndarray::{ArrayD, IxDyn};
 use prost::Message;
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 fn vi(name: &str, dt: DType, shape: &[usize]) -> ValueInfoProto {
     ValueInfoProto {
@@ -138,7 +139,7 @@ fn graph(
         ..Default::default()
     };
     let m = decode_model(&m.encode_to_vec(), "t.onnx").map_err(|e| e.to_string())?;
-    import(&m, "t.onnx").map_err(|e| e.to_string())
+    import(&m, "t.onnx", DEFAULT_MEMORY_BUDGET).map_err(|e| e.to_string())
 }
 
 /// Imports a one-node model and returns its output fact, checking that evaluating it gives
@@ -739,4 +740,72 @@ fn qlinear_layers_with_zero_points_are_offloaded_within_one_lsb() {
     }
     assert!(diff <= 1.0, "max difference {diff}");
     assert!(n * 10 < total, "{n}/{total} elements differ");
+}
+
+#[test]
+fn huge_pads_are_refused_by_the_memory_budget_before_allocating() {
+    use DType::F32;
+    let pads = || ("pads", A::Is(vec![100_000; 4]));
+    let w = tensor(F32, &[1, 1, 1, 1], 3);
+    let conv = graph(
+        vec![node("Conv", &["x", "w"], &["y"], vec![pads()])],
+        vec![vi("x", F32, &[1, 1, 4, 4])],
+        vec![("w", w)],
+        "y",
+        13,
+    );
+    assert_eq!(
+        conv.unwrap_err(),
+        "t.onnx: node 'Conv_node' (Conv): tensor 'y' (float[1, 1, 200004, 200004]) would take \
+         149.0 GiB, beyond the memory budget of 4.0 GiB; check the model's shapes, pads and \
+         strides (or raise the budget)"
+    );
+    let pool = graph(
+        vec![node(
+            "MaxPool",
+            &["x"],
+            &["y"],
+            vec![("kernel_shape", A::Is(vec![1, 1])), pads()],
+        )],
+        vec![vi("x", F32, &[1, 1, 4, 4])],
+        vec![],
+        "y",
+        13,
+    );
+    let e = pool.unwrap_err();
+    assert!(
+        e.contains("tensor 'y'") && e.contains("beyond the memory budget"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_fixed_input_dimension_of_zero_or_below_is_named_not_called_dynamic() {
+    let with_dims = |dims: &[i64]| {
+        let mut x = vi("x", DType::F32, &[1, 1, 1, 1]);
+        let shape = x.r#type.as_mut().unwrap().tensor_type.as_mut().unwrap();
+        for (d, &v) in shape.shape.as_mut().unwrap().dim.iter_mut().zip(dims) {
+            d.dim_value = Some(v);
+        }
+        graph(
+            vec![node("Relu", &["x"], &["y"], vec![])],
+            vec![x],
+            vec![],
+            "y",
+            13,
+        )
+    };
+    let e = with_dims(&[1, 0, 4, 4]).unwrap_err();
+    assert!(e.contains("input 'x' has dimension 1 fixed to 0"), "{e}");
+    let e = with_dims(&[1, 3, -2, 4]).unwrap_err();
+    assert!(
+        e.contains("input 'x' has dimension 2 fixed to -2, a negative size"),
+        "{e}"
+    );
+    assert!(!e.contains("dynamic"), "{e}");
+    let e = with_dims(&[0, 3, 4, 4]).unwrap_err();
+    assert!(e.contains("dimension 0 fixed to 0"), "{e}");
+    // -1, the usual spelling of "any batch", stays the batch of one.
+    let g = with_dims(&[-1, 3, 4, 4]).unwrap();
+    assert_eq!(g.fact(g.inputs[0]).shape, vec![1, 3, 4, 4]);
 }

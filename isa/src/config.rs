@@ -616,6 +616,32 @@ impl HwConfig {
         crate::container::fnv1a(format!("vta-isa-v1:{}", self.config_string()).as_bytes())
     }
 
+    /// Checks the config string and ISA hash a file stores against this config, the one
+    /// embedded beside them; a mismatch names the fields that differ.
+    pub fn check_identity(
+        &self,
+        stored_string: &str,
+        stored_hash: u64,
+    ) -> Result<(), IdentityMismatch> {
+        let string = self.config_string();
+        let hash = self.isa_hash();
+        if stored_string != string {
+            return Err(IdentityMismatch(format!(
+                "the stored config string {stored_string} is not the embedded config's {string} \
+                 ({}); the file is inconsistent",
+                config_string_differences(stored_string, &string)
+            )));
+        }
+        if stored_hash != hash {
+            return Err(IdentityMismatch(format!(
+                "the stored ISA hash {stored_hash:016x} is not the hash of the embedded config \
+                 {string} ({hash:016x}), whose config string the file also stores: the hash is \
+                 corrupted and the file inconsistent"
+            )));
+        }
+        Ok(())
+    }
+
     /// Every configured and derived parameter, in display order, as (name, value).
     pub fn parameters(&self) -> Vec<(&'static str, serde_json::Value)> {
         use serde_json::json;
@@ -704,6 +730,55 @@ impl fmt::Display for HwConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.config_string())
     }
+}
+
+/// A file whose stored config identity disagrees with its embedded config (see
+/// [`HwConfig::check_identity`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct IdentityMismatch(String);
+
+/// What the `_`-separated parts of a config string ([`HwConfig::config_string`]) hold.
+const CONFIG_STRING_PARTS: [&str; 7] = [
+    "the GEMM shape BATCHxBLOCK (LOG_BATCH, LOG_BLOCK)",
+    "the data widths (LOG_INP_WIDTH, LOG_WGT_WIDTH, LOG_ACC_WIDTH)",
+    "LOG_UOP_BUFF_SIZE",
+    "LOG_INP_BUFF_SIZE",
+    "LOG_WGT_BUFF_SIZE",
+    "LOG_ACC_BUFF_SIZE",
+    "the ALU multiplier (ALU_MUL, `_nomul` when off)",
+];
+
+/// Which parameters two config strings disagree on: `LOG_ACC_BUFF_SIZE: 16 vs 17`.
+fn config_string_differences(a: &str, b: &str) -> String {
+    let parts = |s: &str| {
+        let mut p: Vec<String> = s.split('_').map(str::to_string).collect();
+        if p.len() == 6 {
+            p.push(String::new()); // no `_nomul`: the multiplier is on
+        }
+        p
+    };
+    let (pa, pb) = (parts(a), parts(b));
+    if pa.len() != CONFIG_STRING_PARTS.len() || pb.len() != CONFIG_STRING_PARTS.len() {
+        return "the stored one is not a config string".into();
+    }
+    let shown = |v: &str, i: usize| match (i, v) {
+        (6, "") => "on".to_string(),
+        (6, "nomul") => "off".to_string(),
+        _ => v.to_string(),
+    };
+    let diffs: Vec<String> = (0..CONFIG_STRING_PARTS.len())
+        .filter(|&i| pa[i] != pb[i])
+        .map(|i| {
+            format!(
+                "{}: {} vs {}",
+                CONFIG_STRING_PARTS[i],
+                shown(&pa[i], i),
+                shown(&pb[i], i)
+            )
+        })
+        .collect();
+    diffs.join("; ")
 }
 
 #[cfg(test)]
@@ -798,5 +873,30 @@ mod tests {
         let c = HwConfig::preset("batched").unwrap();
         assert_eq!(a.isa_hash(), b.isa_hash());
         assert_ne!(a.isa_hash(), c.isa_hash());
+    }
+
+    #[test]
+    fn an_identity_mismatch_names_the_differing_fields() {
+        let cfg = HwConfig::preset("default").unwrap();
+        let (string, hash) = (cfg.config_string(), cfg.isa_hash());
+        assert_eq!(cfg.check_identity(&string, hash), Ok(()));
+        let e = cfg
+            .check_identity("1x16_i8w8a32_15_15_18_16_nomul", hash)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "the stored config string 1x16_i8w8a32_15_15_18_16_nomul is not the embedded \
+             config's 1x16_i8w8a32_15_15_18_17 (LOG_ACC_BUFF_SIZE: 16 vs 17; the ALU multiplier \
+             (ALU_MUL, `_nomul` when off): off vs on); the file is inconsistent"
+        );
+        let e = cfg
+            .check_identity(&string, hash ^ 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the hash is corrupted"), "{e}");
+        assert!(e.contains(&format!("{hash:016x}")), "{e}");
+        let e = cfg.check_identity("garbage", hash).unwrap_err().to_string();
+        assert!(e.contains("(the stored one is not a config string)"), "{e}");
     }
 }

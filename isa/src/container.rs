@@ -38,7 +38,7 @@
 
 pub mod frame;
 
-use crate::config::{ConfigError, HwConfig};
+use crate::config::{ConfigError, HwConfig, IdentityMismatch};
 use crate::insn::Insn;
 use crate::layout::{Codec, IsaError, INSN_BYTES};
 use crate::program::{DType, Program, Role, Segment};
@@ -68,16 +68,8 @@ pub enum ContainerError {
     Malformed { offset: usize, problem: String },
     #[error("the embedded config is invalid: {0}")]
     Config(#[from] ConfigError),
-    #[error(
-        "the stored ISA hash {stored_hash:016x} (config {stored_string}) does not match the \
-         embedded config {config_string} (hash {hash:016x}); the file is inconsistent"
-    )]
-    HashMismatch {
-        stored_hash: u64,
-        stored_string: String,
-        hash: u64,
-        config_string: String,
-    },
+    #[error(transparent)]
+    HashMismatch(#[from] IdentityMismatch),
     #[error("instruction {index}: {source}")]
     Decode { index: usize, source: IsaError },
     #[error("invalid program: {0}")]
@@ -362,14 +354,7 @@ pub fn read(bytes: &[u8]) -> Result<Program, ContainerError> {
     let stored_string = utf8(cfg_string.0, cfg_string.1, "the config string")?;
     let json = utf8(cfg_json.0, cfg_json.1, "the config JSON")?;
     let config = HwConfig::from_json_str(&json, "embedded in the program container")?;
-    if config.isa_hash() != stored_hash || config.config_string() != stored_string {
-        return Err(ContainerError::HashMismatch {
-            stored_hash,
-            stored_string,
-            hash: config.isa_hash(),
-            config_string: config.config_string(),
-        });
-    }
+    config.check_identity(&stored_string, stored_hash)?;
     let codec = Codec::new(&config);
     let insns = stream
         .chunks_exact(INSN_BYTES)
@@ -632,7 +617,15 @@ mod tests {
         bad[hash_at] ^= 1;
         reseal(&mut bad);
         let msg = read(&bad).unwrap_err().to_string();
-        assert!(msg.contains("does not match the embedded config"), "{msg}");
+        assert!(msg.contains("the hash is corrupted"), "{msg}");
+        // The stored config string's last digit, LOG_ACC_BUFF_SIZE, 17 -> 16: the message
+        // names the field (the two hashes alone would look alike).
+        let mut bad = good.clone();
+        assert_eq!(bad[hash_at - 1], b'7');
+        bad[hash_at - 1] = b'6';
+        reseal(&mut bad);
+        let msg = read(&bad).unwrap_err().to_string();
+        assert!(msg.contains("LOG_ACC_BUFF_SIZE: 16 vs 17"), "{msg}");
 
         // An unknown opcode in instruction 2.
         let json_len = p.config.to_json().len();

@@ -157,6 +157,14 @@ impl RtlArgs {
             if n == 0 {
                 bail!("--mem-latency must be at least 1 cycle");
             }
+            let hang = self.hang_cycles.unwrap_or(RunLimits::DEFAULT_HANG_CYCLES);
+            if u64::from(n) >= hang {
+                bail!(
+                    "--mem-latency {n}: the run would stop as hung at its first memory access, \
+                     since the hang detector stops a run after {hang} cycles without progress \
+                     (--hang-cycles); use a latency below {hang}, or raise --hang-cycles above it"
+                );
+            }
             t.read_latency = n;
             t.write_latency = n;
         }
@@ -239,14 +247,15 @@ pub struct SimArgs {
     #[arg(short, long, value_name = "DIR", visible_alias = "out")]
     output: Option<PathBuf>,
     /// fsim (local or served): stop a run after this many simulator steps (instructions +
-    /// micro-ops)
+    /// micro-ops) [default: 268435456 = 2^28, about 10 s]
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
     /// fsim: fail the run if two modules access the same scratchpad row or DRAM bytes (one
     /// of them writing) in an order no dependency token enforces
     #[arg(long)]
     check_races: bool,
-    /// RTL: stop a run after this many clock cycles
+    /// RTL: stop a run after this many clock cycles [default: 268435456 = 2^28, a few
+    /// minutes]
     #[arg(long, value_name = "N")]
     max_cycles: Option<u64>,
     #[command(flatten)]

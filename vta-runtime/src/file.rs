@@ -77,15 +77,8 @@ pub enum FileError {
     Malformed(String),
     #[error("the embedded config is invalid: {0}")]
     Config(String),
-    #[error(
-        "the stored ISA hash {stored:016x} is not the hash of the embedded config {config} \
-         ({hash:016x}); the file is inconsistent"
-    )]
-    HashMismatch {
-        stored: u64,
-        config: String,
-        hash: u64,
-    },
+    #[error(transparent)]
+    HashMismatch(#[from] isa::config::IdentityMismatch),
     #[error(
         "the model was compiled for config {model} but the selected config is {selected}; \
          recompile it with `vta compile --config ...` for {selected}, or run it with the config \
@@ -260,16 +253,7 @@ pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError>
     let json = r.str("the config JSON")?;
     let cfg = HwConfig::from_json_str(&json, "the embedded config")
         .map_err(|e| FileError::Config(e.to_string()))?;
-    if cfg.isa_hash() != hash {
-        return Err(FileError::HashMismatch {
-            stored: hash,
-            config: format!(
-                "{} (the file names it {config_string})",
-                cfg.config_string()
-            ),
-            hash: cfg.isa_hash(),
-        });
-    }
+    cfg.check_identity(&config_string, hash)?;
     let cfg = match select {
         Some(sel) if sel.isa_hash() != cfg.isa_hash() => {
             return Err(FileError::WrongConfig {
@@ -290,6 +274,9 @@ pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError>
     }
     let body: Body = postcard::from_bytes(encoded)
         .map_err(|e| FileError::Malformed(format!("the body does not decode: {e}")))?;
+    body.plan
+        .check_budget(crate::budget::DEFAULT_MEMORY_BUDGET)
+        .map_err(FileError::Malformed)?;
     body.plan.validate().map_err(FileError::Malformed)?;
     let launches = launches(&cfg, &body.plan, body.launches)?;
     let accel = accel_steps(&body.plan, body.accel, &launches)?;

@@ -5,6 +5,7 @@
 //! can carry it (a test in the workspace's `tests/` checks the tree).
 
 mod arena;
+pub mod budget;
 pub mod file;
 pub mod io;
 pub mod launch;

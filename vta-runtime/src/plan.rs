@@ -285,6 +285,15 @@ impl Plan {
         })
     }
 
+    /// Checks the facts of every value against a memory budget of `limit` bytes (see
+    /// [`crate::budget`]), before anything of that size is allocated.
+    pub fn check_budget(&self, limit: u64) -> Result<(), String> {
+        let mut budget = crate::budget::MemoryBudget::new(limit);
+        self.values
+            .iter()
+            .try_for_each(|v| budget.charge(&v.name, &v.fact))
+    }
+
     /// Checks that every value id is in range, every step reads computed values, every constant matches its value's fact and every
     /// step writes fresh values: what a plan read from a file must satisfy before it runs.
     pub fn validate(&self) -> Result<(), String> {

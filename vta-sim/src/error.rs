@@ -19,8 +19,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The default step budget: 2^32 steps, minutes of simulation.
-    pub const DEFAULT_MAX_STEPS: u64 = 1 << 32;
+    /// The default step budget: 2^28 steps, about 10 s of simulation and some 40 times what
+    /// one launch of a compiled ResNet-18 takes; a longer program needs `--max-steps`.
+    pub const DEFAULT_MAX_STEPS: u64 = 1 << 28;
 
     /// No bound at all (a deadlock is still detected).
     pub fn unlimited() -> Self {

@@ -12,6 +12,7 @@ use crate::graph::{DType, Fact, Graph, OnnxNode, TensorId};
 use crate::onnx::proto::{ModelProto, NodeProto, ValueInfoProto};
 use crate::onnx::OnnxDType;
 use crate::onnx::{default_opset, tensor_from_proto};
+use vta_runtime::budget::MemoryBudget;
 
 /// A model that is not well formed (the file and what is wrong).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -43,8 +44,23 @@ fn input_fact(v: &ValueInfoProto) -> Result<Fact, String> {
     for (i, d) in shape.dim.iter().enumerate() {
         match d.dim_value {
             Some(n) if n > 0 => dims.push(n as usize),
+            Some(0) => {
+                return Err(format!(
+                    "input '{}' has dimension {i} fixed to 0: a tensor with no elements cannot \
+                     be run (every dimension must be at least 1)",
+                    v.name
+                ));
+            }
+            // -1 is a common spelling of "any" for the batch.
             _ if i == 0 => dims.push(1),
-            _ => {
+            Some(n) => {
+                return Err(format!(
+                    "input '{}' has dimension {i} fixed to {n}, a negative size (every dimension \
+                     must be at least 1; only the first, the batch, may be symbolic)",
+                    v.name
+                ));
+            }
+            None => {
                 let what = d
                     .dim_param
                     .clone()
@@ -131,8 +147,10 @@ fn order(nodes: &[NodeProto], known: &HashSet<String>) -> Result<Vec<usize>, Str
     Ok(out)
 }
 
-/// Imports a decoded model. `file` names it in errors.
-pub fn import(model: &ModelProto, file: &str) -> Result<Graph, FrontendError> {
+/// Imports a decoded model. `file` names it in errors. Every tensor (initializers, inputs,
+/// inferred outputs) is charged to a memory budget of `memory_budget` bytes before it is
+/// allocated or computed (see [`vta_runtime::budget`]).
+pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Graph, FrontendError> {
     let err = |m: String| {
         FrontendError::Import(ImportError {
             file: file.to_string(),
@@ -150,12 +168,14 @@ pub fn import(model: &ModelProto, file: &str) -> Result<Graph, FrontendError> {
         source: file.to_string(),
         ..Default::default()
     };
+    let mut budget = MemoryBudget::new(memory_budget);
     let mut names: HashMap<String, TensorId> = HashMap::new();
     for init in &gp.initializer {
         if init.name.is_empty() {
             return Err(err("an initializer has no name".into()));
         }
         let v = tensor_from_proto(init).map_err(|m| err(format!("initializer: {m}")))?;
+        budget.charge(&init.name, &v.fact()).map_err(err)?;
         let t = g.add_const(init.name.clone(), v);
         names.insert(init.name.clone(), t);
     }
@@ -164,6 +184,7 @@ pub fn import(model: &ModelProto, file: &str) -> Result<Graph, FrontendError> {
             continue; // an initializer listed as an input (IR < 4): a constant
         }
         let fact = input_fact(inp).map_err(err)?;
+        budget.charge(&inp.name, &fact).map_err(err)?;
         let t = g.add_tensor(inp.name.clone(), fact, None);
         names.insert(inp.name.clone(), t);
         g.inputs.push(t);
@@ -243,6 +264,13 @@ pub fn import(model: &ModelProto, file: &str) -> Result<Graph, FrontendError> {
                 continue;
             }
         };
+        for (k, f) in facts.iter().enumerate() {
+            let output = node.output.get(k).filter(|s| !s.is_empty());
+            let output = output.map_or_else(|| format!("{name}:unused{k}"), String::clone);
+            budget
+                .charge(&output, f)
+                .map_err(|e| err(format!("node '{name}' ({}): {e}", node.op_type)))?;
+        }
         // Constant folding.
         let infos: Vec<_> = inputs.iter().map(|t| t.map(|t| &g.tensors[t])).collect();
         let all_const = inputs

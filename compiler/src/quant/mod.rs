@@ -70,6 +70,10 @@ pub struct FrontendOptions {
     /// `false` runs every node on the CPU (the plan is then the exact ONNX model, after
     /// post-training quantization is skipped): a debugging aid.
     pub offload: bool,
+    /// The most bytes the model's tensors may take together (see
+    /// [`vta_runtime::budget`]); a model asking for more is refused before anything is
+    /// allocated.
+    pub memory_budget: u64,
 }
 
 impl Default for FrontendOptions {
@@ -77,6 +81,7 @@ impl Default for FrontendOptions {
         FrontendOptions {
             fidelity: RequantFidelity::default(),
             offload: true,
+            memory_budget: vta_runtime::budget::DEFAULT_MEMORY_BUDGET,
         }
     }
 }

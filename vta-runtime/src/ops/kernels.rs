@@ -62,14 +62,32 @@ impl Window {
         if kernel.0 == 0 || kernel.1 == 0 {
             return Err(format!("empty kernel {kernel:?}"));
         }
-        let ext = |k: usize, d: usize| (k - 1) * d + 1;
+        // A window read from a compiled model was never checked by the ONNX parser.
+        if self.stride.0 == 0 || self.stride.1 == 0 {
+            return Err(format!(
+                "stride {:?}: strides must be at least 1",
+                self.stride
+            ));
+        }
+        if self.dilation.0 == 0 || self.dilation.1 == 0 {
+            return Err(format!(
+                "dilation {:?}: dilations must be at least 1",
+                self.dilation
+            ));
+        }
+        let ext = |k: usize, d: usize| {
+            (k - 1)
+                .checked_mul(d)
+                .and_then(|x| x.checked_add(1))
+                .ok_or_else(|| format!("kernel {k} with dilation {d} is too large"))
+        };
         let (eh, ew) = (
-            ext(kernel.0, self.dilation.0),
-            ext(kernel.1, self.dilation.1),
+            ext(kernel.0, self.dilation.0)?,
+            ext(kernel.1, self.dilation.1)?,
         );
         let same = |i: usize, s: usize, e: usize| -> usize {
             let o = i.div_ceil(s);
-            ((o.max(1) - 1) * s + e).saturating_sub(i)
+            ((o.max(1) - 1) * s).saturating_add(e).saturating_sub(i)
         };
         let pad = match self.pad {
             PadSpec::Explicit(p) => p,
@@ -85,7 +103,10 @@ impl Window {
             }
         };
         let out = |i: usize, p0: usize, p1: usize, e: usize, s: usize| -> Result<usize, String> {
-            let span = i + p0 + p1;
+            let span = i
+                .checked_add(p0)
+                .and_then(|x| x.checked_add(p1))
+                .ok_or_else(|| format!("padding {p0}+{p1} of input size {i} is too large"))?;
             if span < e {
                 return Err(format!(
                     "window of extent {e} does not fit input size {i} with padding {p0}+{p1}"
@@ -314,6 +335,33 @@ pub fn round_half_even(v: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn windows_with_zero_strides_or_dilations_or_overflowing_sizes_are_errors() {
+        // Found by fuzzing the compiled-model loader: a stride of 0 divided by zero.
+        let w = |stride, dilation, pad| Window {
+            kernel: Some((3, 3)),
+            stride,
+            dilation,
+            pad,
+            ceil_mode: true,
+        };
+        let e = w((0, 1), (1, 1), PadSpec::Valid).resolve((8, 8), (3, 3));
+        assert_eq!(e.unwrap_err(), "stride (0, 1): strides must be at least 1");
+        let e = w((1, 1), (1, 0), PadSpec::SameUpper).resolve((8, 8), (3, 3));
+        assert_eq!(
+            e.unwrap_err(),
+            "dilation (1, 0): dilations must be at least 1"
+        );
+        let e = w((1, 1), (usize::MAX, 1), PadSpec::Valid).resolve((8, 8), (3, 3));
+        assert!(e.unwrap_err().contains("too large"));
+        let huge = PadSpec::Explicit([usize::MAX, 0, 1, 0]);
+        let e = w((1, 1), (1, 1), huge).resolve((8, 8), (3, 3));
+        assert!(e.unwrap_err().contains("too large"));
+        assert!(w((2, 2), (1, 1), PadSpec::SameLower)
+            .resolve((8, 8), (3, 3))
+            .is_ok());
+    }
 
     #[test]
     fn rounding_is_half_to_even() {

@@ -141,12 +141,16 @@ impl RunLimits {
     /// Default of [`RunLimits::hang_cycles`]: far longer than any memory latency or
     /// pipeline drain.
     pub const DEFAULT_HANG_CYCLES: u64 = 100_000;
+
+    /// Default of [`RunLimits::max_cycles`]: 2^28 cycles, a few minutes of simulation at about
+    /// 1 M cycles/s; a longer run needs `--max-cycles`.
+    pub const DEFAULT_MAX_CYCLES: u64 = 1 << 28;
 }
 
 impl Default for RunLimits {
     fn default() -> Self {
         RunLimits {
-            max_cycles: None,
+            max_cycles: Some(Self::DEFAULT_MAX_CYCLES),
             wall: None,
             hang_cycles: Self::DEFAULT_HANG_CYCLES,
         }
@@ -524,7 +528,10 @@ impl regs::Host for Host<'_> {
             if cycle > max {
                 let state = self.state();
                 return Err(RtlError::Timeout {
-                    what: format!("the run did not finish within {max} cycles"),
+                    what: format!(
+                        "the run did not finish within {max} cycles (raise the bound with \
+                         `vta sim --max-cycles` if the program is meant to run this long)"
+                    ),
                     cycle,
                     state,
                 });

@@ -519,5 +519,6 @@ pub(crate) fn lower(
             support,
         });
     }
+    lw.plan.check_budget(opts.memory_budget).map_err(other)?;
     Ok((lw.plan, SupportTable { entries }))
 }

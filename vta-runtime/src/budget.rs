@@ -1,0 +1,110 @@
+//! The memory budget: the most bytes a model's tensors may take, checked from their facts
+//! before anything is allocated, by the importer (every inferred tensor), the planner and the
+//! compiled-model loader. A model whose shapes (huge pads, say) ask for more is refused with
+//! the tensor's name and size instead of aborting on an allocation or running for minutes.
+
+use crate::tensor::{DType, Fact};
+
+/// The budget when none is chosen: 4 GiB for all of a model's tensors together.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
+
+/// Bytes of one element.
+pub fn elem_bytes(dtype: DType) -> u64 {
+    match dtype {
+        DType::I8 | DType::U8 => 1,
+        DType::F32 | DType::I32 => 4,
+        DType::I64 => 8,
+    }
+}
+
+/// Bytes of a tensor of `fact`, or `None` when that does not fit a `u64`.
+pub fn fact_bytes(fact: &Fact) -> Option<u64> {
+    fact.shape
+        .iter()
+        .try_fold(elem_bytes(fact.dtype), |n, &d| n.checked_mul(d as u64))
+}
+
+/// `n` bytes for people: `512 B`, `1.5 KiB`, `3.2 GiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// A running account of tensor bytes against a limit.
+#[derive(Debug, Clone)]
+pub struct MemoryBudget {
+    limit: u64,
+    used: u64,
+}
+
+impl MemoryBudget {
+    pub fn new(limit: u64) -> Self {
+        MemoryBudget { limit, used: 0 }
+    }
+
+    /// Adds tensor `name` of `fact`; refuses it when it alone, or all tensors so far with it,
+    /// exceed the limit.
+    pub fn charge(&mut self, name: &str, fact: &Fact) -> Result<(), String> {
+        let limit = human_bytes(self.limit);
+        let Some(bytes) = fact_bytes(fact).filter(|&b| b <= self.limit) else {
+            let size = fact_bytes(fact).map_or_else(|| "more than 16 EiB".into(), human_bytes);
+            return Err(format!(
+                "tensor '{name}' ({fact}) would take {size}, beyond the memory budget of \
+                 {limit}; check the model's shapes, pads and strides (or raise the budget)"
+            ));
+        };
+        let total = self.used.saturating_add(bytes);
+        if total > self.limit {
+            return Err(format!(
+                "tensor '{name}' ({fact}, {}) brings the model's tensors to {}, beyond the \
+                 memory budget of {limit}; check the model's shapes, pads and strides (or \
+                 raise the budget)",
+                human_bytes(bytes),
+                human_bytes(total)
+            ));
+        }
+        self.used = total;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tensor_beyond_the_budget_is_refused_with_its_name_and_size() {
+        let mut b = MemoryBudget::new(1 << 20);
+        b.charge("x", &Fact::new(DType::F32, [1, 256, 1024]))
+            .unwrap();
+        let e = b.charge("huge", &Fact::new(DType::F32, [1, 3, 100_000, 100_000]));
+        assert_eq!(
+            e.unwrap_err(),
+            "tensor 'huge' (float[1, 3, 100000, 100000]) would take 111.8 GiB, beyond the \
+             memory budget of 1.0 MiB; check the model's shapes, pads and strides (or raise \
+             the budget)"
+        );
+        let e = b.charge("y", &Fact::new(DType::I8, [1, 1024])).unwrap_err();
+        assert!(e.contains("brings the model's tensors to 1.0 MiB"), "{e}");
+        let e = b
+            .charge("z", &Fact::new(DType::I64, [usize::MAX, 2]))
+            .unwrap_err();
+        assert!(e.contains("more than 16 EiB"), "{e}");
+    }
+
+    #[test]
+    fn sizes_read_in_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(4 << 30), "4.0 GiB");
+    }
+}
