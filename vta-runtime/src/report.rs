@@ -141,11 +141,6 @@ impl RunResult {
         self.memory.constants = self.memory.constants.max(other.memory.constants);
     }
 
-    /// Device launches per inference.
-    pub fn launches_per_run(&self) -> usize {
-        self.launches.len()
-    }
-
     /// A launch figure summed over launches and samples.
     pub fn total(&self, name: &str) -> u64 {
         self.launches.iter().filter_map(|l| l.get(name)).sum()
