@@ -1,7 +1,8 @@
 //! Randomized differential testing of the cycle-accurate RTL simulator against the functional
-//! simulator: random valid programs with random token choreography on five configs, each run
-//! on both backends with a random memory latency and bandwidth (and, for a quarter of them,
-//! random stalls on every AXI channel); outputs must agree byte for byte and counters exactly.
+//! simulator: random valid programs with random token choreography on the five presets and on
+//! random configs, each run on both backends with a random memory latency and bandwidth (and,
+//! for a quarter of them, random stalls on every AXI channel); outputs must agree byte for
+//! byte and counters exactly.
 //!
 //! A program is `n` load -> compute -> store blocks over `k` scratchpad regions (k = 1: VTA's
 //! single buffer, 2 or 3: virtual threads whose loads overlap another block's compute); block
@@ -21,8 +22,12 @@
 //! byte, its DRAM address, the OUT/ACC row and lane, both values, and the last compute
 //! instruction that wrote that row.
 //!
+//! Besides the presets, `random_programs_on_random_configs` draws configs at random within the
+//! valid ranges and builds each into a Verilator model on demand.
+//!
 //! `VTA_DIFF_PROGRAMS=N` scales the number of programs per config (default: as below);
-//! `VTA_DIFF_SEED=S` changes the seeds.
+//! `VTA_DIFF_CONFIGS=N` sets the number of random configs (default 2); `VTA_DIFF_SEED=S`
+//! changes the seeds (of programs and of random configs).
 
 #[path = "support/rtl.rs"]
 mod rtl_support;
@@ -159,7 +164,9 @@ fn program(cfg: &HwConfig, seed: u64) -> Program {
         b: ProgramBuilder::new(cfg),
         balance: [0; 4],
     };
-    let k = g.r.range(1, 3);
+    // Regions in flight bound the tokens a queue holds at once (see `Gen::maybe_extra`);
+    // they stay within its capacity, so that stream order remains a valid schedule.
+    let k = g.r.range(1, cfg.token_queue_depth.min(3));
     let n = g.r.range(1, 5);
     let eb = |m: MemType| cfg.elem_bytes(m) as usize;
     // Region sizes (elements) and their row x column shapes for the LOADs.
@@ -488,16 +495,25 @@ fn diagnose(cfg: &HwConfig, p: &Program, rtl: &mut dyn Device) -> String {
     )
 }
 
+/// The value of the environment variable `key`, or `default` when it is not set; a value
+/// that is not a number fails the test naming the variable.
+fn env_number(key: &str, default: u64) -> u64 {
+    match std::env::var(key) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{key}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
 fn differential(preset: &str, programs: u64) {
-    let cfg = HwConfig::preset(preset).unwrap();
-    let scale: u64 = std::env::var("VTA_DIFF_PROGRAMS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    let base: u64 = std::env::var("VTA_DIFF_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    differential_on(preset, &HwConfig::preset(preset).unwrap(), programs);
+}
+
+fn differential_on(name: &str, cfg: &HwConfig, programs: u64) {
+    let cfg = cfg.clone();
+    let scale = env_number("VTA_DIFF_PROGRAMS", 1);
+    let base = env_number("VTA_DIFF_SEED", 0);
     let mut rtl = rtl_support::device(&cfg);
     let mut tr = Rng::new(cfg.isa_hash() ^ base);
     // Stalls from a generator of their own, so that programs and timings stay those of the
@@ -519,24 +535,24 @@ fn differential(preset: &str, programs: u64) {
             ..MemFaults::none()
         });
         let want = run(&mut FsimDevice::checking_races(&cfg), &p)
-            .unwrap_or_else(|e| panic!("{preset} program {seed}: fsim refused it: {e}"));
+            .unwrap_or_else(|e| panic!("{name} program {seed}: fsim refused it: {e}"));
         let got = run(&mut rtl, &p).unwrap_or_else(|e| {
             panic!(
-                "{preset} program {seed} ({} insns, {t:?}, stalls {stalls:?}): the RTL run failed: {e}",
+                "{name} program {seed} ({} insns, {t:?}, stalls {stalls:?}): the RTL run failed: {e}",
                 p.insns.len()
             )
         });
         if first_diff(&want, &got).is_some() {
             let why = diagnose(&cfg, &p, &mut rtl);
             panic!(
-                "{preset} program {seed} ({} insns, memory {t:?}, stalls {stalls:?}): outputs differ between fsim and rtl.\n{why}\nprogram:\n{}",
+                "{name} program {seed} ({} insns, memory {t:?}, stalls {stalls:?}): outputs differ between fsim and rtl.\n{why}\nprogram:\n{}",
                 p.insns.len(),
                 isa::asm::print_program(&p)
             );
         }
         assert_eq!(
             want.report.counters, got.report.counters,
-            "{preset} program {seed}: counters differ"
+            "{name} program {seed}: counters differ"
         );
         if want.outputs[0].1.iter().any(|&b| b != 0) {
             nonzero += 1;
@@ -545,7 +561,7 @@ fn differential(preset: &str, programs: u64) {
         insns += p.insns.len();
     }
     eprintln!(
-        "{preset}: {total} random programs, {insns} instructions, {cycles} cycles, identical on fsim and rtl ({:.1} s)",
+        "{name}: {total} random programs, {insns} instructions, {cycles} cycles, identical on fsim and rtl ({:.1} s)",
         start.elapsed().as_secs_f64()
     );
     assert!(
@@ -577,6 +593,26 @@ fn random_programs_rect() {
 #[test]
 fn random_programs_wide_bus() {
     differential("wide-bus", 200);
+}
+
+/// Random configs within the valid ranges (`HwConfig::random`), each built into a Verilator
+/// model on demand: `VTA_DIFF_CONFIGS` of them (default 2), 100 programs each (times
+/// `VTA_DIFF_PROGRAMS`). A failure names the config seed and prints the config's JSON.
+#[test]
+fn random_programs_on_random_configs() {
+    let configs = env_number("VTA_DIFF_CONFIGS", 2);
+    let base = env_number("VTA_DIFF_SEED", 0);
+    let bounds = isa::config::SampleBounds {
+        log_depth: 7..=10,
+        ..Default::default()
+    };
+    for c in 0..configs {
+        let seed = base.wrapping_mul(0x9e37_79b9).wrapping_add(c);
+        let cfg = HwConfig::random(&mut Rng::new(seed), &bounds).unwrap();
+        let name = format!("random config {seed} ({cfg})");
+        eprintln!("{name}:\n{}", cfg.to_json());
+        differential_on(&name, &cfg, 100);
+    }
 }
 
 /// A backend with a bug: the RTL, except that after a run whose stream has at least

@@ -7,11 +7,15 @@
 //! (element sizes, buffer depths, instruction field widths, the config string) is derived here.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::insn::MemType;
+
+mod random;
+pub use random::SampleBounds;
 
 /// Targets a config may name: VTA's, plus the boards we add.
 pub const TARGETS: &[&str] = &[
@@ -30,6 +34,17 @@ pub const SRAM_ADDR_BITS: u32 = 16;
 pub const DRAM_ADDR_BITS: u32 = 32;
 pub const LOOP_ITER_BITS: u32 = 14;
 pub const ALU_IMM_BITS: u32 = 16;
+
+/// The ranges [`HwConfig::validate`] accepts (further constraints tie the fields together).
+pub const LOG_DATA_WIDTH_RANGE: RangeInclusive<u32> = 2..=4;
+pub const LOG_ACC_WIDTH_RANGE: RangeInclusive<u32> = 4..=5;
+pub const LOG_BATCH_RANGE: RangeInclusive<u32> = 0..=4;
+pub const LOG_BLOCK_RANGE: RangeInclusive<u32> = 0..=6;
+pub const AXI_DATA_WIDTH_RANGE: RangeInclusive<u32> = 64..=512;
+pub const CMD_QUEUE_DEPTH_RANGE: RangeInclusive<u32> = 2..=4096;
+pub const TOKEN_QUEUE_DEPTH_RANGE: RangeInclusive<u32> = 1..=65535;
+pub const CLOCK_MHZ_RANGE: RangeInclusive<u32> = 1..=1000;
+pub const MAX_LOG_BUFF_SIZE: u32 = 30;
 
 /// A complete, validated accelerator configuration.
 ///
@@ -317,8 +332,9 @@ impl HwConfig {
 
     /// Checks every constraint; the message names the key, the value, the limit and the fix.
     pub fn validate(&self) -> Result<(), String> {
-        fn range(key: &str, v: u32, lo: u32, hi: u32, what: &str) -> Result<(), String> {
-            if v < lo || v > hi {
+        fn range(key: &str, v: u32, r: RangeInclusive<u32>, what: &str) -> Result<(), String> {
+            let (lo, hi) = (*r.start(), *r.end());
+            if !r.contains(&v) {
                 Err(format!(
                     "{key} = {v} is out of range: it must be between {lo} and {hi} ({what})"
                 ))
@@ -349,22 +365,19 @@ impl HwConfig {
         range(
             "LOG_INP_WIDTH",
             self.log_inp_width,
-            2,
-            4,
+            LOG_DATA_WIDTH_RANGE,
             "int4, int8 or int16 inputs",
         )?;
         range(
             "LOG_WGT_WIDTH",
             self.log_wgt_width,
-            2,
-            4,
+            LOG_DATA_WIDTH_RANGE,
             "int4, int8 or int16 weights",
         )?;
         range(
             "LOG_ACC_WIDTH",
             self.log_acc_width,
-            4,
-            5,
+            LOG_ACC_WIDTH_RANGE,
             "int16 or int32 accumulators",
         )?;
         if self.log_acc_width < self.log_inp_width {
@@ -374,7 +387,12 @@ impl HwConfig {
                 self.log_acc_width, self.log_inp_width, self.log_inp_width
             ));
         }
-        range("LOG_BATCH", self.log_batch, 0, 4, "BATCH from 1 to 16")?;
+        range(
+            "LOG_BATCH",
+            self.log_batch,
+            LOG_BATCH_RANGE,
+            "BATCH from 1 to 16",
+        )?;
         let block_key = |k: &'static str| {
             if self.log_block_in == self.log_block_out {
                 "LOG_BLOCK"
@@ -385,33 +403,40 @@ impl HwConfig {
         range(
             block_key("LOG_BLOCK_IN"),
             self.log_block_in,
-            0,
-            6,
+            LOG_BLOCK_RANGE,
             "BLOCK_IN from 1 to 64",
         )?;
         range(
             block_key("LOG_BLOCK_OUT"),
             self.log_block_out,
-            0,
-            6,
+            LOG_BLOCK_RANGE,
             "BLOCK_OUT from 1 to 64",
         )?;
-        range("AXI_DATA_WIDTH", self.axi_data_width, 64, 512, "bits")?;
+        range(
+            "AXI_DATA_WIDTH",
+            self.axi_data_width,
+            AXI_DATA_WIDTH_RANGE,
+            "bits",
+        )?;
         if !self.axi_data_width.is_power_of_two() {
             return Err(format!(
                 "AXI_DATA_WIDTH = {} is not a power of two; use 64, 128, 256 or 512",
                 self.axi_data_width
             ));
         }
-        range("CMD_QUEUE_DEPTH", self.cmd_queue_depth, 2, 4096, "entries")?;
+        range(
+            "CMD_QUEUE_DEPTH",
+            self.cmd_queue_depth,
+            CMD_QUEUE_DEPTH_RANGE,
+            "entries",
+        )?;
         range(
             "TOKEN_QUEUE_DEPTH",
             self.token_queue_depth,
-            1,
-            65535,
+            TOKEN_QUEUE_DEPTH_RANGE,
             "tokens",
         )?;
-        range("CLOCK_MHZ", self.clock_mhz, 1, 1000, "MHz")?;
+        range("CLOCK_MHZ", self.clock_mhz, CLOCK_MHZ_RANGE, "MHz")?;
 
         // Elements must be whole bytes: DRAM addresses count elements of each buffer.
         for m in [MemType::Inp, MemType::Wgt, MemType::Acc, MemType::Out] {
@@ -433,10 +458,10 @@ impl HwConfig {
         ];
         for (key, size, m) in buffers {
             let elem_log = self.elem_bits(m).trailing_zeros() - 3;
-            if size < elem_log || size > 30 {
+            if size < elem_log || size > MAX_LOG_BUFF_SIZE {
                 return Err(format!(
                     "{key} = {size} is out of range: the {} buffer must hold at least one \
-                     {}-byte element, so {key} must be between {elem_log} and 30",
+                     {}-byte element, so {key} must be between {elem_log} and {MAX_LOG_BUFF_SIZE}",
                     m.name(),
                     self.elem_bytes(m)
                 ));
