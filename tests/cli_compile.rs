@@ -269,6 +269,46 @@ fn output_over_the_model_is_refused() {
     assert_eq!(std::fs::read(dir.join("m.onnx")).unwrap(), onnx);
 }
 
+/// `--memory-budget` bounds the tensors of `vta compile` and `vta run`; a model beyond it is
+/// refused naming a tensor and the flag, and a bad size is named.
+#[test]
+fn memory_budget_is_a_flag_of_compile_and_run() {
+    let dir = scratch("memory_budget");
+    let calib = data("digits_calib.npy");
+    let model = data("tiny_cnn.onnx");
+    let small = [
+        "compile",
+        &model,
+        "--calibrate",
+        &calib,
+        "--memory-budget",
+        "4KiB",
+    ];
+    let e = fails(vta_in(&dir, &small));
+    assert!(
+        e.contains("beyond the memory budget of 4.0 KiB") && e.contains("--memory-budget"),
+        "{e}"
+    );
+    compiled_tiny(&dir);
+    let x = data("digits_test.npy");
+    let run = |budget: &str| {
+        vta_in(
+            &dir,
+            &["run", "tiny.vtab", "-i", &x, "--memory-budget", budget],
+        )
+    };
+    let e = fails(run("100"));
+    assert!(
+        e.contains("tiny.vtab") && e.contains("beyond the memory budget of 100 B"),
+        "{e}"
+    );
+    ok(run("64MiB"));
+    let bad = run("4GB");
+    assert_eq!(bad.status.code(), Some(2), "a usage error");
+    let e = String::from_utf8_lossy(&bad.stderr);
+    assert!(e.contains("unknown unit 'GB'"), "{e}");
+}
+
 #[test]
 fn calibrate_is_repeatable_and_leaves_the_model_argument_alone() {
     let dir = scratch("compile_calibrate");

@@ -758,7 +758,7 @@ fn huge_pads_are_refused_by_the_memory_budget_before_allocating() {
         conv.unwrap_err(),
         "t.onnx: node 'Conv_node' (Conv): tensor 'y' (float[1, 1, 200004, 200004]) would take \
          149.0 GiB, beyond the memory budget of 4.0 GiB; check the model's shapes, pads and \
-         strides (or raise the budget)"
+         strides (or raise the budget with --memory-budget)"
     );
     let pool = graph(
         vec![node(

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use compiler::compile::{BackendOptions, Compiled};
 use compiler::frontend::{load_calibration_npy, FrontendOptions, RequantFidelity};
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 #[derive(Args)]
 pub struct CompileArgs {
@@ -33,6 +34,8 @@ pub struct CompileArgs {
     /// activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_bytes, help = super::MEMORY_BUDGET_HELP)]
+    memory_budget: Option<u64>,
     /// Print the report as JSON (output file, op-support table, step counts, launches,
     /// compile times)
     #[arg(long)]
@@ -57,6 +60,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
         } else {
             RequantFidelity::WithinOneLsb
         },
+        memory_budget: a.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
         ..Default::default()
     };
     let source = a.model.display().to_string();

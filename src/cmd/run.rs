@@ -10,6 +10,7 @@ use clap::Args;
 use compiler::graph::Tensor;
 use drivers::Device;
 use isa::npy;
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 use vta_runtime::io as runtime;
 use vta_runtime::model::{Check, Model};
 use vta_runtime::resident::LoadOptions;
@@ -57,6 +58,8 @@ pub struct RunArgs {
     /// dependency tokens order every conflicting pair of memory accesses (no races)
     #[arg(long)]
     check: bool,
+    #[arg(long, value_name = "SIZE", value_parser = super::parse_bytes, help = super::MEMORY_BUDGET_HELP)]
+    memory_budget: Option<u64>,
     /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
     #[arg(long)]
     json: bool,
@@ -228,10 +231,13 @@ pub fn run(a: RunArgs) -> Result<String> {
     a.rtl.refuse_unless_rtl(&a.backend, &[])?;
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
-    let model = match &a.config {
-        Some(spec) => Model::from_bytes_for(&bytes, &file, &super::load_config(Some(spec))?),
-        None => Model::from_bytes(&bytes, &file),
-    }?;
+    let select = a
+        .config
+        .as_deref()
+        .map(|s| super::load_config(Some(s)))
+        .transpose()?;
+    let budget = a.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET);
+    let model = Model::read(&bytes, &file, select.as_ref(), budget)?;
     let inputs = read_inputs(&model, &a.inputs)?;
     let names: Vec<String> = model
         .plan

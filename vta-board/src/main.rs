@@ -296,8 +296,8 @@ fn run_model(
         bail!("--timeout {timeout}: give a positive number of seconds");
     }
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let model =
-        vta_runtime::file::read(&bytes, None).map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    let model = vta_runtime::file::read(&bytes, None, vta_runtime::budget::DEFAULT_MEMORY_BUDGET)
+        .map_err(|e| anyhow!("{}: {e}", file.display()))?;
     let plan = &model.plan;
     if outputs.len() != plan.outputs.len() {
         bail!(

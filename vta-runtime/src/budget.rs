@@ -59,7 +59,8 @@ impl MemoryBudget {
             let size = fact_bytes(fact).map_or_else(|| "more than 16 EiB".into(), human_bytes);
             return Err(format!(
                 "tensor '{name}' ({fact}) would take {size}, beyond the memory budget of \
-                 {limit}; check the model's shapes, pads and strides (or raise the budget)"
+                 {limit}; check the model's shapes, pads and strides (or raise the budget \
+                 with --memory-budget)"
             ));
         };
         let total = self.used.saturating_add(bytes);
@@ -67,7 +68,7 @@ impl MemoryBudget {
             return Err(format!(
                 "tensor '{name}' ({fact}, {}) brings the model's tensors to {}, beyond the \
                  memory budget of {limit}; check the model's shapes, pads and strides (or \
-                 raise the budget)",
+                 raise the budget with --memory-budget)",
                 human_bytes(bytes),
                 human_bytes(total)
             ));
@@ -91,7 +92,7 @@ mod tests {
             e.unwrap_err(),
             "tensor 'huge' (float[1, 3, 100000, 100000]) would take 111.8 GiB, beyond the \
              memory budget of 1.0 MiB; check the model's shapes, pads and strides (or raise \
-             the budget)"
+             the budget with --memory-budget)"
         );
         let e = b.charge("y", &Fact::new(DType::I8, [1, 1024])).unwrap_err();
         assert!(e.contains("brings the model's tensors to 1.0 MiB"), "{e}");

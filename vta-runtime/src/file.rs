@@ -244,8 +244,9 @@ fn checked(bytes: &[u8]) -> Result<&[u8], FileError> {
 }
 
 /// Reads a compiled-model file; with `select`, the model runs on that config (which must have
-/// the same ISA), else on its own.
-pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError> {
+/// the same ISA), else on its own. A model whose tensors would take more than `budget` bytes
+/// (see [`crate::budget`]) is refused before anything is allocated.
+pub fn read(bytes: &[u8], select: Option<&HwConfig>, budget: u64) -> Result<Model, FileError> {
     let body = checked(bytes)?;
     let mut r = Cursor { b: body, pos: HEAD };
     let config_string = r.str("the config string")?;
@@ -275,7 +276,7 @@ pub fn read(bytes: &[u8], select: Option<&HwConfig>) -> Result<Model, FileError>
     let body: Body = postcard::from_bytes(encoded)
         .map_err(|e| FileError::Malformed(format!("the body does not decode: {e}")))?;
     body.plan
-        .check_budget(crate::budget::DEFAULT_MEMORY_BUDGET)
+        .check_budget(budget)
         .map_err(FileError::Malformed)?;
     body.plan.validate().map_err(FileError::Malformed)?;
     let launches = launches(&cfg, &body.plan, body.launches)?;

@@ -11,6 +11,7 @@ use std::fmt;
 use drivers::Device;
 use isa::HwConfig;
 
+use crate::budget::DEFAULT_MEMORY_BUDGET;
 use crate::file::FileError;
 use crate::launch::Launch;
 use crate::plan::{Plan, ValueId};
@@ -99,18 +100,26 @@ pub struct Model {
 
 impl Model {
     /// Reads a compiled-model file; `file` names it in errors. The model runs on its own
-    /// config.
+    /// config, within the default memory budget.
     pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Model, Error> {
-        crate::file::read(bytes, None).map_err(|source| Error::File {
-            file: file.to_string(),
-            source,
-        })
+        Self::read(bytes, file, None, DEFAULT_MEMORY_BUDGET)
     }
 
     /// Reads a compiled-model file that must have been compiled for `cfg`'s ISA (configs that
     /// differ only in bus width, queue depths or clock run the same programs).
     pub fn from_bytes_for(bytes: &[u8], file: &str, cfg: &HwConfig) -> Result<Model, Error> {
-        crate::file::read(bytes, Some(cfg)).map_err(|source| Error::File {
+        Self::read(bytes, file, Some(cfg), DEFAULT_MEMORY_BUDGET)
+    }
+
+    /// Reads a compiled-model file to run on `select` (else on its own config), refusing
+    /// tensors beyond `budget` bytes in all (see [`crate::budget`]).
+    pub fn read(
+        bytes: &[u8],
+        file: &str,
+        select: Option<&HwConfig>,
+        budget: u64,
+    ) -> Result<Model, Error> {
+        crate::file::read(bytes, select, budget).map_err(|source| Error::File {
             file: file.to_string(),
             source,
         })
