@@ -511,3 +511,31 @@ fn compiled_model_loader_refuses_oversized_tensors_and_survives_resealed_corrupt
         }
     }
 }
+
+/// A compiled model whose embedded program container has an old format version is refused
+/// with advice for the model (recompile it), not the container's own (re-assemble it).
+#[test]
+fn an_old_embedded_container_asks_to_recompile_the_model() {
+    use isa::container::frame;
+    let m = compile("tiny_cnn.onnx", "default");
+    let mut b = m.to_bytes().unwrap();
+    let at = b
+        .windows(isa::container::MAGIC.len())
+        .position(|w| w == isa::container::MAGIC)
+        .expect("the model embeds a program container");
+    let len = u64::from_le_bytes(b[at + 12..at + 20].try_into().unwrap()) as usize;
+    // Version 1, the container resealed, then the model.
+    let mut c = b[at..at + len - frame::CHECKSUM_BYTES].to_vec();
+    c[8..12].copy_from_slice(&1u32.to_le_bytes());
+    b.splice(at..at + len, frame::finish(c));
+    b.truncate(b.len() - frame::CHECKSUM_BYTES);
+    let e = Model::from_bytes(&frame::finish(b), "m.vtab")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("launch 0: its program container has format version 1")
+            && e.contains("recompile the model with `vta compile`")
+            && !e.contains("vta asm"),
+        "{e}"
+    );
+}
