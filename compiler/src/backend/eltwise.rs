@@ -31,15 +31,15 @@ use crate::qlayer::{QAdd, QGlobalAvgPool, QMaxPool};
 /// A tile of `kp` consecutive channel planes of sample block `nb`, pixels `p0 .. p0 + len` of
 /// each plane (or output rows, for pooling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PlaneTile {
-    nb: usize,
-    cb0: usize,
-    kp: usize,
-    p0: usize,
-    len: usize,
+pub(super) struct PlaneTile {
+    pub nb: usize,
+    pub cb0: usize,
+    pub kp: usize,
+    pub p0: usize,
+    pub len: usize,
 }
 
-fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec<PlaneTile> {
+pub(super) fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec<PlaneTile> {
     let mut v = Vec::new();
     for n in 0..nb {
         for (cb0, k) in splits(cb, kp) {
@@ -58,7 +58,7 @@ fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec
 }
 
 /// Loads the constant rows of channel blocks `cb0 .. cb0 + kp` at `tab`.
-fn load_tables(
+pub(super) fn load_tables(
     ctx: &mut Ctx,
     ep: &Epilogue,
     consts: Option<Buf>,
@@ -88,7 +88,7 @@ fn load_tables(
 }
 
 /// Runs `ep` over `kp` planes of `len` rows at `dst` (planes `pitch` rows apart).
-fn epilogue(
+pub(super) fn epilogue(
     ctx: &mut Ctx,
     ep: &Epilogue,
     dst: usize,
@@ -116,7 +116,7 @@ fn epilogue(
 }
 
 /// The multiplication `x * m` on ACC rows, exactly (MUL imm, or a shift without ALU MUL).
-fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result<(), BackendError> {
+pub(super) fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result<(), BackendError> {
     if m == 1 {
         return Ok(());
     }
@@ -133,7 +133,7 @@ fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result
     }
 }
 
-fn no_fit(ctx: &Ctx, layer: &str, need: usize) -> BackendError {
+pub(super) fn no_fit(ctx: &Ctx, layer: &str, need: usize) -> BackendError {
     BackendError::Unsupported {
         layer: layer.into(),
         config: ctx.cfg.config_string(),

@@ -50,8 +50,13 @@
 //!   dense layer after flattening a `[N, C, H, W]` tensor is the `H x W` convolution with the
 //!   reshaped weights, and reads the packed tensor directly).
 //! - **Add**, **MaxPool**, **GlobalAvgPool**: on the ALU (see [`eltwise`]); refused only when
-//!   one tile (a plane of the global pool, a row band of the max pool) does not fit half of
-//!   ACC, or a max pool's horizontal padding exceeds 15.
+//!   one tile (a row band of a plane) does not fit half of ACC, or a max pool's horizontal
+//!   padding exceeds 15.
+//! - **Affine**, **Binary** (Add/Mul with a broadcast `[N, C, 1, 1]` operand), **LeakyRelu**,
+//!   nearest **Upsample**: on the ALU (see [`pointwise`]); without `ALU_MUL`, refused when a
+//!   multiplier is not a power of two.
+//! - **Table** activations: refused (the ALU has no lookup table, see [`table`]): they run on
+//!   the CPU.
 //!
 //! # Structure
 //!
@@ -59,7 +64,8 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`]: the lowerings; [`net`]: programs of several layers.
+//! - `conv`, [`eltwise`], [`pointwise`], [`table`]: the lowerings; [`net`]: programs of
+//!   several layers.
 //!
 //! # Chaining
 //!
@@ -78,6 +84,8 @@ pub mod emit;
 pub mod epilogue;
 pub mod layout;
 pub mod net;
+pub mod pointwise;
+pub mod table;
 pub mod tiling;
 
 use isa::HwConfig;

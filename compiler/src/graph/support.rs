@@ -22,9 +22,9 @@ pub enum Support {
     Cpu { step: usize, reason: String },
     /// Removed at load time (constant folding, identity, unused).
     Removed { how: String },
-    /// Cannot be compiled.
-    Unsupported { reason: String },
-    /// Not analysed (planning stopped because of unsupported nodes).
+    /// Cannot be compiled: why, and what would make it compile.
+    Unsupported { reason: String, fix: String },
+    /// Not analysed or not placed (because of unsupported nodes elsewhere).
     NotAnalyzed { reason: String },
 }
 
@@ -54,7 +54,7 @@ impl Support {
             Support::Fused { into, how } => format!("into {into}: {how}"),
             Support::Cpu { step, reason } => format!("step {step}: {reason}"),
             Support::Removed { how } => how.clone(),
-            Support::Unsupported { reason } => reason.clone(),
+            Support::Unsupported { reason, fix } => format!("{reason}; to compile: {fix}"),
             Support::NotAnalyzed { reason } => reason.clone(),
         }
     }
