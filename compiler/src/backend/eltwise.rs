@@ -16,7 +16,8 @@
 //!   first tap.
 //! - **QGlobalAvgPool**: reset one row per plane, `ADD` every pixel into it (one micro-op in a
 //!   loop whose destination step is 0: micro-ops run sequentially, so this is an exact sum),
-//!   then the requant epilogue.
+//!   then the requant epilogue. A plane larger than half of ACC is loaded and summed in bands
+//!   of rows into the same row.
 
 use isa::builder::{Buf, Operand};
 use isa::{AluOp, MemType, Uop};
@@ -24,7 +25,7 @@ use isa::{AluOp, MemType, Uop};
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{shift_for, EpSrc, Epilogue};
 use super::layout::ActLayout;
-use super::tiling::{splits, valid_span, MAX_ITER, MAX_PAD};
+use super::tiling::{splits, valid_span, MAX_DMA, MAX_ITER, MAX_PAD};
 use super::BackendError;
 use crate::qlayer::{QAdd, QGlobalAvgPool, QMaxPool};
 
@@ -484,36 +485,31 @@ pub fn emit_global_avg_pool(
     let ol = ActLayout::out(&ctx.cfg, [n, c, 1, 1]);
     let (nb, cb, hw) = (il.n_blocks(), il.c_blocks(), il.plane());
     let half = ctx.budget.acc_half;
-    let need = |kp: usize| kp * (hw + 1) + ep.table_rows(kp);
-    if need(1) > half {
-        return Err(no_fit(ctx, &layer.name, need(1)));
-    }
-    let mut kp = cb;
-    while kp > 1 && need(kp) > half {
-        kp -= 1;
-    }
-    let kp = cb.div_ceil(cb.div_ceil(kp));
+    let need = |kp: usize, len: usize| kp * (len + 1) + ep.table_rows(kp);
+    // Whole planes when one fits, else one plane summed in bands of rows.
+    let (kp, len) = if need(1, hw) <= half && hw <= MAX_DMA {
+        let mut kp = cb;
+        while kp > 1 && need(kp, hw) > half {
+            kp -= 1;
+        }
+        (cb.div_ceil(cb.div_ceil(kp)), hw)
+    } else {
+        let len = half
+            .saturating_sub(1 + ep.table_rows(1))
+            .min(MAX_DMA)
+            .min(hw);
+        if len == 0 {
+            return Err(no_fit(ctx, &layer.name, need(1, 1)));
+        }
+        (1, len)
+    };
     let tiles = plane_tiles(nb, cb, kp, 1, 1);
     let mut pipe: Pipeline<(usize, usize)> = Pipeline::new(tiles.len(), 0);
     for t in &tiles {
         let ab = pipe.acc_half() * half;
-        let (i0, s0, tab) = (ab, ab + kp * hw, ab + kp * (hw + 1));
+        let (i0, s0, tab) = (ab, ab + kp * len, ab + kp * (len + 1));
         if pipe.begin_tile(ctx, (t.cb0, t.kp)) {
             load_tables(ctx, ep, consts, tab, t.cb0, t.kp, cb)?;
-        }
-        let loads = (0..t.kp)
-            .map(|k| {
-                Dma::row(
-                    MemType::Acc8,
-                    i0 + k * hw,
-                    input,
-                    il.elem_index(t.nb, t.cb0 + k, 0, 0),
-                    hw,
-                )
-            })
-            .collect();
-        for d in coalesce(loads) {
-            ctx.load(d)?;
         }
         ctx.gemm(
             &[Uop {
@@ -524,13 +520,29 @@ pub fn emit_global_avg_pool(
             &[Dim::new(t.kp, 1, 0, 0)],
             true,
         )?;
-        ctx.alu(
-            AluOp::Add,
-            Operand::Tensor,
-            s0,
-            i0,
-            &[Dim::new(t.kp, 1, hw, 0), Dim::new(hw, 0, 1, 0)],
-        )?;
+        for (p0, l) in splits(hw, len) {
+            let loads = (0..t.kp)
+                .map(|k| {
+                    Dma::row(
+                        MemType::Acc8,
+                        i0 + k * len,
+                        input,
+                        il.elem_index(t.nb, t.cb0 + k, 0, 0) + p0,
+                        l,
+                    )
+                })
+                .collect();
+            for d in coalesce(loads) {
+                ctx.load(d)?;
+            }
+            ctx.alu(
+                AluOp::Add,
+                Operand::Tensor,
+                s0,
+                i0,
+                &[Dim::new(t.kp, 1, len, 0), Dim::new(l, 0, 1, 0)],
+            )?;
+        }
         epilogue(ctx, ep, s0, 1, t.kp, 1, tab)?;
         pipe.results_ready(ctx);
         ctx.store(Dma::row(

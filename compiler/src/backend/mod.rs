@@ -235,6 +235,53 @@ pub fn compile_global_avg_pool(
     net.finish(&[y])
 }
 
+/// A one-layer program for any plan layer over inputs of the given logical NCHW shapes
+/// (segments `input` or `input_a`/`input_b`; a dense layer reads `[N, K, 1, 1]`).
+pub fn compile_layer(
+    cfg: &HwConfig,
+    layer: &vta_runtime::plan::Layer,
+    shapes: &[[usize; 4]],
+) -> Result<LayerProgram, BackendError> {
+    use vta_runtime::plan::Layer;
+    let first = *shapes.first().ok_or_else(|| BackendError::InvalidLayer {
+        layer: layer.name().into(),
+        reason: "no input shape".into(),
+    })?;
+    let mut net = NetBuilder::new(cfg)?;
+    let two = |net: &mut NetBuilder| -> Result<(Tensor, Tensor), BackendError> {
+        let second = *shapes.get(1).ok_or_else(|| BackendError::InvalidLayer {
+            layer: layer.name().into(),
+            reason: "a second input shape is needed".into(),
+        })?;
+        Ok((net.input("input_a", first), net.input("input_b", second)))
+    };
+    let y = match layer {
+        Layer::Add(l) => {
+            let (a, b) = two(&mut net)?;
+            net.add(l, a, b)?
+        }
+        Layer::Binary(l) => {
+            let (a, b) = two(&mut net)?;
+            net.binary(l, a, b)?
+        }
+        _ => {
+            let x = net.input("input", first);
+            match layer {
+                Layer::Conv2d(l) => net.conv(l, x)?,
+                Layer::Dense(l) => net.dense(l, x)?,
+                Layer::MaxPool(l) => net.max_pool(l, x)?,
+                Layer::GlobalAvgPool(l) => net.global_avg_pool(l, x)?,
+                Layer::Table(l) => net.table(l, x)?,
+                Layer::Affine(l) => net.affine(l, x)?,
+                Layer::LeakyRelu(l) => net.leaky_relu(l, x)?,
+                Layer::Upsample(l) => net.upsample(l, x)?,
+                Layer::Add(_) | Layer::Binary(_) => unreachable!("two-input layers above"),
+            }
+        }
+    };
+    net.finish(&[y])
+}
+
 /// One layer of a [`compile_sequence`] chain. Each layer reads the previous layer's output
 /// (the first reads the network input); `Add` also reads an earlier tensor: `residual = 0` is
 /// the network input, `residual = k` the output of layer `k - 1`.

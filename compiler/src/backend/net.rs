@@ -412,15 +412,14 @@ impl NetBuilder {
         let cfg = self.ctx.cfg.clone();
         let shape = self.shape(x);
         let ep = epilogue::plan(&cfg, &layer.name, &layer.requant, None, shape[1])?;
-        let hw = shape[2] * shape[3];
-        let need = hw + 1 + ep.table_rows(1);
+        let need = 2 + ep.table_rows(1);
         if need > self.ctx.budget.acc_half {
             return Err(BackendError::Unsupported {
                 layer: layer.name.clone(),
                 config: cfg.config_string(),
                 reason: format!(
-                    "a {}x{} plane needs {need} ACC rows but half of ACC holds {}",
-                    shape[2], shape[3], self.ctx.budget.acc_half
+                    "its constants and one band need {need} ACC rows but half of ACC holds {}",
+                    self.ctx.budget.acc_half
                 ),
             });
         }
