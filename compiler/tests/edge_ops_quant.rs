@@ -93,7 +93,7 @@ fn check(name: &str, m: &Model, shape: &[usize], expect: &[(&str, Where)], tol: 
                 assert_eq!(got, wh, "{name}: {node}\n{}\n{}", c.support, c.layer_report());
             }
             assert!(
-                c.support.entries.iter().all(|e| !matches!(e.support, Support::NotAnalyzed { .. } | Support::Unsupported { .. })),
+                c.support.entries.iter().all(|e| !matches!(e.support, Support::NotAnalyzed { .. } | Support::NotPlaced { .. } | Support::Unsupported { .. })),
                 "{name}: every node placed\n{}",
                 c.support
             );

@@ -24,7 +24,9 @@ pub enum Support {
     Removed { how: String },
     /// Cannot be compiled: why, and what would make it compile.
     Unsupported { reason: String, fix: String },
-    /// Not analysed or not placed (because of unsupported nodes elsewhere).
+    /// Supported, but not placed: other nodes of the model are unsupported.
+    NotPlaced { reason: String },
+    /// Not analysed: its input's shape is unknown (it comes from an unsupported node).
     NotAnalyzed { reason: String },
 }
 
@@ -37,6 +39,7 @@ impl Support {
             Support::Cpu { .. } => "cpu",
             Support::Removed { .. } => "removed",
             Support::Unsupported { .. } => "UNSUPPORTED",
+            Support::NotPlaced { .. } => "not placed",
             Support::NotAnalyzed { .. } => "not analysed",
         }
     }
@@ -55,7 +58,7 @@ impl Support {
             Support::Cpu { step, reason } => format!("step {step}: {reason}"),
             Support::Removed { how } => how.clone(),
             Support::Unsupported { reason, fix } => format!("{reason}; to compile: {fix}"),
-            Support::NotAnalyzed { reason } => reason.clone(),
+            Support::NotPlaced { reason } | Support::NotAnalyzed { reason } => reason.clone(),
         }
     }
 

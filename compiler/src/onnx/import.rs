@@ -383,7 +383,7 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
             .map(|i| SupportEntry {
                 node: node_name(i),
                 op_type: gp.node[i].op_type.clone(),
-                support: problems.get(&i).cloned().unwrap_or_else(|| Support::NotAnalyzed {
+                support: problems.get(&i).cloned().unwrap_or_else(|| Support::NotPlaced {
                     reason: "supported operator; not placed, since the model has unsupported \
                              nodes"
                         .into(),

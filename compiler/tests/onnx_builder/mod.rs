@@ -146,7 +146,7 @@ impl Model {
     }
 
     pub fn bytes(&self) -> Vec<u8> {
-        prost::Message::encode_to_vec(&self.proto())
+        compiler::zoo::encode_model(&self.proto())
     }
 }
 
