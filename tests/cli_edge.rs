@@ -6,6 +6,7 @@
 //! integer reference and compared with the float model.
 
 #[path = "support/cli.rs"]
+#[allow(dead_code)]
 mod support;
 
 #[path = "../compiler/tests/onnx_builder/mod.rs"]
@@ -170,7 +171,7 @@ fn a_mobilenet_v3_block_compiles_runs_and_checks() {
     assert!(row(&compile, "se_gate").contains("QAffine"), "{compile}");
     assert!(row(&compile, "se_scale").contains("QBinary"), "{compile}");
     assert!(run.contains("check: bit-exact"), "{run}");
-    // Measured: 0.6 % of the output range.
+    // Measured: 0.34 % of the output range.
     assert!(err < 0.05, "relative error {err}");
 }
 
@@ -192,6 +193,6 @@ fn a_yolo_unet_neck_compiles_runs_and_checks() {
         assert!(row(&compile, node).contains(text), "{node}: {}", row(&compile, node));
     }
     assert!(run.contains("check: bit-exact"), "{run}");
-    // Measured: 1.3 % of the output range.
+    // Measured: 2.5 % of the output range (3 LSB of the Sigmoid's 1/127).
     assert!(err < 0.05, "relative error {err}");
 }
