@@ -458,7 +458,10 @@ fn unsupported_model() -> Vec<u8> {
             version: 13,
         }],
         graph: Some(GraphProto {
-            node: vec![node("Conv", &["x", "w"], "c"), node("LpNormalization", &["c"], "y")],
+            node: vec![
+                node("Conv", &["x", "w"], "c"),
+                node("LpNormalization", &["c"], "y"),
+            ],
             name: "g".into(),
             initializer: vec![w],
             input: vec![info("x", &[1, 1, 8, 8])],

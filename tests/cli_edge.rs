@@ -37,11 +37,23 @@ fn mobilenet_v3_block() -> Model {
         .weight("bn_b", &[64], 0.2)
         .values("bn_m", &[64], &[0.05; 64])
         .values("bn_v", &[64], &[0.9; 64])
-        .node("expand_bn", "BatchNormalization", &["e", "bn_s", "bn_b", "bn_m", "bn_v"], &["eb"], vec![])
+        .node(
+            "expand_bn",
+            "BatchNormalization",
+            &["e", "bn_s", "bn_b", "bn_m", "bn_v"],
+            &["eb"],
+            vec![],
+        )
         .node("expand_act", "HardSwish", &["eb"], &["ea"], vec![])
         .weight("wd", &[64, 1, 3, 3], 0.5)
         .weight("bd", &[64], 0.1)
-        .node("dw", "Conv", &["ea", "wd", "bd"], &["d"], vec![("group", A::I(64)), ("pads", A::Is(vec![1; 4]))])
+        .node(
+            "dw",
+            "Conv",
+            &["ea", "wd", "bd"],
+            &["d"],
+            vec![("group", A::I(64)), ("pads", A::Is(vec![1; 4]))],
+        )
         .node("dw_act", "HardSwish", &["d"], &["da"], vec![])
         .node("se_pool", "GlobalAveragePool", &["da"], &["sp"], vec![])
         .weight("wr", &[16, 64, 1, 1], 0.4)
@@ -51,7 +63,13 @@ fn mobilenet_v3_block() -> Model {
         .weight("wx", &[64, 16, 1, 1], 0.4)
         .weight("bx", &[64], 0.1)
         .node("se_expand", "Conv", &["sa", "wx", "bx"], &["sx"], vec![])
-        .node("se_gate", "HardSigmoid", &["sx"], &["sg"], vec![("alpha", A::F(1.0 / 6.0)), ("beta", A::F(0.5))])
+        .node(
+            "se_gate",
+            "HardSigmoid",
+            &["sx"],
+            &["sg"],
+            vec![("alpha", A::F(1.0 / 6.0)), ("beta", A::F(0.5))],
+        )
         .node("se_scale", "Mul", &["da", "sg"], &["ds"], vec![])
         .weight("wp", &[16, 64, 1, 1], 0.2)
         .node("project", "Conv", &["ds", "wp"], &["p"], vec![])
@@ -60,7 +78,13 @@ fn mobilenet_v3_block() -> Model {
         .node("flatten", "Flatten", &["g"], &["f"], vec![])
         .weight("wc", &[10, 16], 0.5)
         .weight("bc", &[10], 0.1)
-        .node("classifier", "Gemm", &["f", "wc", "bc"], &["l"], vec![("transB", A::I(1))])
+        .node(
+            "classifier",
+            "Gemm",
+            &["f", "wc", "bc"],
+            &["l"],
+            vec![("transB", A::I(1))],
+        )
         .node("softmax", "Softmax", &["l"], &["y"], vec![])
         .output("y");
     m
@@ -71,37 +95,90 @@ fn yolo_neck() -> Model {
     let silu = |m: &mut Model, name: &str, x: &str, y: &str| {
         let s = format!("{name}_sig");
         let g = format!("{name}_gate");
-        m.node(&s, "Sigmoid", &[x], &[&g], vec![])
-            .node(&format!("{name}_mul"), "Mul", &[x, &g], &[y], vec![]);
+        m.node(&s, "Sigmoid", &[x], &[&g], vec![]).node(
+            &format!("{name}_mul"),
+            "Mul",
+            &[x, &g],
+            &[y],
+            vec![],
+        );
     };
     let mut m = Model::new(17);
     m.input("x", &[1, 16, 16, 16])
         .weight("w1", &[32, 16, 3, 3], 0.3)
-        .node("down", "Conv", &["x", "w1"], &["c1"], vec![("pads", A::Is(vec![1; 4])), ("strides", A::Is(vec![2, 2]))]);
+        .node(
+            "down",
+            "Conv",
+            &["x", "w1"],
+            &["c1"],
+            vec![("pads", A::Is(vec![1; 4])), ("strides", A::Is(vec![2, 2]))],
+        );
     silu(&mut m, "down", "c1", "a1");
     m.weight("w2", &[32, 32, 1, 1], 0.3)
         .node("lateral", "Conv", &["a1", "w2"], &["c2"], vec![])
-        .node("lateral_act", "LeakyRelu", &["c2"], &["a2"], vec![("alpha", A::F(0.1))])
+        .node(
+            "lateral_act",
+            "LeakyRelu",
+            &["c2"],
+            &["a2"],
+            vec![("alpha", A::F(0.1))],
+        )
         .values("roi", &[0], &[])
         .values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
-        .node("upsample", "Resize", &["a2", "roi", "scales"], &["u"], vec![("mode", A::S("nearest"))])
-        .node("concat", "Concat", &["u", "x"], &["cat"], vec![("axis", A::I(1))])
+        .node(
+            "upsample",
+            "Resize",
+            &["a2", "roi", "scales"],
+            &["u"],
+            vec![("mode", A::S("nearest"))],
+        )
+        .node(
+            "concat",
+            "Concat",
+            &["u", "x"],
+            &["cat"],
+            vec![("axis", A::I(1))],
+        )
         .weight("w3", &[32, 48, 1, 1], 0.3)
         .node("fuse", "Conv", &["cat", "w3"], &["c3"], vec![]);
     silu(&mut m, "fuse", "c3", "a3");
-    m.node("split", "Split", &["a3"], &["s1", "s2"], vec![("axis", A::I(1))])
-        .weight("w4", &[16, 16, 3, 3], 0.3)
-        .node("branch", "Conv", &["s2", "w4"], &["c4"], vec![("pads", A::Is(vec![1; 4]))]);
+    m.node(
+        "split",
+        "Split",
+        &["a3"],
+        &["s1", "s2"],
+        vec![("axis", A::I(1))],
+    )
+    .weight("w4", &[16, 16, 3, 3], 0.3)
+    .node(
+        "branch",
+        "Conv",
+        &["s2", "w4"],
+        &["c4"],
+        vec![("pads", A::Is(vec![1; 4]))],
+    );
     silu(&mut m, "branch", "c4", "a4");
-    m.node("merge", "Concat", &["s1", "a4"], &["mg"], vec![("axis", A::I(1))])
-        .weight("wt", &[32, 16, 2, 2], 0.3)
-        .weight("bt", &[16], 0.1)
-        .node("decode", "ConvTranspose", &["mg", "wt", "bt"], &["dec"], vec![("strides", A::Is(vec![2, 2]))])
-        .node("decode_act", "Relu", &["dec"], &["da"], vec![])
-        .weight("wh", &[4, 16, 1, 1], 0.5)
-        .node("head", "Conv", &["da", "wh"], &["h"], vec![])
-        .node("head_act", "Sigmoid", &["h"], &["y"], vec![])
-        .output("y");
+    m.node(
+        "merge",
+        "Concat",
+        &["s1", "a4"],
+        &["mg"],
+        vec![("axis", A::I(1))],
+    )
+    .weight("wt", &[32, 16, 2, 2], 0.3)
+    .weight("bt", &[16], 0.1)
+    .node(
+        "decode",
+        "ConvTranspose",
+        &["mg", "wt", "bt"],
+        &["dec"],
+        vec![("strides", A::Is(vec![2, 2]))],
+    )
+    .node("decode_act", "Relu", &["dec"], &["da"], vec![])
+    .weight("wh", &[4, 16, 1, 1], 0.5)
+    .node("head", "Conv", &["da", "wh"], &["h"], vec![])
+    .node("head_act", "Sigmoid", &["h"], &["y"], vec![])
+    .output("y");
     m
 }
 
@@ -120,11 +197,20 @@ fn compile_run_check(name: &str, m: &Model, shape: &[usize]) -> (String, String,
     write_npy(&dir.join("calib.npy"), &Tensor::F32(stacked));
     let compile = ok(vta_in(
         &dir,
-        &["compile", "m.onnx", "--calibrate", "calib.npy", "-o", "m.vtab"],
+        &[
+            "compile",
+            "m.onnx",
+            "--calibrate",
+            "calib.npy",
+            "-o",
+            "m.vtab",
+        ],
     ));
     let run = ok(vta_in(
         &dir,
-        &["run", "m.vtab", "--input", "x.npy", "--output", "y.npy", "--check"],
+        &[
+            "run", "m.vtab", "--input", "x.npy", "--output", "y.npy", "--check",
+        ],
     ));
     let got = tensor_from_npy(&npy::read_file(&dir.join("y.npy")).unwrap()).unwrap();
     let g = import_graph(&m.bytes(), name, DEFAULT_MEMORY_BUDGET).unwrap();
@@ -163,7 +249,11 @@ fn a_mobilenet_v3_block_compiles_runs_and_checks() {
         ("classifier", "accelerator"),
         ("softmax", "cpu"),
     ] {
-        assert!(row(&compile, node).contains(status), "{node}: {}", row(&compile, node));
+        assert!(
+            row(&compile, node).contains(status),
+            "{node}: {}",
+            row(&compile, node)
+        );
     }
     // HardSwish is a table activation, which this ALU cannot run: the CPU does, by lookup.
     assert!(row(&compile, "expand_act").contains("QTable"), "{compile}");
@@ -190,7 +280,11 @@ fn a_yolo_unet_neck_compiles_runs_and_checks() {
         ("decode", "QConv2d"),
         ("head_act", "QTable"),
     ] {
-        assert!(row(&compile, node).contains(text), "{node}: {}", row(&compile, node));
+        assert!(
+            row(&compile, node).contains(text),
+            "{node}: {}",
+            row(&compile, node)
+        );
     }
     assert!(run.contains("check: bit-exact"), "{run}");
     // Measured: 2.5 % of the output range (3 LSB of the Sigmoid's 1/127).

@@ -45,7 +45,12 @@ fn erf_simpson(x: f64) -> f64 {
     s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
 }
 
-fn assert_close(what: &str, got: &ArrayD<f32>, want: impl Fn(&[usize], f64) -> f64, x: &ArrayD<f32>) {
+fn assert_close(
+    what: &str,
+    got: &ArrayD<f32>,
+    want: impl Fn(&[usize], f64) -> f64,
+    x: &ArrayD<f32>,
+) {
     assert_eq!(got.shape(), x.shape(), "{what}: shape");
     for ((ix, &g), &xv) in got.indexed_iter().zip(x.iter()) {
         let w = want(ix.slice(), f64::from(xv));
@@ -73,7 +78,12 @@ fn single_input_functions_match_their_definitions() {
             13,
             Box::new(|v| (0.3 * v + 0.4).clamp(0.0, 1.0)),
         ),
-        ("HardSwish", vec![], 14, Box::new(|v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0)),
+        (
+            "HardSwish",
+            vec![],
+            14,
+            Box::new(|v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0),
+        ),
         ("Tanh", vec![], 13, Box::new(f64::tanh)),
         (
             "LeakyRelu",
@@ -100,7 +110,12 @@ fn single_input_functions_match_their_definitions() {
             }),
         ),
         ("Softplus", vec![], 13, Box::new(softplus)),
-        ("Mish", vec![], 18, Box::new(move |v| v * softplus(v).tanh())),
+        (
+            "Mish",
+            vec![],
+            18,
+            Box::new(move |v| v * softplus(v).tanh()),
+        ),
     ];
     for (op, attrs, opset, f) in cases {
         let y = run(&one_node(op, attrs, &shape, opset), &x);
@@ -120,7 +135,10 @@ fn silu_and_hardswish_gates_are_fused_and_keep_their_values() {
         .output("y");
     let g = graph(&m);
     assert_eq!(g.node_count(), 1, "Sigmoid and Mul fuse into one SiLU");
-    assert!(g.fusions.iter().any(|(n, into, _)| n.name == "mul" && into == "sig"));
+    assert!(g
+        .fusions
+        .iter()
+        .any(|(n, into, _)| n.name == "mul" && into == "sig"));
     let y = run(&m, &x);
     assert_close("SiLU", &y[0], |_, v| v / (1.0 + (-v).exp()), &x);
     // x * HardSigmoid(x) with HardSwish's constants.
@@ -137,7 +155,12 @@ fn silu_and_hardswish_gates_are_fused_and_keep_their_values() {
         .output("y");
     assert_eq!(graph(&m).node_count(), 1);
     let y = run(&m, &x);
-    assert_close("HardSwish", &y[0], |_, v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0, &x);
+    assert_close(
+        "HardSwish",
+        &y[0],
+        |_, v| v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
+        &x,
+    );
 }
 
 #[test]
@@ -156,11 +179,20 @@ fn prelu_and_broadcast_arithmetic() {
     assert_close(
         "PRelu",
         &y[0],
-        |ix, v| if v >= 0.0 { v } else { f64::from(slopes[ix[1]]) * v },
+        |ix, v| {
+            if v >= 0.0 {
+                v
+            } else {
+                f64::from(slopes[ix[1]]) * v
+            }
+        },
         &x,
     );
     for (op, f) in [
-        ("Mul", Box::new(|v: f64, k: f64| v * k) as Box<dyn Fn(f64, f64) -> f64>),
+        (
+            "Mul",
+            Box::new(|v: f64, k: f64| v * k) as Box<dyn Fn(f64, f64) -> f64>,
+        ),
         ("Add", Box::new(|v, k| v + k)),
         ("Sub", Box::new(|v, k| v - k)),
         ("Div", Box::new(|v, k| v / k)),
@@ -196,7 +228,9 @@ fn resize_nearest_and_linear() {
     let x = sample(&shape, 11, 1.0);
     let scales = [1.0f32, 1.0, 2.0, 2.0];
     let nearest = |x: &ArrayD<f32>| {
-        ArrayD::from_shape_fn(IxDyn(&[1, 2, 6, 8]), |ix| x[[ix[0], ix[1], ix[2] / 2, ix[3] / 2]])
+        ArrayD::from_shape_fn(IxDyn(&[1, 2, 6, 8]), |ix| {
+            x[[ix[0], ix[1], ix[2] / 2, ix[3] / 2]]
+        })
     };
     // opset 11+: roi, scales; half_pixel with round_prefer_floor (the defaults), and
     // PyTorch's asymmetric + floor.
@@ -222,7 +256,13 @@ fn resize_nearest_and_linear() {
         .values("roi", &[0], &[])
         .values("scales", &[0], &[])
         .ints("sizes", &[1, 2, 6, 8])
-        .node("r", "Resize", &["x", "roi", "scales", "sizes"], &["y"], vec![("mode", A::S("nearest"))])
+        .node(
+            "r",
+            "Resize",
+            &["x", "roi", "scales", "sizes"],
+            &["y"],
+            vec![("mode", A::S("nearest"))],
+        )
         .output("y");
     assert_eq!(run(&m, &x)[0], nearest(&x));
     let mut m = Model::new(9);
@@ -236,7 +276,13 @@ fn resize_nearest_and_linear() {
     m.input("x", &shape)
         .values("roi", &[0], &[])
         .values("scales", &[4], &scales)
-        .node("r", "Resize", &["x", "roi", "scales"], &["y"], vec![("mode", A::S("linear"))])
+        .node(
+            "r",
+            "Resize",
+            &["x", "roi", "scales"],
+            &["y"],
+            vec![("mode", A::S("linear"))],
+        )
         .output("y");
     let y = run(&m, &x);
     let tap = |o: usize, len: usize| {
@@ -306,7 +352,10 @@ fn conv_transpose_is_the_adjoint_of_the_convolution() {
             .sum::<f64>()
     };
     let (lhs, rhs) = (dot(&cz, &x), dot(&z, &tx));
-    assert!((lhs - rhs).abs() < 1e-4 * lhs.abs().max(1.0), "{lhs} vs {rhs}");
+    assert!(
+        (lhs - rhs).abs() < 1e-4 * lhs.abs().max(1.0),
+        "{lhs} vs {rhs}"
+    );
     // The bias is added to every output.
     let mut b = Model::new(13);
     b.input("x", &[1, ci, h, h])
@@ -338,15 +387,39 @@ fn split_slice_pad_concat_move_data() {
     let mut m = Model::new(13);
     m.input("x", &shape)
         .ints("parts", &[2, 4])
-        .node("s", "Split", &["x", "parts"], &["a", "b"], vec![("axis", A::I(1))])
+        .node(
+            "s",
+            "Split",
+            &["x", "parts"],
+            &["a", "b"],
+            vec![("axis", A::I(1))],
+        )
         .ints("st", &[1, -1])
         .ints("en", &[4, 0])
         .ints("ax", &[2, 3])
         .ints("sp", &[2, -2])
-        .node("sl", "Slice", &["b", "st", "en", "ax", "sp"], &["c"], vec![])
+        .node(
+            "sl",
+            "Slice",
+            &["b", "st", "en", "ax", "sp"],
+            &["c"],
+            vec![],
+        )
         .ints("pads", &[0, 0, 1, 2, 0, 0, 0, 1])
-        .node("p", "Pad", &["a", "pads"], &["d"], vec![("mode", A::S("reflect"))])
-        .node("cat", "Concat", &["a", "x"], &["e"], vec![("axis", A::I(1))])
+        .node(
+            "p",
+            "Pad",
+            &["a", "pads"],
+            &["d"],
+            vec![("mode", A::S("reflect"))],
+        )
+        .node(
+            "cat",
+            "Concat",
+            &["a", "x"],
+            &["e"],
+            vec![("axis", A::I(1))],
+        )
         .output("c")
         .output("d")
         .output("e");
@@ -358,7 +431,15 @@ fn split_slice_pad_concat_move_data() {
     }
     // Pad: reflect 1 row on top, 2 columns left, 1 column right.
     assert_eq!(y[1].shape(), &[1, 2, 5, 8]);
-    let refl = |i: isize, n: isize| if i < 0 { -i } else if i >= n { 2 * (n - 1) - i } else { i };
+    let refl = |i: isize, n: isize| {
+        if i < 0 {
+            -i
+        } else if i >= n {
+            2 * (n - 1) - i
+        } else {
+            i
+        }
+    };
     for (ix, v) in y[1].indexed_iter() {
         let r = refl(ix[2] as isize - 1, 4) as usize;
         let c = refl(ix[3] as isize - 2, 5) as usize;
@@ -383,7 +464,13 @@ fn split_slice_pad_concat_move_data() {
     let mut m2 = Model::new(13);
     m2.input("x", &shape)
         .init("w", m.inits[1].1.clone())
-        .node("c", "Conv", &["x", "w"], &["y"], vec![("pads", A::Is(vec![1; 4]))])
+        .node(
+            "c",
+            "Conv",
+            &["x", "w"],
+            &["y"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        )
         .output("y");
     assert_eq!(run(&m, &x), run(&m2, &x));
 }

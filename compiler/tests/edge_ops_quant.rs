@@ -75,25 +75,46 @@ fn check(name: &str, m: &Model, shape: &[usize], expect: &[(&str, Where)], tol: 
                     .zip(want.iter())
                     .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
                 println!("{name}: max |int8 - float| = {err:.4} of a range {range:.3}");
-                assert!(err <= tol * range, "{name}: error {err} for a range {range}\n{}", c.plan);
+                assert!(
+                    err <= tol * range,
+                    "{name}: error {err} for a range {range}\n{}",
+                    c.plan
+                );
             }
             for &(node, wh) in expect {
-                let e = c.support.get(node).unwrap_or_else(|| panic!("{name}: no node {node}"));
+                let e = c
+                    .support
+                    .get(node)
+                    .unwrap_or_else(|| panic!("{name}: no node {node}"));
                 let step = match &e.support {
                     Support::Accel { step, .. } | Support::Cpu { step, .. } => *step,
                     other => panic!("{name}: {node} is {other:?}"),
                 };
-                let got = match (&c.plan.steps[step].kind, c.steps.iter().find(|s| s.step == step)) {
+                let got = match (
+                    &c.plan.steps[step].kind,
+                    c.steps.iter().find(|s| s.step == step),
+                ) {
                     (StepKind::Accel(l), Some(rep)) => match rep.report {
                         LayerReport::Compiled(..) => Where::Accel(l.kind()),
                         LayerReport::Refused(_) => Where::Refused(l.kind()),
                     },
                     _ => Where::Cpu,
                 };
-                assert_eq!(got, wh, "{name}: {node}\n{}\n{}", c.support, c.layer_report());
+                assert_eq!(
+                    got,
+                    wh,
+                    "{name}: {node}\n{}\n{}",
+                    c.support,
+                    c.layer_report()
+                );
             }
             assert!(
-                c.support.entries.iter().all(|e| !matches!(e.support, Support::NotAnalyzed { .. } | Support::NotPlaced { .. } | Support::Unsupported { .. })),
+                c.support.entries.iter().all(|e| !matches!(
+                    e.support,
+                    Support::NotAnalyzed { .. }
+                        | Support::NotPlaced { .. }
+                        | Support::Unsupported { .. }
+                )),
                 "{name}: every node placed\n{}",
                 c.support
             );
@@ -110,7 +131,13 @@ fn sandwich(c: usize, op: impl FnOnce(&mut Model)) -> Model {
     m.input("x", &[1, c, 8, 8])
         .weight("w1", &[c, c, 3, 3], 0.3)
         .weight("b1", &[c], 0.2)
-        .node("conv1", "Conv", &["x", "w1", "b1"], &["a"], vec![("pads", A::Is(vec![1; 4]))]);
+        .node(
+            "conv1",
+            "Conv",
+            &["x", "w1", "b1"],
+            &["a"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        );
     op(&mut m);
     m.weight("w2", &[c, c, 1, 1], 0.5)
         .node("conv2", "Conv", &["b", "w2"], &["y"], vec![])
@@ -134,7 +161,17 @@ fn single_input_functions_are_tables_on_the_cpu() {
         let m = sandwich(16, |m| {
             m.node("f", op, &["a"], &["b"], attrs);
         });
-        let c = check(op, &m, &[1, 16, 8, 8], &[("conv1", Where::Accel("QConv2d")), ("f", Where::Refused("QTable")), ("conv2", Where::Accel("QConv2d"))], 0.1);
+        let c = check(
+            op,
+            &m,
+            &[1, 16, 8, 8],
+            &[
+                ("conv1", Where::Accel("QConv2d")),
+                ("f", Where::Refused("QTable")),
+                ("conv2", Where::Accel("QConv2d")),
+            ],
+            0.1,
+        );
         let refusal = c.steps.iter().find(|s| s.kind == "QTable").unwrap();
         assert!(
             matches!(&refusal.report, LayerReport::Refused(r) if r.contains("lookup table")),
@@ -143,28 +180,67 @@ fn single_input_functions_are_tables_on_the_cpu() {
     }
     // SiLU as YOLO exports it: one table after the fusion.
     let m = sandwich(24, |m| {
-        m.node("sig", "Sigmoid", &["a"], &["s"], vec![])
-            .node("mul", "Mul", &["a", "s"], &["b"], vec![]);
+        m.node("sig", "Sigmoid", &["a"], &["s"], vec![]).node(
+            "mul",
+            "Mul",
+            &["a", "s"],
+            &["b"],
+            vec![],
+        );
     });
-    let c = check("SiLU", &m, &[1, 24, 8, 8], &[("sig", Where::Refused("QTable"))], 0.1);
-    assert!(matches!(&c.support.get("mul").unwrap().support, Support::Fused { into, .. } if into == "sig"));
+    let c = check(
+        "SiLU",
+        &m,
+        &[1, 24, 8, 8],
+        &[("sig", Where::Refused("QTable"))],
+        0.1,
+    );
+    assert!(
+        matches!(&c.support.get("mul").unwrap().support, Support::Fused { into, .. } if into == "sig")
+    );
 }
 
 #[test]
 fn affine_and_clamp_layers_run_on_the_alu() {
     let hs = sandwich(16, |m| {
-        m.node("hsig", "HardSigmoid", &["a"], &["b"], vec![("alpha", A::F(0.2)), ("beta", A::F(0.5))]);
+        m.node(
+            "hsig",
+            "HardSigmoid",
+            &["a"],
+            &["b"],
+            vec![("alpha", A::F(0.2)), ("beta", A::F(0.5))],
+        );
     });
-    check("HardSigmoid", &hs, &[1, 16, 8, 8], &[("hsig", Where::Accel("QAffine"))], 0.05);
+    check(
+        "HardSigmoid",
+        &hs,
+        &[1, 16, 8, 8],
+        &[("hsig", Where::Accel("QAffine"))],
+        0.05,
+    );
     // Per-channel constants that no convolution absorbs (after a residual Add).
-    for (op, k) in [("Mul", [0.5f32, -2.0, 1.5]), ("Add", [0.5, -0.2, 1.0]), ("Sub", [0.1, 0.2, -0.3]), ("Div", [2.0, -4.0, 0.5])] {
+    for (op, k) in [
+        ("Mul", [0.5f32, -2.0, 1.5]),
+        ("Add", [0.5, -0.2, 1.0]),
+        ("Sub", [0.1, 0.2, -0.3]),
+        ("Div", [2.0, -4.0, 0.5]),
+    ] {
         let m = sandwich(24, |m| {
             let v: Vec<f32> = (0..24).map(|i| k[i % 3]).collect();
             m.node("res", "Add", &["a", "x"], &["r"], vec![])
                 .values("k", &[1, 24, 1, 1], &v)
                 .node("op", op, &["r", "k"], &["b"], vec![]);
         });
-        check(op, &m, &[1, 24, 8, 8], &[("res", Where::Accel("QAdd")), ("op", Where::Accel("QAffine"))], 0.05);
+        check(
+            op,
+            &m,
+            &[1, 24, 8, 8],
+            &[
+                ("res", Where::Accel("QAdd")),
+                ("op", Where::Accel("QAffine")),
+            ],
+            0.05,
+        );
     }
     // A Relu and a Clip no producer absorbs (the Add's output has two readers).
     let m = sandwich(16, |m| {
@@ -175,21 +251,48 @@ fn affine_and_clamp_layers_run_on_the_alu() {
             .node("clip", "Clip", &["r", "lo", "hi"], &["r3"], vec![])
             .node("sum", "Add", &["r2", "r3"], &["b"], vec![]);
     });
-    check("clamps", &m, &[1, 16, 8, 8], &[("relu", Where::Accel("QAffine")), ("clip", Where::Accel("QAffine"))], 0.05);
+    check(
+        "clamps",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("relu", Where::Accel("QAffine")),
+            ("clip", Where::Accel("QAffine")),
+        ],
+        0.05,
+    );
 }
 
 #[test]
 fn leaky_relu_and_prelu_run_on_the_alu() {
     let m = sandwich(16, |m| {
-        m.node("lrelu", "LeakyRelu", &["a"], &["b"], vec![("alpha", A::F(0.1))]);
+        m.node(
+            "lrelu",
+            "LeakyRelu",
+            &["a"],
+            &["b"],
+            vec![("alpha", A::F(0.1))],
+        );
     });
-    check("LeakyRelu", &m, &[1, 16, 8, 8], &[("lrelu", Where::Accel("QLeakyRelu"))], 0.05);
+    check(
+        "LeakyRelu",
+        &m,
+        &[1, 16, 8, 8],
+        &[("lrelu", Where::Accel("QLeakyRelu"))],
+        0.05,
+    );
     let m = sandwich(20, |m| {
         let s: Vec<f32> = (0..20).map(|i| 0.05 * i as f32).collect();
         m.values("slope", &[20, 1, 1], &s)
             .node("prelu", "PRelu", &["a", "slope"], &["b"], vec![]);
     });
-    check("PRelu", &m, &[1, 20, 8, 8], &[("prelu", Where::Accel("QLeakyRelu"))], 0.05);
+    check(
+        "PRelu",
+        &m,
+        &[1, 20, 8, 8],
+        &[("prelu", Where::Accel("QLeakyRelu"))],
+        0.05,
+    );
 }
 
 #[test]
@@ -227,7 +330,11 @@ fn binary_layers_broadcast_over_the_plane() {
         "broadcast add/sub/mul",
         &m,
         &[1, 16, 8, 8],
-        &[("add", Where::Accel("QBinary")), ("sub", Where::Accel("QBinary")), ("sq", Where::Accel("QBinary"))],
+        &[
+            ("add", Where::Accel("QBinary")),
+            ("sub", Where::Accel("QBinary")),
+            ("sq", Where::Accel("QBinary")),
+        ],
         0.1,
     );
 }
@@ -238,14 +345,38 @@ fn resize_concat_split_slice_pad() {
     let mut m = Model::new(17);
     m.input("x", &[1, 16, 8, 8])
         .weight("w1", &[16, 16, 3, 3], 0.3)
-        .node("down", "Conv", &["x", "w1"], &["d"], vec![("pads", A::Is(vec![1; 4])), ("strides", A::Is(vec![2, 2]))])
+        .node(
+            "down",
+            "Conv",
+            &["x", "w1"],
+            &["d"],
+            vec![("pads", A::Is(vec![1; 4])), ("strides", A::Is(vec![2, 2]))],
+        )
         .values("roi", &[0], &[])
         .values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
-        .node("up", "Resize", &["d", "roi", "scales"], &["u"], vec![("mode", A::S("nearest"))])
-        .node("cat", "Concat", &["u", "x"], &["c"], vec![("axis", A::I(1))])
+        .node(
+            "up",
+            "Resize",
+            &["d", "roi", "scales"],
+            &["u"],
+            vec![("mode", A::S("nearest"))],
+        )
+        .node(
+            "cat",
+            "Concat",
+            &["u", "x"],
+            &["c"],
+            vec![("axis", A::I(1))],
+        )
         .weight("w2", &[32, 32, 1, 1], 0.3)
         .node("mix", "Conv", &["c", "w2"], &["m"], vec![])
-        .node("split", "Split", &["m"], &["s1", "s2"], vec![("axis", A::I(1))])
+        .node(
+            "split",
+            "Split",
+            &["m"],
+            &["s1", "s2"],
+            vec![("axis", A::I(1))],
+        )
         .ints("st", &[0])
         .ints("en", &[8])
         .ints("ax", &[1])
@@ -255,7 +386,13 @@ fn resize_concat_split_slice_pad() {
         .weight("w3", &[8, 8, 3, 3], 0.3)
         .node("head", "Conv", &["p", "w3"], &["h"], vec![])
         .values("lscales", &[4], &[1.0, 1.0, 0.5, 0.5])
-        .node("bilinear", "Resize", &["s1", "roi", "lscales"], &["y2"], vec![("mode", A::S("linear"))])
+        .node(
+            "bilinear",
+            "Resize",
+            &["s1", "roi", "lscales"],
+            &["y2"],
+            vec![("mode", A::S("linear"))],
+        )
         .output("h")
         .output("y2");
     check(
@@ -279,32 +416,68 @@ fn conv_transpose_and_average_pools_are_convolutions() {
     let m = sandwich(16, |m| {
         m.weight("wt", &[16, 16, 2, 2], 0.3)
             .weight("bt", &[16], 0.1)
-            .node("deconv", "ConvTranspose", &["a", "wt", "bt"], &["t"], vec![("strides", A::Is(vec![2, 2]))])
-            .node("avg", "AveragePool", &["t"], &["b"], vec![
-                ("kernel_shape", A::Is(vec![3, 3])),
-                ("pads", A::Is(vec![1; 4])),
-                ("count_include_pad", A::I(1)),
-                ("strides", A::Is(vec![2, 2])),
-            ]);
+            .node(
+                "deconv",
+                "ConvTranspose",
+                &["a", "wt", "bt"],
+                &["t"],
+                vec![("strides", A::Is(vec![2, 2]))],
+            )
+            .node(
+                "avg",
+                "AveragePool",
+                &["t"],
+                &["b"],
+                vec![
+                    ("kernel_shape", A::Is(vec![3, 3])),
+                    ("pads", A::Is(vec![1; 4])),
+                    ("count_include_pad", A::I(1)),
+                    ("strides", A::Is(vec![2, 2])),
+                ],
+            );
     });
     check(
         "ConvTranspose + AveragePool",
         &m,
         &[1, 16, 8, 8],
-        &[("deconv", Where::Accel("QConv2d")), ("avg", Where::Accel("QConv2d"))],
+        &[
+            ("deconv", Where::Accel("QConv2d")),
+            ("avg", Where::Accel("QConv2d")),
+        ],
         0.1,
     );
     // A 3x3 transposed convolution with padding and output padding, 24 channels.
     let m = sandwich(24, |m| {
         m.weight("wt", &[24, 24, 3, 3], 0.3)
-            .node("deconv", "ConvTranspose", &["a", "wt"], &["t"], vec![
-                ("strides", A::Is(vec![2, 2])),
-                ("pads", A::Is(vec![1; 4])),
-                ("output_padding", A::Is(vec![1, 1])),
-            ])
-            .node("pool", "MaxPool", &["t"], &["b"], vec![("kernel_shape", A::Is(vec![2, 2])), ("strides", A::Is(vec![2, 2]))]);
+            .node(
+                "deconv",
+                "ConvTranspose",
+                &["a", "wt"],
+                &["t"],
+                vec![
+                    ("strides", A::Is(vec![2, 2])),
+                    ("pads", A::Is(vec![1; 4])),
+                    ("output_padding", A::Is(vec![1, 1])),
+                ],
+            )
+            .node(
+                "pool",
+                "MaxPool",
+                &["t"],
+                &["b"],
+                vec![
+                    ("kernel_shape", A::Is(vec![2, 2])),
+                    ("strides", A::Is(vec![2, 2])),
+                ],
+            );
     });
-    check("ConvTranspose 3x3", &m, &[1, 24, 8, 8], &[("deconv", Where::Accel("QConv2d"))], 0.1);
+    check(
+        "ConvTranspose 3x3",
+        &m,
+        &[1, 24, 8, 8],
+        &[("deconv", Where::Accel("QConv2d"))],
+        0.1,
+    );
 }
 
 #[test]
@@ -334,14 +507,32 @@ fn qdq(op: impl FnOnce(&mut Model), out_scale: f32, out_zp: u8) -> Model {
     let mut m = Model::new(17);
     m.input("x", &[1, 16, 4, 4])
         .values("sx", &[], &[0.02])
-        .init("zx", Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 120)))
+        .init(
+            "zx",
+            Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 120)),
+        )
         .node("qx", "QuantizeLinear", &["x", "sx", "zx"], &["xq"], vec![])
-        .node("dqx", "DequantizeLinear", &["xq", "sx", "zx"], &["a"], vec![]);
+        .node(
+            "dqx",
+            "DequantizeLinear",
+            &["xq", "sx", "zx"],
+            &["a"],
+            vec![],
+        );
     op(&mut m);
     m.values("sy", &[], &[out_scale])
-        .init("zy", Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), out_zp)))
+        .init(
+            "zy",
+            Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), out_zp)),
+        )
         .node("qy", "QuantizeLinear", &["b", "sy", "zy"], &["yq"], vec![])
-        .node("dqy", "DequantizeLinear", &["yq", "sy", "zy"], &["y"], vec![])
+        .node(
+            "dqy",
+            "DequantizeLinear",
+            &["yq", "sy", "zy"],
+            &["y"],
+            vec![],
+        )
         .output("y");
     m
 }
@@ -350,19 +541,100 @@ fn qdq(op: impl FnOnce(&mut Model), out_scale: f32, out_zp: u8) -> Model {
 fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
     let cfg = isa::HwConfig::preset("default").unwrap();
     let cases: Vec<(&str, Model, Option<&str>, f32)> = vec![
-        ("Sigmoid", qdq(|m| { m.node("f", "Sigmoid", &["a"], &["b"], vec![]); }, 1.0 / 255.0, 0), Some("QTable"), 1.0 / 255.0),
-        ("Tanh", qdq(|m| { m.node("f", "Tanh", &["a"], &["b"], vec![]); }, 1.0 / 128.0, 128), Some("QTable"), 1.0 / 128.0),
-        ("HardSwish", qdq(|m| { m.node("f", "HardSwish", &["a"], &["b"], vec![]); }, 0.02, 20), Some("QTable"), 0.02),
-        ("LeakyRelu", qdq(|m| { m.node("f", "LeakyRelu", &["a"], &["b"], vec![("alpha", A::F(0.1))]); }, 0.015, 100), Some("QLeakyRelu"), 0.015),
-        ("HardSigmoid", qdq(|m| { m.node("f", "HardSigmoid", &["a"], &["b"], vec![]); }, 1.0 / 255.0, 0), Some("QAffine"), 1.0 / 255.0),
-        ("Mul const", qdq(|m| {
-            let v: Vec<f32> = (0..16).map(|i| 0.25 + 0.1 * i as f32).collect();
-            m.values("k", &[16, 1, 1], &v).node("f", "Mul", &["a", "k"], &["b"], vec![]);
-        }, 0.05, 128), Some("QAffine"), 0.05),
-        ("Resize", qdq(|m| {
-            m.values("roi", &[0], &[]).values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
-                .node("f", "Resize", &["a", "roi", "scales"], &["b"], vec![("mode", A::S("nearest"))]);
-        }, 0.02, 120), Some("QUpsample"), 0.0),
+        (
+            "Sigmoid",
+            qdq(
+                |m| {
+                    m.node("f", "Sigmoid", &["a"], &["b"], vec![]);
+                },
+                1.0 / 255.0,
+                0,
+            ),
+            Some("QTable"),
+            1.0 / 255.0,
+        ),
+        (
+            "Tanh",
+            qdq(
+                |m| {
+                    m.node("f", "Tanh", &["a"], &["b"], vec![]);
+                },
+                1.0 / 128.0,
+                128,
+            ),
+            Some("QTable"),
+            1.0 / 128.0,
+        ),
+        (
+            "HardSwish",
+            qdq(
+                |m| {
+                    m.node("f", "HardSwish", &["a"], &["b"], vec![]);
+                },
+                0.02,
+                20,
+            ),
+            Some("QTable"),
+            0.02,
+        ),
+        (
+            "LeakyRelu",
+            qdq(
+                |m| {
+                    m.node("f", "LeakyRelu", &["a"], &["b"], vec![("alpha", A::F(0.1))]);
+                },
+                0.015,
+                100,
+            ),
+            Some("QLeakyRelu"),
+            0.015,
+        ),
+        (
+            "HardSigmoid",
+            qdq(
+                |m| {
+                    m.node("f", "HardSigmoid", &["a"], &["b"], vec![]);
+                },
+                1.0 / 255.0,
+                0,
+            ),
+            Some("QAffine"),
+            1.0 / 255.0,
+        ),
+        (
+            "Mul const",
+            qdq(
+                |m| {
+                    let v: Vec<f32> = (0..16).map(|i| 0.25 + 0.1 * i as f32).collect();
+                    m.values("k", &[16, 1, 1], &v)
+                        .node("f", "Mul", &["a", "k"], &["b"], vec![]);
+                },
+                0.05,
+                128,
+            ),
+            Some("QAffine"),
+            0.05,
+        ),
+        (
+            "Resize",
+            qdq(
+                |m| {
+                    m.values("roi", &[0], &[])
+                        .values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
+                        .node(
+                            "f",
+                            "Resize",
+                            &["a", "roi", "scales"],
+                            &["b"],
+                            vec![("mode", A::S("nearest"))],
+                        );
+                },
+                0.02,
+                120,
+            ),
+            Some("QUpsample"),
+            0.0,
+        ),
     ];
     for (name, m, layer, lsb) in cases {
         let c = Compiled::compile(m.bytes(), name, &[], &cfg, &FrontendOptions::default())
@@ -384,7 +656,11 @@ fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
                 .zip(want.iter())
                 .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
             // Tables and data movement are ONNX's result exactly; the ALU layers within 1 LSB.
-            let bound = if layer == Some("QTable") { 0.0 } else { lsb * 1.001 };
+            let bound = if layer == Some("QTable") {
+                0.0
+            } else {
+                lsb * 1.001
+            };
             assert!(worst <= bound, "{name}: {worst} > {bound}");
         }
     }

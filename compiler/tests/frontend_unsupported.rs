@@ -32,16 +32,34 @@ fn every_unsupported_node_is_listed_with_a_fix() {
     let mut m = Model::new(13);
     m.input("x", &[1, 4, 8, 8])
         .weight("w", &[4, 4, 3, 3], 0.3)
-        .node("conv", "Conv", &["x", "w"], &["a"], vec![("pads", A::Is(vec![1; 4]))])
+        .node(
+            "conv",
+            "Conv",
+            &["x", "w"],
+            &["a"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        )
         .node("norm", "LpNormalization", &["a"], &["b"], vec![])
         .node("relu", "Relu", &["b"], &["c"], vec![])
         .values("s", &[], &[0.1])
-        .node("qs", "QLinearSigmoid", &["c", "s", "s", "s", "s"], &["d"], vec![])
+        .node(
+            "qs",
+            "QLinearSigmoid",
+            &["c", "s", "s", "s", "s"],
+            &["d"],
+            vec![],
+        )
         .weight("w2", &[4, 4, 1, 1], 0.3)
         .node("conv2", "Conv", &["d", "w2"], &["e"], vec![])
         .values("roi", &[0], &[])
         .values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
-        .node("up", "Resize", &["e", "roi", "scales"], &["f"], vec![("mode", A::S("cubic"))])
+        .node(
+            "up",
+            "Resize",
+            &["e", "roi", "scales"],
+            &["f"],
+            vec![("mode", A::S("cubic"))],
+        )
         .node("sig", "Sigmoid", &["f"], &["y"], vec![])
         .output("y");
     m.nodes[3].domain = "com.microsoft".into();
@@ -80,7 +98,10 @@ fn every_unsupported_node_is_listed_with_a_fix() {
         "{t}"
     );
     // The error message is the whole table, with the fixes.
-    assert!(text.starts_with("m.onnx: 3 node(s) cannot be compiled:"), "{text}");
+    assert!(
+        text.starts_with("m.onnx: 3 node(s) cannot be compiled:"),
+        "{text}"
+    );
     for n in ["conv", "norm", "relu", "qs", "conv2", "up", "sig"] {
         assert!(text.contains(n), "{n} missing from\n{text}");
     }
@@ -94,7 +115,13 @@ fn a_supported_node_after_an_unknown_shape_is_still_checked_for_its_attributes()
     m.input("x", &[1, 4, 8, 8])
         .node("odd", "Celu", &["x"], &["a"], vec![])
         .weight("w", &[4, 4, 3, 3], 0.3)
-        .node("conv", "Conv", &["a", "w"], &["y"], vec![("auto_pad", A::S("SOMETIMES"))])
+        .node(
+            "conv",
+            "Conv",
+            &["a", "w"],
+            &["y"],
+            vec![("auto_pad", A::S("SOMETIMES"))],
+        )
         .output("y");
     let (count, t, _) = table(&m);
     assert_eq!(count, 2, "{t}");

@@ -40,7 +40,13 @@ pub(super) struct PlaneTile {
     pub len: usize,
 }
 
-pub(super) fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec<PlaneTile> {
+pub(super) fn plane_tiles(
+    nb: usize,
+    cb: usize,
+    kp: usize,
+    total: usize,
+    len: usize,
+) -> Vec<PlaneTile> {
     let mut v = Vec::new();
     for n in 0..nb {
         for (cb0, k) in splits(cb, kp) {
@@ -117,7 +123,13 @@ pub(super) fn epilogue(
 }
 
 /// The multiplication `x * m` on ACC rows, exactly (MUL imm, or a shift without ALU MUL).
-pub(super) fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result<(), BackendError> {
+pub(super) fn scale(
+    ctx: &mut Ctx,
+    layer: &str,
+    m: i16,
+    dst: usize,
+    dims: &[Dim],
+) -> Result<(), BackendError> {
     if m == 1 {
         return Ok(());
     }

@@ -169,7 +169,12 @@ impl NetBuilder {
     }
 
     /// The segment of `t` in the layout with `block` lanes (placing a network input).
-    pub(super) fn bind(&mut self, t: Tensor, block: usize, reader: &str) -> Result<Buf, BackendError> {
+    pub(super) fn bind(
+        &mut self,
+        t: Tensor,
+        block: usize,
+        reader: &str,
+    ) -> Result<Buf, BackendError> {
         let cfg = self.ctx.cfg.clone();
         let st = &self.tensors[t.0];
         match st.bound {
@@ -252,7 +257,12 @@ impl NetBuilder {
         self.layers.push(info);
     }
 
-    pub(super) fn check_shape(&self, layer: &str, t: Tensor, want: [usize; 4]) -> Result<(), BackendError> {
+    pub(super) fn check_shape(
+        &self,
+        layer: &str,
+        t: Tensor,
+        want: [usize; 4],
+    ) -> Result<(), BackendError> {
         let got = self.shape(t);
         if got != want {
             return Err(BackendError::InvalidLayer {

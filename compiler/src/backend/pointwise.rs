@@ -52,7 +52,10 @@ impl TileRows {
     /// Dimensions over the tile's elements, reading operand `src` (its broadcast respected).
     fn dims(&self, src_broadcast: bool) -> [Dim; 2] {
         if src_broadcast {
-            [Dim::new(self.kp, self.len, 1, 0), Dim::new(self.len, 1, 0, 0)]
+            [
+                Dim::new(self.kp, self.len, 1, 0),
+                Dim::new(self.len, 1, 0, 0),
+            ]
         } else {
             [
                 Dim::new(self.kp, self.len, self.len, 0),
@@ -174,7 +177,13 @@ fn emit_tiles(
                 .map(|k| {
                     if o.broadcast {
                         let bl = ActLayout::out(&ctx.cfg, [shape[0], shape[1], 1, 1]);
-                        Dma::row(MemType::Acc8, dst + k, o.buf, bl.elem_index(t.nb, t.cb0 + k, 0, 0), 1)
+                        Dma::row(
+                            MemType::Acc8,
+                            dst + k,
+                            o.buf,
+                            bl.elem_index(t.nb, t.cb0 + k, 0, 0),
+                            1,
+                        )
                     } else {
                         Dma::row(
                             MemType::Acc8,
@@ -236,10 +245,12 @@ impl NetBuilder {
     pub fn affine(&mut self, layer: &QAffine, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         let shape = self.shape(x);
-        layer.check(shape[1]).map_err(|reason| BackendError::InvalidLayer {
-            layer: layer.name.clone(),
-            reason,
-        })?;
+        layer
+            .check(shape[1])
+            .map_err(|reason| BackendError::InvalidLayer {
+                layer: layer.name.clone(),
+                reason,
+            })?;
         let bias = per_channel(&layer.bias, shape[1]);
         let mut ep = epilogue::plan(&cfg, &layer.name, &layer.requant, Some(&bias), shape[1])?;
         let uniform = layer.weight.iter().all(|&w| w == layer.weight[0]);
@@ -248,20 +259,22 @@ impl NetBuilder {
                 return Err(unsupported(
                     &self.ctx,
                     &layer.name,
-                    format!("the multiplier {} needs ALU MUL, which this config lacks", layer.weight[0]),
+                    format!(
+                        "the multiplier {} needs ALU MUL, which this config lacks",
+                        layer.weight[0]
+                    ),
                 ));
             }
             None
         } else {
-            let (op, t) = mul_table(&self.ctx, &per_channel(&layer.weight, shape[1])).ok_or_else(
-                || {
+            let (op, t) =
+                mul_table(&self.ctx, &per_channel(&layer.weight, shape[1])).ok_or_else(|| {
                     unsupported(
                         &self.ctx,
                         &layer.name,
                         "per-channel multipliers need ALU MUL, which this config lacks".into(),
                     )
-                },
-            )?;
+                })?;
             ep.tables.push(t);
             Some((op, ep.tables.len() - 1))
         };
@@ -295,7 +308,12 @@ impl NetBuilder {
     }
 
     /// Adds an element-wise Add or Mul of `a` and `b` (`b` of `a`'s shape or `[N, C, 1, 1]`).
-    pub fn binary(&mut self, layer: &QBinary, a: Tensor, b: Tensor) -> Result<Tensor, BackendError> {
+    pub fn binary(
+        &mut self,
+        layer: &QBinary,
+        a: Tensor,
+        b: Tensor,
+    ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         let (sa, sb) = (self.shape(a), self.shape(b));
         let broadcast = sa != sb;
@@ -319,7 +337,9 @@ impl NetBuilder {
                         return Err(unsupported(
                             &self.ctx,
                             &layer.name,
-                            format!("the operand multiplier {m} needs ALU MUL, which this config lacks"),
+                            format!(
+                                "the operand multiplier {m} needs ALU MUL, which this config lacks"
+                            ),
                         ));
                     }
                 }
@@ -338,10 +358,7 @@ impl NetBuilder {
                 buf: ba,
                 broadcast: false,
             },
-            Operand8 {
-                buf: bb,
-                broadcast,
-            },
+            Operand8 { buf: bb, broadcast },
         ];
         let l = layer.clone();
         let tiles = emit_tiles(
@@ -462,7 +479,10 @@ impl NetBuilder {
                         src_idx: 0,
                         wgt_idx: 0,
                     }],
-                    &[Dim::new(rows.kp, rows.len, 0, 0), Dim::new(rows.len, 1, 0, 0)],
+                    &[
+                        Dim::new(rows.kp, rows.len, 0, 0),
+                        Dim::new(rows.len, 1, 0, 0),
+                    ],
                     true,
                 )?;
                 ctx.alu(AluOp::Add, Operand::Tensor, rb, ra, &d)?;
@@ -474,7 +494,10 @@ impl NetBuilder {
                 ctx.alu(pick, Operand::Tensor, ra, rb, &d)
             },
         )?;
-        self.end(self.eltwise_info(&layer.name, LayerKind::LeakyRelu, tiles), k0);
+        self.end(
+            self.eltwise_info(&layer.name, LayerKind::LeakyRelu, tiles),
+            k0,
+        );
         Ok(y)
     }
 

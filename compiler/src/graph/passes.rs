@@ -379,9 +379,7 @@ pub fn fuse_gated_activations(g: &mut Graph) {
             };
             let fused = match u.kind {
                 UnaryKind::Sigmoid => UnaryKind::Silu,
-                UnaryKind::HardSigmoid { alpha, beta }
-                    if alpha == 1.0 / 6.0 && beta == 0.5 =>
-                {
+                UnaryKind::HardSigmoid { alpha, beta } if alpha == 1.0 / 6.0 && beta == 0.5 => {
                     UnaryKind::HardSwish
                 }
                 _ => continue,
@@ -456,7 +454,11 @@ pub fn fold_pad_into_conv(g: &mut Graph) {
         g.rebuild_edges();
         let into = g.dag[conv].name.clone();
         for o in removed.origin {
-            g.fusions.push((o.clone(), into.clone(), "zero padding folded into the convolution's padding".into()));
+            g.fusions.push((
+                o.clone(),
+                into.clone(),
+                "zero padding folded into the convolution's padding".into(),
+            ));
             g.dag[conv].origin.push(o);
         }
     }

@@ -353,8 +353,7 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
                     i,
                     Support::Unsupported {
                         reason: format!("constant folding failed: {e}"),
-                        fix: "the constant sub-graph cannot be evaluated: check its values"
-                            .into(),
+                        fix: "the constant sub-graph cannot be evaluated: check its values".into(),
                     },
                 );
                 for o in &node.output {
@@ -383,11 +382,14 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
             .map(|i| SupportEntry {
                 node: node_name(i),
                 op_type: gp.node[i].op_type.clone(),
-                support: problems.get(&i).cloned().unwrap_or_else(|| Support::NotPlaced {
-                    reason: "supported operator; not placed, since the model has unsupported \
+                support: problems
+                    .get(&i)
+                    .cloned()
+                    .unwrap_or_else(|| Support::NotPlaced {
+                        reason: "supported operator; not placed, since the model has unsupported \
                              nodes"
-                        .into(),
-                }),
+                            .into(),
+                    }),
             })
             .collect();
         let count = problems.values().filter(|s| s.is_unsupported()).count();

@@ -57,7 +57,9 @@ pub fn contrib_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact>
             let shape = vta_runtime::ops::kernels::broadcast_shapes(&first.shape, &b.shape).ok()?;
             Fact::new(typed(7), shape)
         }
-        "QLinearSigmoid" | "QLinearLeakyRelu" | "QLinearSoftmax" => Fact::new(typed(4), first.shape.clone()),
+        "QLinearSigmoid" | "QLinearLeakyRelu" | "QLinearSoftmax" => {
+            Fact::new(typed(4), first.shape.clone())
+        }
         "QLinearGlobalAveragePool" => {
             let mut s = first.shape.clone();
             if attr("channels_last") == Some(1) {
@@ -71,18 +73,34 @@ pub fn contrib_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact>
         "QLinearConcat" => {
             // Inputs: y_scale, y_zero_point, then (x, x_scale, x_zero_point) triples.
             let axis = attr("axis")?;
-            let xs: Vec<&Fact> = ins.iter().skip(2).step_by(3).map(|f| f.as_ref()).collect::<Option<_>>()?;
+            let xs: Vec<&Fact> = ins
+                .iter()
+                .skip(2)
+                .step_by(3)
+                .map(|f| f.as_ref())
+                .collect::<Option<_>>()?;
             let x0 = xs.first()?;
             let a = vta_runtime::ops::axis(axis, x0.rank()).ok()?;
             let mut s = x0.shape.clone();
-            s[a] = xs.iter().map(|f| f.shape.get(a).copied()).sum::<Option<usize>>()?;
+            s[a] = xs
+                .iter()
+                .map(|f| f.shape.get(a).copied())
+                .sum::<Option<usize>>()?;
             Fact::new(x0.dtype, s)
         }
         "QGemm" => {
             let b = ins.get(3)?.as_ref()?;
             let (ta, tb) = (attr("transA") == Some(1), attr("transB") == Some(1));
-            let m = if ta { first.shape.get(1)? } else { first.shape.first()? };
-            let n = if tb { b.shape.first()? } else { b.shape.get(1)? };
+            let m = if ta {
+                first.shape.get(1)?
+            } else {
+                first.shape.first()?
+            };
+            let n = if tb {
+                b.shape.first()?
+            } else {
+                b.shape.get(1)?
+            };
             let dtype = if ins.len() > 7 { typed(7) } else { DType::F32 };
             Fact::new(dtype, [*m, *n])
         }

@@ -11,15 +11,16 @@ impl FromOnnx for Resize {
         let mode = match ctx.string("mode")?.as_deref().unwrap_or("nearest") {
             "nearest" => ResizeMode::Nearest,
             "linear" | "bilinear" => ResizeMode::Linear,
-            "cubic" => {
-                return Err("mode 'cubic' is not supported (nearest and linear are)".into())
-            }
+            "cubic" => return Err("mode 'cubic' is not supported (nearest and linear are)".into()),
             other => return Err(format!("unknown mode '{other}'")),
         };
         if upsample {
             // Upsample: x_original = x / scale, nearest cells by floor.
             let source = if ctx.opset < 9 {
-                SizeSource::Attribute(ctx.floats("scales")?.ok_or("attribute 'scales' is required")?)
+                SizeSource::Attribute(
+                    ctx.floats("scales")?
+                        .ok_or("attribute 'scales' is required")?,
+                )
             } else {
                 SizeSource::ScalesInput
             };
@@ -48,11 +49,17 @@ impl FromOnnx for Resize {
             "tf_half_pixel_for_nn" => CoordMode::TfHalfPixelForNn,
             "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
             "tf_crop_and_resize" => {
-                return Err("coordinate_transformation_mode 'tf_crop_and_resize' is not supported".into())
+                return Err(
+                    "coordinate_transformation_mode 'tf_crop_and_resize' is not supported".into(),
+                )
             }
             other => return Err(format!("unknown coordinate_transformation_mode '{other}'")),
         };
-        let nearest_default = if ctx.opset < 11 { "floor" } else { "round_prefer_floor" };
+        let nearest_default = if ctx.opset < 11 {
+            "floor"
+        } else {
+            "round_prefer_floor"
+        };
         let nearest = match ctx
             .string("nearest_mode")?
             .as_deref()

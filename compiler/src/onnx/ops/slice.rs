@@ -11,7 +11,8 @@ impl FromOnnx for Slice {
         }
         Ok(Slice {
             attrs: Some((
-                ctx.ints("starts")?.ok_or("attribute 'starts' is required")?,
+                ctx.ints("starts")?
+                    .ok_or("attribute 'starts' is required")?,
                 ctx.ints("ends")?.ok_or("attribute 'ends' is required")?,
                 ctx.ints("axes")?,
             )),

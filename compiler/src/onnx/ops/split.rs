@@ -9,12 +9,18 @@ impl FromOnnx for Split {
         let outputs = ctx.node.output.len();
         if let Some(n) = ctx.opt_int("num_outputs")? {
             if n as usize != outputs {
-                return Err(format!("num_outputs {n} but the node has {outputs} outputs"));
+                return Err(format!(
+                    "num_outputs {n} but the node has {outputs} outputs"
+                ));
             }
         }
         Ok(Split {
             axis: ctx.int("axis", 0)?,
-            attr_split: if ctx.opset < 13 { ctx.ints("split")? } else { None },
+            attr_split: if ctx.opset < 13 {
+                ctx.ints("split")?
+            } else {
+                None
+            },
             outputs,
         })
     }

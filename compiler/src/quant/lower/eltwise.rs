@@ -116,7 +116,13 @@ impl<'g> Lowerer<'g> {
             // k = w * s_w exactly with w = +-127 (0 for k = 0).
             let sw: Vec<f64> = k
                 .iter()
-                .map(|&v| if v == 0.0 { 1.0 / 127.0 } else { f64::from(v).abs() / 127.0 })
+                .map(|&v| {
+                    if v == 0.0 {
+                        1.0 / 127.0
+                    } else {
+                        f64::from(v).abs() / 127.0
+                    }
+                })
                 .collect();
             let w: Vec<i32> = k
                 .iter()
@@ -131,7 +137,10 @@ impl<'g> Lowerer<'g> {
                 let bq = (f64::from(b[c]) / unit).round();
                 bias_dev = bias_dev.max((bq * unit - f64::from(b[c])).abs() / out.scale);
                 let bc = bq as i64 - i64::from(x.zp) * i64::from(w[c]);
-                let (p, q) = (i64::from(w[c]) * i64::from(lo), i64::from(w[c]) * i64::from(hi));
+                let (p, q) = (
+                    i64::from(w[c]) * i64::from(lo),
+                    i64::from(w[c]) * i64::from(hi),
+                );
                 ranges.push(AccRange {
                     lo: p.min(q) + bc,
                     hi: p.max(q) + bc,
@@ -144,9 +153,15 @@ impl<'g> Lowerer<'g> {
             let note = self.check_fidelity(&c, &out, true)?;
             (w, bias, c.requant, format!("QDQ {what}: {note}"))
         } else {
-            let kw = ArrayD::from_shape_vec(ndarray::IxDyn(&[ch, 1]), k).map_err(|e| e.to_string())?;
+            let kw =
+                ArrayD::from_shape_vec(ndarray::IxDyn(&[ch, 1]), k).map_err(|e| e.to_string())?;
             let (q, bias, requant, note) = self.ptq_weights(x, &kw, Some(&b), &out, false)?;
-            (q.into_iter().map(i32::from).collect(), bias, requant, format!("{what}: {note}"))
+            (
+                q.into_iter().map(i32::from).collect(),
+                bias,
+                requant,
+                format!("{what}: {note}"),
+            )
         };
         let layer = QAffine {
             name,
@@ -165,13 +180,24 @@ impl<'g> Lowerer<'g> {
     /// layers instead).
     pub(super) fn unary(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
-        let u = n.op.as_any().downcast_ref::<Unary>().expect("Unary").clone();
+        let u =
+            n.op.as_any()
+                .downcast_ref::<Unary>()
+                .expect("Unary")
+                .clone();
         let xt = n.inputs[0].ok_or("no input")?;
         match u.kind {
             UnaryKind::HardSigmoid { alpha, beta } => {
                 let ch = self.g.fact(xt).shape.get(1).copied().unwrap_or(1);
                 let act = Activation { min: 0.0, max: 1.0 };
-                self.affine(ix, xt, vec![alpha; ch], vec![beta; ch], Some(act), "HardSigmoid as alpha x + beta clamped to [0, 1]")
+                self.affine(
+                    ix,
+                    xt,
+                    vec![alpha; ch],
+                    vec![beta; ch],
+                    Some(act),
+                    "HardSigmoid as alpha x + beta clamped to [0, 1]",
+                )
             }
             UnaryKind::LeakyRelu { alpha } => {
                 let ch = self.g.fact(xt).shape.get(1).copied().unwrap_or(1);
@@ -214,7 +240,9 @@ impl<'g> Lowerer<'g> {
                 if v.abs() <= f64::from(i16::MAX) {
                     Ok(v as i16)
                 } else {
-                    Err(format!("slope {a} does not fit the fixed-point multiplier (|slope| < 8)"))
+                    Err(format!(
+                        "slope {a} does not fit the fixed-point multiplier (|slope| < 8)"
+                    ))
                 }
             })
             .collect::<R<_>>()?;
@@ -225,7 +253,13 @@ impl<'g> Lowerer<'g> {
         let ranges: Vec<AccRange> = neg
             .iter()
             .map(|&nv| {
-                let cands = [lo * i64::from(SLOPE_ONE), hi * i64::from(SLOPE_ONE), lo * i64::from(nv), hi * i64::from(nv), 0];
+                let cands = [
+                    lo * i64::from(SLOPE_ONE),
+                    hi * i64::from(SLOPE_ONE),
+                    lo * i64::from(nv),
+                    hi * i64::from(nv),
+                    0,
+                ];
                 AccRange {
                     lo: *cands.iter().min().expect("values"),
                     hi: *cands.iter().max().expect("values"),
@@ -295,7 +329,11 @@ impl<'g> Lowerer<'g> {
     /// scalar) or a [`QAffine`].
     pub(super) fn binary_const(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
-        let bin = n.op.as_any().downcast_ref::<Binary>().expect("Binary").clone();
+        let bin =
+            n.op.as_any()
+                .downcast_ref::<Binary>()
+                .expect("Binary")
+                .clone();
         let (at, bt) = (n.inputs[0].ok_or("no A")?, n.inputs[1].ok_or("no B")?);
         let (xt, ct, const_first) = match (self.float_const(at), self.float_const(bt)) {
             (None, Some(_)) => (at, bt, false),
@@ -311,7 +349,14 @@ impl<'g> Lowerer<'g> {
                 if let Some(Repr::Deq { q, scale, zp }) = self.repr.get(&xt).copied() {
                     let yt = n.outputs[0];
                     if self.g.fact(yt).shape == xs {
-                        self.repr.insert(yt, Repr::Deq { q, scale: scale * k, zp });
+                        self.repr.insert(
+                            yt,
+                            Repr::Deq {
+                                q,
+                                scale: scale * k,
+                                zp,
+                            },
+                        );
                         let name = n.origin[0].name.clone();
                         self.status.insert(
                             name.clone(),
@@ -462,7 +507,11 @@ impl<'g> Lowerer<'g> {
     /// exact CPU step on the int8 data; linear interpolation computes new values in float.
     pub(super) fn resize(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
-        let op = n.op.as_any().downcast_ref::<Resize>().expect("Resize").clone();
+        let op =
+            n.op.as_any()
+                .downcast_ref::<Resize>()
+                .expect("Resize")
+                .clone();
         if op.mode == ResizeMode::Linear {
             return Err("linear interpolation computes new values (in float on the CPU)".into());
         }
@@ -470,7 +519,13 @@ impl<'g> Lowerer<'g> {
         let yt = n.outputs[0];
         let xs = self.g.fact(xt).shape.clone();
         let ys = self.g.fact(yt).shape.clone();
-        let c = |i: usize| n.inputs.get(i).copied().flatten().and_then(|t| self.g.const_value(t));
+        let c = |i: usize| {
+            n.inputs
+                .get(i)
+                .copied()
+                .flatten()
+                .and_then(|t| self.g.const_value(t))
+        };
         let (scales, sizes) = match op.source {
             crate::graph::ops::resize::SizeSource::ScalesInput => (c(1), None),
             crate::graph::ops::resize::SizeSource::ScalesOrSizes => (c(2), c(3)),
@@ -484,7 +539,10 @@ impl<'g> Lowerer<'g> {
                     && Resize::is_repeat(&op.axis_map(xs[a], ys[a], sc[a]), ys[a] / xs[a])
             });
         if !repeat {
-            return self.move_int8(ix, "nearest resize on the int8 tensor (exact data movement)");
+            return self.move_int8(
+                ix,
+                "nearest resize on the int8 tensor (exact data movement)",
+            );
         }
         let (xv, mk) = self.int8_passthrough(xt)?;
         let layer = QUpsample {
@@ -499,7 +557,12 @@ impl<'g> Lowerer<'g> {
             qp,
         );
         self.ranges.insert(v, range);
-        let step = self.push(&self.node_name(ix), vec![xv], vec![v], StepKind::Accel(Layer::Upsample(layer)));
+        let step = self.push(
+            &self.node_name(ix),
+            vec![xv],
+            vec![v],
+            StepKind::Accel(Layer::Upsample(layer)),
+        );
         self.repr.insert(yt, mk(v));
         self.set_status(
             ix,
@@ -551,7 +614,10 @@ impl<'g> Lowerer<'g> {
                 None => {
                     let c = self.plan.add_constant(
                         format!("{}:pad_value", self.node_name(ix)),
-                        Arc::new(Tensor::I8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), q))),
+                        Arc::new(Tensor::I8(ndarray::ArrayD::from_elem(
+                            ndarray::IxDyn(&[]),
+                            q,
+                        ))),
                     );
                     args.resize(3, None);
                     args[2] = Some(c);
@@ -597,7 +663,9 @@ impl<'g> Lowerer<'g> {
             Some(Repr::Deq { scale, zp, .. }) => {
                 let q = quantize_value(v, scale, zp, -128, 127);
                 if (q - zp) as f32 * scale != v {
-                    return Err(format!("pad value {v} is not exactly representable in int8"));
+                    return Err(format!(
+                        "pad value {v} is not exactly representable in int8"
+                    ));
                 }
                 q
             }
@@ -611,7 +679,11 @@ impl<'g> Lowerer<'g> {
     /// flipped and its channel axes swapped.
     pub(super) fn conv_transpose(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
-        let op = n.op.as_any().downcast_ref::<ConvTranspose>().expect("ConvTranspose").clone();
+        let op =
+            n.op.as_any()
+                .downcast_ref::<ConvTranspose>()
+                .expect("ConvTranspose")
+                .clone();
         let (xt, wt, bt) = (
             n.inputs[0].ok_or("no input")?,
             n.inputs[1].ok_or("no weight")?,
@@ -671,7 +743,11 @@ impl<'g> Lowerer<'g> {
                 reason: "the transposed convolution's input with zeros between cells (exact data movement)".into(),
             }),
         );
-        let xi = QIn { v, scale: x.scale, zp: x.zp };
+        let xi = QIn {
+            v,
+            scale: x.scale,
+            zp: x.zp,
+        };
         let cgeo = Geometry {
             kernel: (kh, kw),
             stride: (1, 1),
@@ -686,20 +762,39 @@ impl<'g> Lowerer<'g> {
             let (wi, sw, wdq) = self.dq_weights(wt, 1)?;
             let sw_full: Vec<f64> = (0..o).map(|oc| sw[oc % og]).collect();
             let (bias, bdq) = self.int_bias(bt, o, x.scale, &sw_full)?;
-            let (l, note) = self.imported_conv(&name, xi, [nn, c, ih, iw], flip(&wi), &sw_full, bias, &cgeo, g, &out, true)?;
+            let (l, note) = self.imported_conv(
+                &name,
+                xi,
+                [nn, c, ih, iw],
+                flip(&wi),
+                &sw_full,
+                bias,
+                &cgeo,
+                g,
+                &out,
+                true,
+            )?;
             self.set_fused_params(wdq, bdq, &name);
             (l, format!("QDQ transposed conv: {note}"))
         } else {
-            let wf = self.g.const_value(wt).ok_or("weights are not constant")?.as_f32()?.clone();
+            let wf = self
+                .g
+                .const_value(wt)
+                .ok_or("weights are not constant")?
+                .as_f32()?
+                .clone();
             let wflip = ArrayD::from_shape_fn(ndarray::IxDyn(&[o, cg, kh, kw]), |ix| {
                 let (oc, cl, ky, kx) = (ix[0], ix[1], ix[2], ix[3]);
                 wf[[(oc / og) * cg + cl, oc % og, kh - 1 - ky, kw - 1 - kx]]
             });
             let b = match bt {
                 None => None,
-                Some(b) => Some(f32_of(self.g.const_value(b).ok_or("bias is not constant")?)?),
+                Some(b) => Some(f32_of(
+                    self.g.const_value(b).ok_or("bias is not constant")?,
+                )?),
             };
-            let (q, bias, requant, note) = self.ptq_weights(xi, &wflip, b.as_deref(), &out, false)?;
+            let (q, bias, requant, note) =
+                self.ptq_weights(xi, &wflip, b.as_deref(), &out, false)?;
             let weight = Array4::from_shape_vec((o, cg, kh, kw), q).map_err(|e| e.to_string())?;
             (
                 QConv2d {
@@ -715,7 +810,9 @@ impl<'g> Lowerer<'g> {
                 note,
             )
         };
-        let note = format!("{note}; as zeros inserted between input cells (CPU) and a stride-1 convolution");
+        let note = format!(
+            "{note}; as zeros inserted between input cells (CPU) and a stride-1 convolution"
+        );
         self.accel(ix, Layer::Conv2d(layer), vec![v], out, target, note);
         Ok(())
     }
@@ -724,7 +821,11 @@ impl<'g> Lowerer<'g> {
     /// constant weights `1 / (kh * kw)` (padding only with `count_include_pad`).
     pub(super) fn avg_pool(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
-        let ap = n.op.as_any().downcast_ref::<AveragePool>().expect("AveragePool").clone();
+        let ap =
+            n.op.as_any()
+                .downcast_ref::<AveragePool>()
+                .expect("AveragePool")
+                .clone();
         let xt = n.inputs[0].ok_or("no input")?;
         let (nn, c, h, w) = dims4(&self.g.fact(xt).shape, "input")?;
         if ap.is_global(h, w) {
@@ -752,7 +853,18 @@ impl<'g> Lowerer<'g> {
         let k = (kh * kw) as f64;
         let (layer, note) = if self.quantized_model {
             let ones = ArrayD::from_elem(ndarray::IxDyn(&[c, 1, kh, kw]), 1i32);
-            self.imported_conv(&name, x, [nn, c, h, w], ones, &vec![1.0 / k; c], vec![0; c], &geo, c, &out, true)?
+            self.imported_conv(
+                &name,
+                x,
+                [nn, c, h, w],
+                ones,
+                &vec![1.0 / k; c],
+                vec![0; c],
+                &geo,
+                c,
+                &out,
+                true,
+            )?
         } else {
             let wf = ArrayD::from_elem(ndarray::IxDyn(&[c, 1, kh, kw]), (1.0 / k) as f32);
             let (q, bias, requant, note) = self.ptq_weights(x, &wf, None, &out, padded)?;
@@ -777,7 +889,14 @@ impl<'g> Lowerer<'g> {
 
     /// Rescales an int8 value to `(scale, zp)` with an identity [`QAffine`] (an accelerator
     /// step of its own, named `name`).
-    pub(super) fn rescale(&mut self, name: &str, x: QIn, shape: &[usize], scale: f32, zp: i32) -> R<ValueId> {
+    pub(super) fn rescale(
+        &mut self,
+        name: &str,
+        x: QIn,
+        shape: &[usize],
+        scale: f32,
+        zp: i32,
+    ) -> R<ValueId> {
         let out = QOut {
             scale: f64::from(scale),
             zp,
@@ -804,9 +923,17 @@ impl<'g> Lowerer<'g> {
         let v = self.plan.add_value(
             format!("{name}:i8"),
             Fact::new(DType::I8, shape.to_vec()),
-            Some(QuantParams { scale, zero_point: zp }),
+            Some(QuantParams {
+                scale,
+                zero_point: zp,
+            }),
         );
-        self.push(name, vec![x.v], vec![v], StepKind::Accel(Layer::Affine(layer)));
+        self.push(
+            name,
+            vec![x.v],
+            vec![v],
+            StepKind::Accel(Layer::Affine(layer)),
+        );
         Ok(v)
     }
 }

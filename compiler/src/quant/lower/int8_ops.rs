@@ -260,11 +260,18 @@ impl<'g> Lowerer<'g> {
                 _ if self.stats.is_some() && self.g.fact(t).dtype == DType::F32 => {
                     qs.push(self.as_q8(t)?)
                 }
-                _ => return Err(format!("input '{}' is not a quantized tensor", self.g.tensors[t].name)),
+                _ => {
+                    return Err(format!(
+                        "input '{}' is not a quantized tensor",
+                        self.g.tensors[t].name
+                    ))
+                }
             }
         }
         let first = *qs.first().ok_or("no inputs")?;
-        let same = qs.iter().all(|q| q.scale == first.scale && q.zp == first.zp);
+        let same = qs
+            .iter()
+            .all(|q| q.scale == first.scale && q.zp == first.zp);
         // The output's quantization: the inputs' when they agree, else the following
         // QuantizeLinear's (quantized models) or the calibrated one (float models).
         let (scale, zp) = if same {
@@ -300,7 +307,8 @@ impl<'g> Lowerer<'g> {
             .plan
             .add_value(format!("{}:i8", self.g.tensors[yt].name), fact, Some(qp));
         let reason = if rescaled == 0 {
-            "concatenation of int8 tensors with equal quantization (exact data movement)".to_string()
+            "concatenation of int8 tensors with equal quantization (exact data movement)"
+                .to_string()
         } else {
             format!(
                 "concatenation of int8 tensors (exact data movement) after {rescaled} input(s) \
@@ -318,14 +326,7 @@ impl<'g> Lowerer<'g> {
                 reason: reason.clone(),
             }),
         );
-        self.repr.insert(
-            yt,
-            Repr::Deq {
-                q: v,
-                scale,
-                zp,
-            },
-        );
+        self.repr.insert(yt, Repr::Deq { q: v, scale, zp });
         self.set_status(ix, Support::Cpu { step, reason });
         Ok(())
     }

@@ -23,9 +23,11 @@ use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
 use crate::graph::ops::binary::{BinKind, Binary};
+use crate::graph::ops::clip::Clip;
 use crate::graph::ops::concat::Concat;
 use crate::graph::ops::conv::Conv;
 use crate::graph::ops::conv_integer::ConvInteger;
+use crate::graph::ops::conv_transpose::ConvTranspose;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
 use crate::graph::ops::flatten::Flatten;
 use crate::graph::ops::gemm::Gemm;
@@ -35,15 +37,13 @@ use crate::graph::ops::kernels::{dims4, Geometry};
 use crate::graph::ops::matmul::MatMul;
 use crate::graph::ops::matmul_integer::MatMulInteger;
 use crate::graph::ops::max_pool::MaxPool;
+use crate::graph::ops::pad::Pad;
+use crate::graph::ops::prelu::PRelu;
 use crate::graph::ops::qlinear_conv::QLinearConv;
 use crate::graph::ops::qlinear_matmul::QLinearMatMul;
 use crate::graph::ops::quantize_linear::{quantize_value, QParams, QuantizeLinear};
-use crate::graph::ops::reshape::Reshape;
-use crate::graph::ops::clip::Clip;
-use crate::graph::ops::conv_transpose::ConvTranspose;
-use crate::graph::ops::pad::Pad;
-use crate::graph::ops::prelu::PRelu;
 use crate::graph::ops::relu::Relu;
+use crate::graph::ops::reshape::Reshape;
 use crate::graph::ops::resize::Resize;
 use crate::graph::ops::slice::Slice;
 use crate::graph::ops::split::Split;
@@ -426,9 +426,11 @@ impl<'g> Lowerer<'g> {
             self.qlinear_matmul(ix)
         } else if any.is::<Binary>() {
             let n = &self.g.dag[ix];
-            let has_const = n.inputs.iter().flatten().any(|&t| {
-                self.g.const_value(t).is_some() || self.const_dq(t).is_some()
-            });
+            let has_const = n
+                .inputs
+                .iter()
+                .flatten()
+                .any(|&t| self.g.const_value(t).is_some() || self.const_dq(t).is_some());
             if has_const {
                 self.binary_const(ix)
             } else {
@@ -442,7 +444,8 @@ impl<'g> Lowerer<'g> {
             self.max_pool(ix)
         } else if any.is::<Flatten>() || any.is::<Reshape>() || any.is::<Squeeze>() {
             self.reshape_int8(ix)
-        } else if any.is::<Split>() || any.is::<Slice>() || any.is::<Transpose>() || any.is::<Pad>() {
+        } else if any.is::<Split>() || any.is::<Slice>() || any.is::<Transpose>() || any.is::<Pad>()
+        {
             self.move_int8(ix, "data movement on the int8 tensor (exact)")
         } else if any.is::<Resize>() {
             self.resize(ix)
@@ -479,7 +482,13 @@ fn unify_concat_ranges(g: &Graph, stats: &Stats) -> Stats {
             if !n.op.as_any().is::<Concat>() || g.fact(n.outputs[0]).dtype != DType::F32 {
                 continue;
             }
-            let ts: Vec<TensorId> = n.inputs.iter().flatten().chain(&n.outputs).copied().collect();
+            let ts: Vec<TensorId> = n
+                .inputs
+                .iter()
+                .flatten()
+                .chain(&n.outputs)
+                .copied()
+                .collect();
             let m = ts
                 .iter()
                 .map(|&t| s.max_abs.get(t).copied().unwrap_or(0.0))
