@@ -70,7 +70,8 @@ fn single_input_functions_match_their_definitions() {
     let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
     let softplus = |v: f64| (1.0 + v.exp()).ln();
     type F = Box<dyn Fn(f64) -> f64>;
-    let cases: Vec<(&str, Vec<(&str, A)>, i64, F)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, A)>, i64, F);
+    let cases: Vec<Case> = vec![
         ("Sigmoid", vec![], 13, Box::new(sig)),
         (
             "HardSigmoid",

@@ -290,7 +290,7 @@ impl Op for Resize {
         let (scales, sizes) = self.size_inputs(inputs);
         let constant = |t: Option<&TensorInfo>, what: &str| -> Result<(), String> {
             match t {
-                Some(t) if t.value.is_none() && t.fact.len() > 0 => Err(format!(
+                Some(t) if t.value.is_none() && !t.fact.is_empty() => Err(format!(
                     "{what} is computed at run time; the importer needs it constant (static shapes)"
                 )),
                 _ => Ok(()),

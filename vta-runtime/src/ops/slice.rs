@@ -8,10 +8,18 @@ use super::TensorInfo;
 use super::{arg, axis, in_fact, op_boilerplate, Op};
 use crate::tensor::{map_same, Fact, Tensor};
 
+/// `starts`, `ends` and (optional) `axes` given as attributes (opset < 10).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct SliceAttrs {
+    pub starts: Vec<i64>,
+    pub ends: Vec<i64>,
+    pub axes: Option<Vec<i64>>,
+}
+
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub struct Slice {
-    /// `(starts, ends, axes)` from attributes (opset < 10); `None`: inputs 1 to 4.
-    pub attrs: Option<(Vec<i64>, Vec<i64>, Option<Vec<i64>>)>,
+    /// From attributes (opset < 10); `None`: inputs 1 to 4.
+    pub attrs: Option<SliceAttrs>,
 }
 
 /// One axis of a slice: first index, step and length.
@@ -32,7 +40,7 @@ impl Slice {
         args: [Option<&Tensor>; 4],
     ) -> Result<Vec<AxisSlice>, String> {
         let (starts, ends, axes, steps) = match &self.attrs {
-            Some((s, e, a)) => (s.clone(), e.clone(), a.clone(), None),
+            Some(a) => (a.starts.clone(), a.ends.clone(), a.axes.clone(), None),
             None => {
                 let v = |i: usize, what: &str| {
                     args[i]

@@ -10,12 +10,13 @@ impl FromOnnx for Slice {
             return Ok(Slice { attrs: None });
         }
         Ok(Slice {
-            attrs: Some((
-                ctx.ints("starts")?
+            attrs: Some(SliceAttrs {
+                starts: ctx
+                    .ints("starts")?
                     .ok_or("attribute 'starts' is required")?,
-                ctx.ints("ends")?.ok_or("attribute 'ends' is required")?,
-                ctx.ints("axes")?,
-            )),
+                ends: ctx.ints("ends")?.ok_or("attribute 'ends' is required")?,
+                axes: ctx.ints("axes")?,
+            }),
         })
     }
 }

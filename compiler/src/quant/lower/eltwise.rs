@@ -534,9 +534,9 @@ impl<'g> Lowerer<'g> {
         let (_, sc) = op.resolve(&xs, scales, sizes)?;
         let repeat = xs.len() == 4
             && xs[..2] == ys[..2]
+            // (a repeat of every cell k times also means the output is k times longer)
             && (2..4).all(|a| {
-                ys[a] % xs[a] == 0
-                    && Resize::is_repeat(&op.axis_map(xs[a], ys[a], sc[a]), ys[a] / xs[a])
+                Resize::is_repeat(&op.axis_map(xs[a], ys[a], sc[a]), ys[a] / xs[a])
             });
         if !repeat {
             return self.move_int8(
