@@ -275,8 +275,9 @@ fn a_yolo_unet_neck_compiles_runs_and_checks() {
         ("down_mul", "fused"),
         ("lateral_act", "QLeakyRelu"),
         ("upsample", "QUpsample"),
-        ("concat", "cpu"),
-        ("split", "cpu"),
+        ("concat", "QConcat"),
+        ("split", "QSlice"),
+        ("merge", "QConcat"),
         ("decode", "QConv2d"),
         ("head_act", "QTable"),
     ] {

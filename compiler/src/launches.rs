@@ -98,6 +98,9 @@ impl Open {
             },
             Layer::LeakyRelu(l) => self.net.leaky_relu(l, *xs.first().ok_or_else(missing)?),
             Layer::Upsample(l) => self.net.upsample(l, *xs.first().ok_or_else(missing)?),
+            Layer::Concat(l) if !xs.is_empty() => self.net.concat(l, &xs),
+            Layer::Concat(_) => Err(missing()),
+            Layer::Slice(l) => self.net.slice_channels(l, *xs.first().ok_or_else(missing)?),
         }?;
         for (v, t) in declared {
             self.tensors.insert(v, t);

@@ -401,11 +401,47 @@ fn resize_concat_split_slice_pad() {
         &[1, 16, 8, 8],
         &[
             ("up", Where::Accel("QUpsample")),
-            ("cat", Where::Cpu),
-            ("split", Where::Cpu),
-            ("slice", Where::Cpu),
+            ("cat", Where::Accel("QConcat")),
+            ("split", Where::Accel("QSlice")),
+            ("slice", Where::Accel("QSlice")),
             ("head", Where::Accel("QConv2d")),
             ("bilinear", Where::Cpu),
+        ],
+        0.1,
+    );
+    // Channel blocks move only as a whole: a concatenation whose second input starts at
+    // channel 8 (of 16-lane blocks) and a slice from channel 4 run on the CPU, exactly.
+    let mut m = Model::new(17);
+    m.input("x", &[1, 8, 8, 8])
+        .weight("w1", &[8, 8, 3, 3], 0.3)
+        .node(
+            "conv",
+            "Conv",
+            &["x", "w1"],
+            &["a"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        )
+        .node(
+            "cat",
+            "Concat",
+            &["a", "x"],
+            &["c"],
+            vec![("axis", A::I(1))],
+        )
+        .ints("st", &[4])
+        .ints("en", &[12])
+        .ints("ax", &[1])
+        .node("slice", "Slice", &["c", "st", "en", "ax"], &["s"], vec![])
+        .weight("w2", &[4, 8, 1, 1], 0.3)
+        .node("head", "Conv", &["s", "w2"], &["y"], vec![])
+        .output("y");
+    check(
+        "unaligned",
+        &m,
+        &[1, 8, 8, 8],
+        &[
+            ("cat", Where::Refused("QConcat")),
+            ("slice", Where::Refused("QSlice")),
         ],
         0.1,
     );

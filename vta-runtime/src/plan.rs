@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use crate::ops::{AnyOp, TensorInfo};
 use crate::qlayer::{
-    QAdd, QAffine, QBinary, QConv2d, QDense, QGlobalAvgPool, QLeakyRelu, QMaxPool, QTable,
-    QUpsample, Requant,
+    QAdd, QAffine, QBinary, QConcat, QConv2d, QDense, QGlobalAvgPool, QLeakyRelu, QMaxPool, QSlice,
+    QTable, QUpsample, Requant,
 };
 use crate::tensor::{Fact, Tensor};
 
@@ -70,6 +70,11 @@ pub enum Layer {
     LeakyRelu(QLeakyRelu),
     /// Input 0: int8 [N, C, H, W]; output [N, C, H * fy, W * fx].
     Upsample(QUpsample),
+    /// Inputs: int8 (rank 2 to 4, NCHW) equal but for their channels; output their
+    /// concatenation along the channels.
+    Concat(QConcat),
+    /// Input 0: int8 (rank 2 to 4, NCHW); output `len` of its channels.
+    Slice(QSlice),
 }
 
 impl Layer {
@@ -210,6 +215,19 @@ impl Layer {
                 }
                 want_out(l.output_shape([n, c, h, w]).to_vec())
             }
+            Layer::Concat(_) => {
+                let shapes: Vec<&[usize]> = inputs.iter().map(|f| f.shape.as_slice()).collect();
+                want_out(QConcat::output_shape(&shapes)?)
+            }
+            Layer::Slice(l) => {
+                let c = x.nchw()?[1];
+                if l.len == 0 || l.start + l.len > c {
+                    return Err(format!("channels {}..{} of {x}", l.start, l.start + l.len));
+                }
+                let mut s = x.shape.clone();
+                s[1] = l.len;
+                want_out(s)
+            }
         }
     }
 
@@ -226,6 +244,8 @@ impl Layer {
             Layer::Binary(_) => "QBinary",
             Layer::LeakyRelu(_) => "QLeakyRelu",
             Layer::Upsample(_) => "QUpsample",
+            Layer::Concat(_) => "QConcat",
+            Layer::Slice(_) => "QSlice",
         }
     }
 
@@ -241,6 +261,8 @@ impl Layer {
             Layer::Binary(l) => &l.name,
             Layer::LeakyRelu(l) => &l.name,
             Layer::Upsample(l) => &l.name,
+            Layer::Concat(l) => &l.name,
+            Layer::Slice(l) => &l.name,
         }
     }
 }

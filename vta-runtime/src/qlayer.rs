@@ -11,7 +11,7 @@
 use ndarray::{Array2, Array4, ArrayView4};
 
 mod eltwise;
-pub use eltwise::{BinaryOp, QAffine, QBinary, QLeakyRelu, QTable, QUpsample};
+pub use eltwise::{BinaryOp, QAffine, QBinary, QConcat, QLeakyRelu, QSlice, QTable, QUpsample};
 
 /// Requantization of an int32 accumulator to int8, as ALU-executable integer steps:
 ///

@@ -124,6 +124,14 @@ pub fn eval_layer(layer: &Layer, inputs: &[&Tensor]) -> Result<Tensor, String> {
         }
         Layer::LeakyRelu(l) => l.reference(x.view()),
         Layer::Upsample(l) => l.reference(four(x)?).into_dyn(),
+        Layer::Concat(l) => {
+            let xs = inputs
+                .iter()
+                .map(|t| i8_input(t, "input").map(|a| a.view()))
+                .collect::<Result<Vec<_>, _>>()?;
+            l.reference(&xs)?
+        }
+        Layer::Slice(l) => l.reference(x.view()),
     }))
 }
 

@@ -55,6 +55,8 @@
 //! - **Affine**, **Binary** (Add/Mul with a broadcast `[N, C, 1, 1]` operand), **LeakyRelu**,
 //!   nearest **Upsample**: on the ALU (see [`pointwise`]); without `ALU_MUL`, refused when a
 //!   multiplier is not a power of two.
+//! - **Concat** and channel **Slice** (Split): copies of whole channel blocks (see
+//!   [`concat`]); refused when an input or the slice does not start at a block boundary.
 //! - **Table** activations: refused (the ALU has no lookup table, see [`table`]): they run on
 //!   the CPU.
 //!
@@ -64,7 +66,7 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`], [`pointwise`], [`table`]: the lowerings; [`net`]: programs of
+//! - `conv`, [`eltwise`], [`pointwise`], [`concat`], [`table`]: the lowerings; [`net`]: programs of
 //!   several layers.
 //!
 //! # Chaining
@@ -78,6 +80,7 @@
 //! reuse yet), and a convolution cannot read a tensor the accelerator wrote when
 //! `BLOCK_IN != BLOCK_OUT` (its error asks for a host re-layout between programs).
 
+pub mod concat;
 pub mod conv;
 pub mod eltwise;
 pub mod emit;
@@ -236,7 +239,8 @@ pub fn compile_global_avg_pool(
 }
 
 /// A one-layer program for any plan layer over inputs of the given logical NCHW shapes
-/// (segments `input` or `input_a`/`input_b`; a dense layer reads `[N, K, 1, 1]`).
+/// (segments `input`, `input_a`/`input_b`, or `input_0`.. for a concatenation; a dense layer
+/// reads `[N, K, 1, 1]`).
 pub fn compile_layer(
     cfg: &HwConfig,
     layer: &vta_runtime::plan::Layer,
@@ -264,6 +268,14 @@ pub fn compile_layer(
             let (a, b) = two(&mut net)?;
             net.binary(l, a, b)?
         }
+        Layer::Concat(l) => {
+            let xs: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(k, &s)| net.input(&format!("input_{k}"), s))
+                .collect();
+            net.concat(l, &xs)?
+        }
         _ => {
             let x = net.input("input", first);
             match layer {
@@ -275,7 +287,10 @@ pub fn compile_layer(
                 Layer::Affine(l) => net.affine(l, x)?,
                 Layer::LeakyRelu(l) => net.leaky_relu(l, x)?,
                 Layer::Upsample(l) => net.upsample(l, x)?,
-                Layer::Add(_) | Layer::Binary(_) => unreachable!("two-input layers above"),
+                Layer::Slice(l) => net.slice_channels(l, x)?,
+                Layer::Add(_) | Layer::Binary(_) | Layer::Concat(_) => {
+                    unreachable!("layers of several inputs above")
+                }
             }
         }
     };

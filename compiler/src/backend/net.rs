@@ -35,6 +35,8 @@ pub enum LayerKind {
     Binary,
     LeakyRelu,
     Upsample,
+    Concat,
+    Slice,
 }
 
 /// How one layer was compiled.

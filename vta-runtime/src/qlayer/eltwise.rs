@@ -6,7 +6,9 @@
 //! - [`QBinary`]: Add or Mul of two tensors, the second possibly broadcast over the plane
 //!   (squeeze-and-excite), with zero points;
 //! - [`QLeakyRelu`]: `requant(x >= 0 ? x * p : x * n[c])` (LeakyRelu, PRelu);
-//! - [`QUpsample`]: nearest upsampling by integer factors (every cell repeated).
+//! - [`QUpsample`]: nearest upsampling by integer factors (every cell repeated);
+//! - [`QConcat`], [`QSlice`]: concatenation and slicing along the channel axis (data
+//!   movement).
 //!
 //! Activations are int8 of rank 2 to 4 read as NCHW (missing trailing dimensions are 1, the
 //! channel axis is 1), like [`super::QAdd`].
@@ -264,6 +266,55 @@ impl QUpsample {
         ndarray::Array4::from_shape_fn((n, c, h, w), |(b, ch, y, xx)| {
             x[[b, ch, y / self.factor.0, xx / self.factor.1]]
         })
+    }
+}
+
+/// Concatenation of int8 tensors of equal quantization along the channel axis (axis 1 of
+/// rank-2..4 tensors read as NCHW).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct QConcat {
+    pub name: String,
+}
+
+impl QConcat {
+    /// The output shape, if the inputs agree but for their channels.
+    pub fn output_shape(shapes: &[&[usize]]) -> Result<Vec<usize>, String> {
+        let first = shapes.first().ok_or("no inputs")?;
+        nchw(first)?;
+        let mut out = first.to_vec();
+        out[1] = 0;
+        for s in shapes {
+            if s.len() != first.len() || s[0] != first[0] || s[2..] != first[2..] {
+                return Err(format!(
+                    "inputs {first:?} and {s:?} differ off the channel axis"
+                ));
+            }
+            out[1] += s[1];
+        }
+        Ok(out)
+    }
+
+    pub fn reference(&self, xs: &[ArrayViewD<i8>]) -> Result<ArrayD<i8>, String> {
+        ndarray::concatenate(ndarray::Axis(1), xs).map_err(|e| e.to_string())
+    }
+}
+
+/// Channels `start .. start + len` of an int8 tensor (axis 1 of a rank-2..4 tensor read as
+/// NCHW).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct QSlice {
+    pub name: String,
+    pub start: usize,
+    pub len: usize,
+}
+
+impl QSlice {
+    pub fn reference(&self, x: ArrayViewD<i8>) -> ArrayD<i8> {
+        x.slice_axis(
+            ndarray::Axis(1),
+            ndarray::Slice::from(self.start..self.start + self.len),
+        )
+        .to_owned()
     }
 }
 

@@ -21,6 +21,8 @@ use crate::graph::ops::pad::Pad;
 use crate::graph::ops::prelu::PRelu;
 use crate::graph::ops::relu::Relu;
 use crate::graph::ops::resize::{Resize, ResizeMode};
+use crate::graph::ops::slice::Slice;
+use crate::graph::ops::split::Split;
 use crate::graph::ops::unary::{Unary, UnaryKind};
 use crate::qlayer::{BinaryOp, QAffine, QBinary, QLeakyRelu, QTable, QUpsample};
 
@@ -652,6 +654,99 @@ impl<'g> Lowerer<'g> {
             Support::Cpu {
                 step,
                 reason: reason.to_string(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Split, and Slice of the channel axis alone (step 1), of a rank-2..4 tensor: one
+    /// [`QSlice`] accelerator step per output; other slicing as an exact CPU step.
+    pub(super) fn channel_slices(&mut self, ix: NodeIndex) -> R<()> {
+        let n = &self.g.dag[ix];
+        let xt = n.inputs[0].ok_or("no input")?;
+        let outs = n.outputs.clone();
+        let xs = self.g.fact(xt).shape.clone();
+        let r = xs.len();
+        let any = n.op.as_any();
+        let slices: Option<Vec<(usize, usize)>> = if !(2..=4).contains(&r) {
+            None
+        } else if let Some(sp) = any.downcast_ref::<Split>() {
+            if crate::graph::ops::axis(sp.axis, r)? == 1 {
+                let parts = sp.parts(xs[1], self.g.const_input(ix, 1))?;
+                let mut at = 0;
+                Some(
+                    parts
+                        .into_iter()
+                        .map(|p| {
+                            at += p;
+                            (at - p, p)
+                        })
+                        .collect(),
+                )
+            } else {
+                None
+            }
+        } else {
+            let sl = any.downcast_ref::<Slice>().expect("Slice");
+            let c = |i: usize| self.g.const_input(ix, i);
+            let axes = sl.axes(&xs, [c(1), c(2), c(3), c(4)])?;
+            let whole = |a: &crate::graph::ops::slice::AxisSlice| {
+                a.start == 0 && a.step == 1 && a.len == xs[a.axis]
+            };
+            match axes.iter().find(|a| !whole(a)) {
+                Some(a) if a.axis == 1 && a.step == 1 && a.len > 0 => {
+                    if axes.iter().filter(|b| !whole(b)).count() == 1 {
+                        Some(vec![(a.start, a.len)])
+                    } else {
+                        None
+                    }
+                }
+                Some(_) => None,
+                None => Some(vec![(0, xs[1])]),
+            }
+        };
+        let Some(slices) = slices else {
+            return self.move_int8(ix, "data movement on the int8 tensor (exact)");
+        };
+        let name = self.node_name(ix);
+        let (xv, mk) = self.int8_passthrough(xt)?;
+        let range = self.range_of(xv);
+        let qp = self.plan.values[xv].quant;
+        let mut first = None;
+        for (k, (&o, &(start, len))) in outs.iter().zip(&slices).enumerate() {
+            let v = self.plan.add_value(
+                format!("{}:i8", self.g.tensors[o].name),
+                Fact::new(DType::I8, self.g.fact(o).shape.clone()),
+                qp,
+            );
+            self.ranges.insert(v, range);
+            let sname = if outs.len() == 1 {
+                name.clone()
+            } else {
+                format!("{name}:{k}")
+            };
+            let step = self.push(
+                &sname,
+                vec![xv],
+                vec![v],
+                StepKind::Accel(Layer::Slice(QSlice {
+                    name: sname.clone(),
+                    start,
+                    len,
+                })),
+            );
+            first.get_or_insert(step);
+            self.repr.insert(o, mk(v));
+        }
+        self.set_status(
+            ix,
+            Support::Accel {
+                layer: "QSlice",
+                step: first.ok_or("no outputs")?,
+                note: format!(
+                    "{} channel slice(s) copied as whole blocks (exact)",
+                    slices.len()
+                ),
             },
         );
         Ok(())

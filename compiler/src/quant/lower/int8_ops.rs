@@ -306,28 +306,50 @@ impl<'g> Lowerer<'g> {
         let v = self
             .plan
             .add_value(format!("{}:i8", self.g.tensors[yt].name), fact, Some(qp));
-        let reason = if rescaled == 0 {
-            "concatenation of int8 tensors with equal quantization (exact data movement)"
-                .to_string()
+        let rescaled = if rescaled == 0 {
+            String::new()
         } else {
-            format!(
-                "concatenation of int8 tensors (exact data movement) after {rescaled} input(s) \
-                 rescaled to the output's quantization on the accelerator"
-            )
+            format!(", after {rescaled} input(s) rescaled to the output's quantization")
         };
         let op = self.g.dag[ix].op.to_any();
-        let step = self.push(
-            &name,
-            vals.clone(),
-            vec![v],
-            StepKind::Cpu(CpuOp {
-                op,
-                args: vals.into_iter().map(Some).collect(),
-                reason: reason.clone(),
-            }),
-        );
-        self.repr.insert(yt, Repr::Deq { q: v, scale, zp });
-        self.set_status(ix, Support::Cpu { step, reason });
+        let crate::graph::ops::AnyOp::Concat(cat) = &op else {
+            return Err("internal: not a Concat".into());
+        };
+        let rank = self.g.fact(yt).rank();
+        let channels = (2..=4).contains(&rank)
+            && crate::graph::ops::axis(cat.axis, rank).is_ok_and(|a| a == 1);
+        if channels {
+            let step = self.push(
+                &name,
+                vals,
+                vec![v],
+                StepKind::Accel(Layer::Concat(QConcat { name: name.clone() })),
+            );
+            self.repr.insert(yt, Repr::Deq { q: v, scale, zp });
+            self.set_status(
+                ix,
+                Support::Accel {
+                    layer: "QConcat",
+                    step,
+                    note: format!("channel blocks copied into one tensor (exact){rescaled}"),
+                },
+            );
+        } else {
+            let reason =
+                format!("concatenation of int8 tensors off the channel axis (exact){rescaled}");
+            let step = self.push(
+                &name,
+                vals.clone(),
+                vec![v],
+                StepKind::Cpu(CpuOp {
+                    op,
+                    args: vals.into_iter().map(Some).collect(),
+                    reason: reason.clone(),
+                }),
+            );
+            self.repr.insert(yt, Repr::Deq { q: v, scale, zp });
+            self.set_status(ix, Support::Cpu { step, reason });
+        }
         Ok(())
     }
 

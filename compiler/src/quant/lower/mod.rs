@@ -55,7 +55,7 @@ use crate::graph::plan::{CpuOp, QuantParams, StepKind, ValueId};
 use crate::graph::{
     DType, Fact, Graph, Layer, Plan, Step, Support, SupportEntry, SupportTable, Tensor, TensorId,
 };
-use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
+use crate::qlayer::{QAdd, QConcat, QConv2d, QDense, QGlobalAvgPool, QMaxPool, QSlice, Requant};
 
 mod eltwise;
 mod int8_ops;
@@ -444,8 +444,9 @@ impl<'g> Lowerer<'g> {
             self.max_pool(ix)
         } else if any.is::<Flatten>() || any.is::<Reshape>() || any.is::<Squeeze>() {
             self.reshape_int8(ix)
-        } else if any.is::<Split>() || any.is::<Slice>() || any.is::<Transpose>() || any.is::<Pad>()
-        {
+        } else if any.is::<Split>() || any.is::<Slice>() {
+            self.channel_slices(ix)
+        } else if any.is::<Transpose>() || any.is::<Pad>() {
             self.move_int8(ix, "data movement on the int8 tensor (exact)")
         } else if any.is::<Resize>() {
             self.resize(ix)
