@@ -120,7 +120,7 @@ impl NetBuilder {
         let oshape: [usize; 4] = out.try_into().expect("4-D");
         let mut at = 0;
         for (k, s) in shapes.iter().enumerate() {
-            if at % bo != 0 {
+            if !at.is_multiple_of(bo) {
                 return Err(unaligned(
                     &self.ctx,
                     &layer.name,
@@ -162,7 +162,7 @@ impl NetBuilder {
                 ),
             });
         }
-        if layer.start % bo != 0 {
+        if !layer.start.is_multiple_of(bo) {
             return Err(unaligned(
                 &self.ctx,
                 &layer.name,
