@@ -118,7 +118,7 @@ impl NetBuilder {
             reason,
         })?;
         let oshape: [usize; 4] = out.try_into().expect("4-D");
-        let mut at = 0;
+        let mut at = 0usize;
         for (k, s) in shapes.iter().enumerate() {
             if !at.is_multiple_of(bo) {
                 return Err(unaligned(
