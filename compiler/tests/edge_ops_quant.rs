@@ -652,6 +652,57 @@ fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
             0.05,
         ),
         (
+            "SE Mul",
+            qdq(
+                |m| {
+                    m.node("gap", "GlobalAveragePool", &["a"], &["g"], vec![])
+                        .values("sg", &[], &[0.01])
+                        .init(
+                            "zg",
+                            Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 128)),
+                        )
+                        .node("qg", "QuantizeLinear", &["g", "sg", "zg"], &["gq"], vec![])
+                        .node(
+                            "dqg",
+                            "DequantizeLinear",
+                            &["gq", "sg", "zg"],
+                            &["gd"],
+                            vec![],
+                        )
+                        .node("f", "Mul", &["a", "gd"], &["b"], vec![]);
+                },
+                0.002,
+                128,
+            ),
+            Some("QBinary"),
+            0.002,
+        ),
+        (
+            "Concat rescaled",
+            qdq(
+                |m| {
+                    m.values("s2", &[], &[0.03])
+                        .init(
+                            "z2",
+                            Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 100)),
+                        )
+                        .node("q2", "QuantizeLinear", &["a", "s2", "z2"], &["aq2"], vec![])
+                        .node(
+                            "dq2",
+                            "DequantizeLinear",
+                            &["aq2", "s2", "z2"],
+                            &["a2"],
+                            vec![],
+                        )
+                        .node("f", "Concat", &["a", "a2"], &["b"], vec![("axis", A::I(1))]);
+                },
+                0.025,
+                128,
+            ),
+            Some("QConcat"),
+            0.025,
+        ),
+        (
             "Resize",
             qdq(
                 |m| {
