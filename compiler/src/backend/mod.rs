@@ -56,7 +56,7 @@
 //!   nearest **Upsample**: on the ALU (see [`pointwise`]); without `ALU_MUL`, refused when a
 //!   multiplier is not a power of two.
 //! - **Concat** and channel **Slice** (Split): copies of whole channel blocks (see
-//!   [`concat`]); refused when an input or the slice does not start at a block boundary.
+//!   [`concat`](mod@concat)); refused when an input or the slice does not start at a block boundary.
 //! - **Table** activations: refused (the ALU has no lookup table, see [`table`]): they run on
 //!   the CPU.
 //!
@@ -66,7 +66,7 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`], [`pointwise`], [`concat`], [`table`]: the lowerings; [`net`]: programs of
+//! - `conv`, [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`]: the lowerings; [`net`]: programs of
 //!   several layers.
 //!
 //! # Chaining
