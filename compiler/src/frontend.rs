@@ -4,7 +4,9 @@
 //! 1. [`crate::onnx::import`]: ONNX `ModelProto` to a [`Graph`], with shape inference for every
 //!    node and load-time constant folding (`Constant`, `Shape`, and any op whose inputs are all
 //!    constants, except `DequantizeLinear`, which carries quantized weights);
-//! 2. [`crate::graph::passes`]: identity removal, BatchNorm folding into the preceding Conv,
+//!    Nodes it cannot import are all listed, with what would make them compile;
+//! 2. [`crate::graph::passes`]: identity removal, zero Pad folding into the following Conv,
+//!    SiLU/HardSwish fusion of `Mul(x, gate(x))`, BatchNorm folding into the preceding Conv,
 //!    per-channel constant Mul/Add folding into Conv, MatMul + bias to Gemm, and fusion of
 //!    Relu/Clip into the producing Conv/Gemm/Add;
 //! 3. [`crate::quant`]: lowering to a [`Plan`] of accelerator layers ([`crate::qlayer`]) and

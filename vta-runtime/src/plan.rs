@@ -18,7 +18,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::ops::{AnyOp, TensorInfo};
-use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
+use crate::qlayer::{
+    QAdd, QAffine, QBinary, QConcat, QConv2d, QDense, QGlobalAvgPool, QLeakyRelu, QMaxPool, QSlice,
+    QTable, QUpsample, Requant,
+};
 use crate::tensor::{Fact, Tensor};
 
 /// Index of a value in [`Plan::values`].
@@ -56,6 +59,22 @@ pub enum Layer {
     MaxPool(QMaxPool),
     /// Input 0: int8 [N, C, H, W]; output [N, C, 1, 1].
     GlobalAvgPool(QGlobalAvgPool),
+    /// Input 0: int8 of any shape; output the same shape (a 256-entry lookup table).
+    Table(QTable),
+    /// Input 0: int8 (rank 2 to 4, NCHW); output the same shape.
+    Affine(QAffine),
+    /// Inputs 0 and 1: int8 (rank 2 to 4, NCHW), the second of the same shape or
+    /// `[N, C, 1, 1]`; output the shape of the first.
+    Binary(QBinary),
+    /// Input 0: int8 (rank 2 to 4, NCHW); output the same shape.
+    LeakyRelu(QLeakyRelu),
+    /// Input 0: int8 [N, C, H, W]; output [N, C, H * fy, W * fx].
+    Upsample(QUpsample),
+    /// Inputs: int8 (rank 2 to 4, NCHW) equal but for their channels; output their
+    /// concatenation along the channels.
+    Concat(QConcat),
+    /// Input 0: int8 (rank 2 to 4, NCHW); output `len` of its channels.
+    Slice(QSlice),
 }
 
 impl Layer {
@@ -161,6 +180,54 @@ impl Layer {
                 requant(&l.requant, c)?;
                 want_out(vec![n, c, 1, 1])
             }
+            Layer::Table(l) => {
+                l.check()?;
+                want_out(x.shape.clone())
+            }
+            Layer::Affine(l) => {
+                let c = x.nchw()?[1];
+                l.check(c)?;
+                requant(&l.requant, c)?;
+                want_out(x.shape.clone())
+            }
+            Layer::Binary(l) => {
+                let y = inputs.get(1).ok_or("no second input")?;
+                if !QBinary::operands_fit(&x.shape, &y.shape) {
+                    return Err(format!(
+                        "operands {x} and {y}: the second must have the first's shape or [N, C, 1, 1]"
+                    ));
+                }
+                requant(&l.requant, x.nchw()?[1])?;
+                want_out(x.shape.clone())
+            }
+            Layer::LeakyRelu(l) => {
+                let c = x.nchw()?[1];
+                if l.mul_neg.len() != 1 && l.mul_neg.len() != c {
+                    return Err(format!("{} slopes for {c} channels", l.mul_neg.len()));
+                }
+                requant(&l.requant, c)?;
+                want_out(x.shape.clone())
+            }
+            Layer::Upsample(l) => {
+                let [n, c, h, w] = x.nchw()?;
+                if x.rank() != 4 || l.factor.0 == 0 || l.factor.1 == 0 {
+                    return Err(format!("factors {:?} for input {x}", l.factor));
+                }
+                want_out(l.output_shape([n, c, h, w]).to_vec())
+            }
+            Layer::Concat(_) => {
+                let shapes: Vec<&[usize]> = inputs.iter().map(|f| f.shape.as_slice()).collect();
+                want_out(QConcat::output_shape(&shapes)?)
+            }
+            Layer::Slice(l) => {
+                let c = x.nchw()?[1];
+                if l.len == 0 || l.start + l.len > c {
+                    return Err(format!("channels {}..{} of {x}", l.start, l.start + l.len));
+                }
+                let mut s = x.shape.clone();
+                s[1] = l.len;
+                want_out(s)
+            }
         }
     }
 
@@ -172,6 +239,13 @@ impl Layer {
             Layer::Add(_) => "QAdd",
             Layer::MaxPool(_) => "QMaxPool",
             Layer::GlobalAvgPool(_) => "QGlobalAvgPool",
+            Layer::Table(_) => "QTable",
+            Layer::Affine(_) => "QAffine",
+            Layer::Binary(_) => "QBinary",
+            Layer::LeakyRelu(_) => "QLeakyRelu",
+            Layer::Upsample(_) => "QUpsample",
+            Layer::Concat(_) => "QConcat",
+            Layer::Slice(_) => "QSlice",
         }
     }
 
@@ -182,6 +256,13 @@ impl Layer {
             Layer::Add(l) => &l.name,
             Layer::MaxPool(l) => &l.name,
             Layer::GlobalAvgPool(l) => &l.name,
+            Layer::Table(l) => &l.name,
+            Layer::Affine(l) => &l.name,
+            Layer::Binary(l) => &l.name,
+            Layer::LeakyRelu(l) => &l.name,
+            Layer::Upsample(l) => &l.name,
+            Layer::Concat(l) => &l.name,
+            Layer::Slice(l) => &l.name,
         }
     }
 }

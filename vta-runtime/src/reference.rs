@@ -116,6 +116,22 @@ pub fn eval_layer(layer: &Layer, inputs: &[&Tensor]) -> Result<Tensor, String> {
         }
         Layer::MaxPool(l) => l.reference(four(x)?).into_dyn(),
         Layer::GlobalAvgPool(l) => l.reference(four(x)?).into_dyn(),
+        Layer::Table(l) => l.reference(x.view()),
+        Layer::Affine(l) => l.reference(x.view()),
+        Layer::Binary(l) => {
+            let y = i8_input(inputs.get(1).ok_or("missing second input")?, "second input")?;
+            l.reference(x.view(), y.view())?
+        }
+        Layer::LeakyRelu(l) => l.reference(x.view()),
+        Layer::Upsample(l) => l.reference(four(x)?).into_dyn(),
+        Layer::Concat(l) => {
+            let xs = inputs
+                .iter()
+                .map(|t| i8_input(t, "input").map(|a| a.view()))
+                .collect::<Result<Vec<_>, _>>()?;
+            l.reference(&xs)?
+        }
+        Layer::Slice(l) => l.reference(x.view()),
     }))
 }
 

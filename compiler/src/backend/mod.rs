@@ -50,8 +50,15 @@
 //!   dense layer after flattening a `[N, C, H, W]` tensor is the `H x W` convolution with the
 //!   reshaped weights, and reads the packed tensor directly).
 //! - **Add**, **MaxPool**, **GlobalAvgPool**: on the ALU (see [`eltwise`]); refused only when
-//!   one tile (a plane of the global pool, a row band of the max pool) does not fit half of
-//!   ACC, or a max pool's horizontal padding exceeds 15.
+//!   one tile (a row band of a plane) does not fit half of ACC, or a max pool's horizontal
+//!   padding exceeds 15.
+//! - **Affine**, **Binary** (Add/Mul with a broadcast `[N, C, 1, 1]` operand), **LeakyRelu**,
+//!   nearest **Upsample**: on the ALU (see [`pointwise`]); without `ALU_MUL`, refused when a
+//!   multiplier is not a power of two.
+//! - **Concat** and channel **Slice** (Split): copies of whole channel blocks (see
+//!   [`concat`](mod@concat)); refused when an input or the slice does not start at a block boundary.
+//! - **Table** activations: refused (the ALU has no lookup table, see [`table`]): they run on
+//!   the CPU.
 //!
 //! # Structure
 //!
@@ -59,7 +66,8 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`]: the lowerings; [`net`]: programs of several layers.
+//! - `conv`, [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`]: the lowerings; [`net`]: programs of
+//!   several layers.
 //!
 //! # Chaining
 //!
@@ -72,12 +80,15 @@
 //! reuse yet), and a convolution cannot read a tensor the accelerator wrote when
 //! `BLOCK_IN != BLOCK_OUT` (its error asks for a host re-layout between programs).
 
+pub mod concat;
 pub mod conv;
 pub mod eltwise;
 pub mod emit;
 pub mod epilogue;
 pub mod layout;
 pub mod net;
+pub mod pointwise;
+pub mod table;
 pub mod tiling;
 
 use isa::HwConfig;
@@ -224,6 +235,65 @@ pub fn compile_global_avg_pool(
     let mut net = NetBuilder::new(cfg)?;
     let x = net.input("input", shape);
     let y = net.global_avg_pool(layer, x)?;
+    net.finish(&[y])
+}
+
+/// A one-layer program for any plan layer over inputs of the given logical NCHW shapes
+/// (segments `input`, `input_a`/`input_b`, or `input_0`.. for a concatenation; a dense layer
+/// reads `[N, K, 1, 1]`).
+pub fn compile_layer(
+    cfg: &HwConfig,
+    layer: &vta_runtime::plan::Layer,
+    shapes: &[[usize; 4]],
+) -> Result<LayerProgram, BackendError> {
+    use vta_runtime::plan::Layer;
+    let first = *shapes.first().ok_or_else(|| BackendError::InvalidLayer {
+        layer: layer.name().into(),
+        reason: "no input shape".into(),
+    })?;
+    let mut net = NetBuilder::new(cfg)?;
+    let two = |net: &mut NetBuilder| -> Result<(Tensor, Tensor), BackendError> {
+        let second = *shapes.get(1).ok_or_else(|| BackendError::InvalidLayer {
+            layer: layer.name().into(),
+            reason: "a second input shape is needed".into(),
+        })?;
+        Ok((net.input("input_a", first), net.input("input_b", second)))
+    };
+    let y = match layer {
+        Layer::Add(l) => {
+            let (a, b) = two(&mut net)?;
+            net.add(l, a, b)?
+        }
+        Layer::Binary(l) => {
+            let (a, b) = two(&mut net)?;
+            net.binary(l, a, b)?
+        }
+        Layer::Concat(l) => {
+            let xs: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(k, &s)| net.input(&format!("input_{k}"), s))
+                .collect();
+            net.concat(l, &xs)?
+        }
+        _ => {
+            let x = net.input("input", first);
+            match layer {
+                Layer::Conv2d(l) => net.conv(l, x)?,
+                Layer::Dense(l) => net.dense(l, x)?,
+                Layer::MaxPool(l) => net.max_pool(l, x)?,
+                Layer::GlobalAvgPool(l) => net.global_avg_pool(l, x)?,
+                Layer::Table(l) => net.table(l, x)?,
+                Layer::Affine(l) => net.affine(l, x)?,
+                Layer::LeakyRelu(l) => net.leaky_relu(l, x)?,
+                Layer::Upsample(l) => net.upsample(l, x)?,
+                Layer::Slice(l) => net.slice_channels(l, x)?,
+                Layer::Add(_) | Layer::Binary(_) | Layer::Concat(_) => {
+                    unreachable!("layers of several inputs above")
+                }
+            }
+        }
+    };
     net.finish(&[y])
 }
 

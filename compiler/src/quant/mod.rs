@@ -1,6 +1,8 @@
 //! Quantization and lowering of a graph to a [`Plan`].
 //!
-//! Three kinds of models are accepted:
+//! Three kinds of models are accepted (the element-wise operators of edge CNNs, Sigmoid,
+//! HardSwish, SiLU, LeakyRelu, Resize, ConvTranspose, Concat/Split, ..., in all three: single-
+//! input functions as 256-entry tables, the others as ALU layers or exact int8 data movement):
 //!
 //! - **float models**: post-training quantization from calibration inputs. Activations are
 //!   per-tensor symmetric int8 (zero point 0, so the accelerator's zero padding is exact),
@@ -11,8 +13,10 @@
 //! - **QDQ models** (QuantizeLinear/DequantizeLinear around float ops, as onnxruntime's
 //!   `quantize_static(..., QuantFormat.QDQ)` writes them): `DQ(x) -> Conv(DQ(w), bias) ->
 //!   [Relu] -> Q` and the same around Gemm/MatMul, Add and GlobalAveragePool become one
-//!   accelerator layer each; MaxPool/Reshape/Flatten on DQ'd tensors work on the int8 data
-//!   directly;
+//!   accelerator layer each, as do the element-wise operators around which `DQ -> op -> Q`
+//!   sits (tables, affine maps, LeakyRelu, Add/Mul of two tensors, nearest upsampling,
+//!   channel Concat/Split; see `lower::eltwise`); MaxPool/Reshape/Flatten on DQ'd tensors
+//!   work on the int8 data directly;
 //! - **QOperator models**: QLinearConv and QLinearMatMul (constant weights) become layers;
 //!   ConvInteger/MatMulInteger (int32 outputs, no requantization) run on the CPU.
 //!
