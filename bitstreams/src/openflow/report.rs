@@ -107,13 +107,19 @@ pub fn clean_clock(name: &str) -> String {
     n.split('$').find(|s| !s.is_empty()).unwrap_or(n).to_string()
 }
 
+/// Suffixes yosys adds to the names of the cells (and nets) it maps: what precedes them is
+/// the RTL signal.
+const MARKERS: &[&str] = &[
+    "_TRELLIS_", "_DFF", "_DP16KD", "_PDPW16KD", "_MULT", "_ALU54", "_SDPB", "_DPB", "_SDPX9B",
+    "_DPX9B", "_RAM16", "_LUT", "_CCU2", "_ALU", "_MUX2",
+];
+
+/// Cell types that are always there and say nothing about the design.
+const INFRASTRUCTURE: &[&str] = &["GND", "VCC", "GSR"];
+
 /// The RTL register an endpoint cell stands for: yosys names mapped flip-flops, RAMs and DSPs
 /// after the net they drive plus a suffix (`c_TRELLIS_FF_Q_19` is a bit of register `c`).
 fn cell_signal(cell: &str) -> String {
-    const MARKERS: &[&str] = &[
-        "_TRELLIS_FF", "_DFF", "_DP16KD", "_MULT", "_ALU54", "_SDPB", "_DPB", "_SDPX9B",
-        "_DPX9B", "_RAM16", "_LUT", "_CCU2", "_ALU",
-    ];
     let cut = MARKERS
         .iter()
         .filter_map(|m| cell.find(m))
@@ -129,7 +135,7 @@ fn cell_signal(cell: &str) -> String {
 
 /// A net named after an RTL signal (not a yosys- or nextpnr-made one).
 fn is_rtl_name(net: &str) -> bool {
-    !net.is_empty() && !net.contains('$') && !net.contains("_TRELLIS_") && !net.contains("_CCU2")
+    !net.is_empty() && !net.contains('$') && !MARKERS.iter().any(|m| net.contains(m))
 }
 
 /// Parses nextpnr's `--report` JSON (a clock without a constraint gets target 0).
@@ -158,7 +164,10 @@ pub fn parse(json: &str, path: &str) -> Result<Report, ReportError> {
         }
     }
     for (cell, u) in util {
-        if num(u, "used") > 0 && !KNOWN.iter().any(|(k, _)| k == cell) {
+        if num(u, "used") > 0
+            && !KNOWN.iter().any(|(k, _)| k == cell)
+            && !INFRASTRUCTURE.contains(&cell.as_str())
+        {
             resources.push(Use {
                 resource: cell.clone(),
                 meaning: "other".into(),
@@ -369,5 +378,7 @@ mod tests {
         assert_eq!(clean_clock("clk_osc"), "clk_osc");
         assert_eq!(cell_signal("soc.core.q_DFFRE_Q_3"), "soc.core.q");
         assert_eq!(cell_signal("mem.0.0_DP16KD"), "mem.0.0");
+        assert!(!is_rtl_name("design.count_DFFR_Q_28_D_ALU_SUM_CIN"));
+        assert!(is_rtl_name("design.count[3]"));
     }
 }

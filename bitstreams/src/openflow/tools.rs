@@ -155,16 +155,21 @@ impl Toolbox {
                 }
             }
         }
-        let bin = self.cache_bin(tool);
-        if !bin.is_file() {
+        if !self.complete() {
             self.install(tool, progress)?;
         }
-        Ok(bin)
+        self.check_installed(tool, &|why| ToolError::Install {
+            tool: tool.label(),
+            why,
+            packages: PACKAGES.join(" "),
+        })?;
+        Ok(self.cache_bin(tool))
     }
 
-    /// Creates the cache's virtual environment and installs [`PACKAGES`] into it (into a
-    /// temporary directory renamed into place, so that an interrupted or concurrent install
-    /// never leaves a half-filled cache behind).
+    /// Creates the cache's virtual environment and installs [`PACKAGES`] into it. A virtual
+    /// environment cannot be moved (its scripts name its Python by path), so it is built in
+    /// place under a lock directory and marked complete last; an interrupted install is
+    /// redone, a concurrent one waited for.
     fn install(&self, tool: Tool, progress: &mut dyn FnMut(&str)) -> Result<(), ToolError> {
         let err = |why: String| ToolError::Install {
             tool: tool.label(),
@@ -174,15 +179,58 @@ impl Toolbox {
         let parent = self.cache.parent().expect("the cache has a parent");
         std::fs::create_dir_all(parent)
             .map_err(|e| err(format!("cannot create {}: {e}", parent.display())))?;
-        let tmp = parent.join(format!(
-            ".{}.installing-{}",
-            self.cache
-                .file_name()
-                .expect("named")
-                .to_string_lossy(),
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&tmp);
+        let lock = self.cache.with_extension("lock");
+        let start = Instant::now();
+        while std::fs::create_dir(&lock).is_err() {
+            if self.complete() {
+                return self.check_installed(tool, &err);
+            }
+            if start.elapsed() > Duration::from_secs(600) {
+                return Err(err(format!(
+                    "another install has held {} for 10 minutes; remove it if no install runs",
+                    lock.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        let result = self.install_locked(progress, &err);
+        let _ = std::fs::remove_dir(&lock);
+        result?;
+        self.check_installed(tool, &err)
+    }
+
+    fn marker(&self) -> PathBuf {
+        self.cache.join("vta-installed")
+    }
+
+    fn complete(&self) -> bool {
+        self.marker().is_file()
+    }
+
+    fn check_installed(
+        &self,
+        tool: Tool,
+        err: &dyn Fn(String) -> ToolError,
+    ) -> Result<(), ToolError> {
+        if self.cache_bin(tool).is_file() {
+            Ok(())
+        } else {
+            Err(err(format!(
+                "the installed packages have no {}",
+                self.cache_bin(tool).display()
+            )))
+        }
+    }
+
+    fn install_locked(
+        &self,
+        progress: &mut dyn FnMut(&str),
+        err: &dyn Fn(String) -> ToolError,
+    ) -> Result<(), ToolError> {
+        if self.complete() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_dir_all(&self.cache);
         progress(&format!(
             "installing the open FPGA tools into {} (first use: {}; about 150 MB, a minute)",
             self.cache.display(),
@@ -194,7 +242,7 @@ impl Toolbox {
             .ok_or_else(|| err("no python3 on the PATH".into()))?;
         let venv = Command::new(&python)
             .args(["-m", "venv"])
-            .arg(&tmp)
+            .arg(&self.cache)
             .output()
             .map_err(|e| err(format!("cannot run {}: {e}", python.display())))?;
         if !venv.status.success() {
@@ -204,7 +252,7 @@ impl Toolbox {
                 String::from_utf8_lossy(&venv.stderr).trim()
             )));
         }
-        let pip = Command::new(tmp.join("bin/python"))
+        let pip = Command::new(self.cache.join("bin/python"))
             .args([
                 "-m",
                 "pip",
@@ -216,23 +264,13 @@ impl Toolbox {
             .output()
             .map_err(|e| err(format!("cannot run pip: {e}")))?;
         if !pip.status.success() {
-            let _ = std::fs::remove_dir_all(&tmp);
             return Err(err(format!(
                 "pip install failed: {}",
                 String::from_utf8_lossy(&pip.stderr).trim()
             )));
         }
-        // Another process may have finished first; its cache is as good as ours.
-        if std::fs::rename(&tmp, &self.cache).is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        if !self.cache_bin(tool).is_file() {
-            return Err(err(format!(
-                "the installed packages have no {}",
-                self.cache_bin(tool).display()
-            )));
-        }
-        Ok(())
+        std::fs::write(self.marker(), PACKAGES.join("\n") + "\n")
+            .map_err(|e| err(format!("cannot write {}: {e}", self.marker().display())))
     }
 }
 
