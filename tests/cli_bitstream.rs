@@ -262,3 +262,108 @@ fn vivado_builds_pynq_z2_with_positive_slack() {
     assert!(m["wns_ns"].as_f64().unwrap() >= 0.0, "{m}");
     assert!(dir.join("proj/output/vta.bit").exists() && dir.join("proj/output/vta.hwh").exists());
 }
+
+/// The open flow refuses what it cannot build before any tool runs: a clock a board without
+/// a PLL calculator cannot make, a Zynq-only option.
+#[test]
+fn the_open_flow_refuses_early_with_the_reason() {
+    let dir = scratch("openflow_refusals");
+    let fast = r#"{"LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,"LOG_BATCH":0,
+        "LOG_BLOCK":2,"LOG_UOP_BUFF_SIZE":11,"LOG_INP_BUFF_SIZE":11,"LOG_WGT_BUFF_SIZE":12,
+        "LOG_ACC_BUFF_SIZE":13,"CLOCK_MHZ":60}"#;
+    std::fs::write(dir.join("fast.json"), fast).unwrap();
+    let args = |board: &'static str| {
+        vec![
+            "hw",
+            "bitstream",
+            "--board",
+            board,
+            "--config",
+            "fast.json",
+            "-o",
+            "out",
+        ]
+    };
+    let e = fails(vta_at(&dir, &args("tang-mega-138k-pro")));
+    assert!(
+        e.contains("CLOCK_MHZ 60 differs from the 50 MHz oscillator")
+            && e.contains("\"CLOCK_MHZ\": 50"),
+        "{e}"
+    );
+    let mut with_estimate = args("ulx3s-25f");
+    with_estimate.extend(["--estimate", "x.json"]);
+    let e = fails(vta_at(&dir, &with_estimate));
+    assert!(e.contains("--estimate is for Zynq boards"), "{e}");
+    assert!(!dir.join("out").exists(), "nothing written");
+}
+
+/// The whole open flow on an ECP5-25F (ULX3S): yosys, nextpnr-ecp5 and ecppack to a real
+/// bitstream with timing met, in about a minute (the first run on a machine also installs
+/// the tools from PyPI into the user's tool cache, about a minute more).
+#[test]
+fn ulx3s_25f_gets_a_real_bitstream_with_timing_met() {
+    let dir = scratch("openflow_ulx3s_25f");
+    let out = ok(vta_in(
+        &dir,
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "ulx3s-25f",
+            "-o",
+            "out",
+            "--json",
+        ],
+    ));
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["timing_met"], true, "{r:#}");
+    assert_eq!(r["part"], "LFE5U-25F-6BG381C");
+    let bit = std::fs::read(dir.join("out/vta.bit")).unwrap();
+    assert_eq!(r["bitstream_bytes"], bit.len() as u64);
+    // ecppack's header names the part; the configuration preamble follows.
+    assert!(
+        bit.starts_with(b"\xff\x00Part: LFE5U-25F-6CABGA381\x00"),
+        "{:?}",
+        &bit[..32]
+    );
+    assert!(bit.windows(4).any(|w| w == [0xff, 0xff, 0xbd, 0xb3]));
+    let clk = &r["clocks"][0];
+    assert_eq!(clk["clock"], "clk");
+    assert_eq!(clk["target_mhz"], 50.0);
+    assert!(clk["fmax_mhz"].as_f64().unwrap() >= 50.0, "{clk}");
+    let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    for needle in [
+        "design clock 50.000 MHz (PLL from the 25 MHz oscillator)",
+        "against a target of 50.0 MHz: met",
+        "critical path",
+        "load it with: openFPGALoader -b ulx3s",
+    ] {
+        assert!(text.contains(needle), "{needle} missing in\n{text}");
+    }
+}
+
+/// The Gowin flow on a Tang Nano 20K (about 5 minutes of place and route: opt-in).
+#[test]
+#[ignore = "about 5 minutes; run with cargo test --test cli_bitstream -- --ignored"]
+fn tang_nano_20k_gets_a_real_bitstream_with_timing_met() {
+    let dir = scratch("openflow_tang_nano_20k");
+    let out = ok(vta_in(
+        &dir,
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "tang-nano-20k",
+            "-o",
+            "out",
+            "--json",
+        ],
+    ));
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["timing_met"], true, "{r:#}");
+    let fs = std::fs::read_to_string(dir.join("out/vta.fs")).unwrap();
+    // gowin_pack writes the bitstream as ASCII lines of bits; the sync word 0xA5C3 follows
+    // the padding.
+    assert!(fs.lines().any(|l| l == "1010010111000011"), "no sync word");
+    assert!(fs.bytes().all(|c| c == b'0' || c == b'1' || c == b'\n'));
+}

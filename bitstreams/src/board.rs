@@ -183,7 +183,11 @@ pub fn builtin_names() -> Vec<String> {
     builtin()
         .into_iter()
         .map(|b| b.name)
-        .chain(crate::openflow::board::builtin().into_iter().map(|b| b.name))
+        .chain(
+            crate::openflow::board::builtin()
+                .into_iter()
+                .map(|b| b.name),
+        )
         .collect()
 }
 
@@ -207,7 +211,10 @@ pub fn load_any(spec: &str) -> Result<AnyBoard, BoardError> {
             parse(&text, spec).map(AnyBoard::Zynq)
         };
     }
-    if let Some(b) = builtin().into_iter().find(|b| b.name.eq_ignore_ascii_case(spec)) {
+    if let Some(b) = builtin()
+        .into_iter()
+        .find(|b| b.name.eq_ignore_ascii_case(spec))
+    {
         return Ok(AnyBoard::Zynq(b));
     }
     crate::openflow::board::builtin()
@@ -406,7 +413,10 @@ mod tests {
     #[test]
     fn either_flow_is_found_by_name_or_file() {
         assert!(matches!(load_any("pynq-z2").unwrap(), AnyBoard::Zynq(_)));
-        assert!(matches!(load_any("Tang-Nano-20K").unwrap(), AnyBoard::Open(_)));
+        assert!(matches!(
+            load_any("Tang-Nano-20K").unwrap(),
+            AnyBoard::Open(_)
+        ));
         let e = load_any("de10-nano").unwrap_err().to_string();
         assert!(e.contains("kv260") && e.contains("ulx3s-85f"), "{e}");
         let dir = std::env::temp_dir().join(format!("vta-anyboard-{}", std::process::id()));

@@ -68,8 +68,8 @@ pub struct Build<'a> {
     pub seed: u64,
 }
 
-/// Runs the flow and returns the report (text or JSON); timing not met is an error after
-/// the report is printed, unless allowed.
+/// Runs the flow and returns the report (text or JSON); timing not met is an error (the
+/// report then goes to stderr), unless allowed.
 pub fn build(o: &Build) -> Result<String> {
     let b = o.board;
     let cfg = match o.config {
@@ -113,13 +113,10 @@ pub fn build(o: &Build) -> Result<String> {
     };
     write("report.txt", &text)?;
     write("report.json", &format!("{json:#}\n"))?;
-    let shown = if o.json {
-        format!("{json:#}\n")
-    } else {
-        text
-    };
+    let shown = if o.json { format!("{json:#}\n") } else { text };
     if !outcome.report.timing_met() && !o.allow_timing_fail {
-        print!("{shown}");
+        // A failed command prints nothing on stdout; the report goes with the error.
+        eprint!("{shown}");
         let slow: Vec<String> = outcome
             .report
             .clocks
@@ -224,7 +221,12 @@ fn text_report(
     t
 }
 
-fn json_report(o: &Build, cfg: &HwConfig, d: &top::Design, out: &flow::Outcome) -> serde_json::Value {
+fn json_report(
+    o: &Build,
+    cfg: &HwConfig,
+    d: &top::Design,
+    out: &flow::Outcome,
+) -> serde_json::Value {
     let b = o.board;
     json!({
         "board": b.name,

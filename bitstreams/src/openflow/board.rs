@@ -8,8 +8,14 @@ use crate::board::BoardError;
 
 /// The open-flow boards shipped with the toolkit, as (file name, JSON).
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("ulx3s-85f.json", include_str!("../../boards/ulx3s-85f.json")),
-    ("ulx3s-25f.json", include_str!("../../boards/ulx3s-25f.json")),
+    (
+        "ulx3s-85f.json",
+        include_str!("../../boards/ulx3s-85f.json"),
+    ),
+    (
+        "ulx3s-25f.json",
+        include_str!("../../boards/ulx3s-25f.json"),
+    ),
     (
         "orangecrab-85f.json",
         include_str!("../../boards/orangecrab-85f.json"),
@@ -297,13 +303,19 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("G2 is used twice"), "{e}");
-        let e = parse(&good.replace("\"LOG_BLOCK\": 3", "\"LOG_BLOK\": 3"), "x.json")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            &good.replace("\"LOG_BLOCK\": 3", "\"LOG_BLOK\": 3"),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("default_config"), "{e}");
-        let e = parse(&good.replace("\"family\": \"ecp5\"", "\"family\": \"ice40\""), "x.json")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            &good.replace("\"family\": \"ecp5\"", "\"family\": \"ice40\""),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("ice40"), "{e}");
     }
 }

@@ -147,7 +147,11 @@ fn any_line(_: &str) -> bool {
 }
 
 /// Runs the flow (see the module docs); `progress` hears each stage and the tools' phases.
-pub fn run(s: &Spec, tools: &Toolbox, progress: &mut dyn FnMut(&str)) -> Result<Outcome, FlowError> {
+pub fn run(
+    s: &Spec,
+    tools: &Toolbox,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Outcome, FlowError> {
     let b = s.board;
     precheck(s)?;
     let out = s.out;
@@ -257,9 +261,9 @@ pub fn run(s: &Spec, tools: &Toolbox, progress: &mut dyn FnMut(&str)) -> Result<
     // Synthesis.
     let synth = match &b.chip {
         Chip::Ecp5 { .. } => format!("synth_ecp5 -top {BOARD_TOP} -json build/synth.json"),
-        Chip::Gowin { synth_family, .. } => format!(
-            "synth_gowin -top {BOARD_TOP} -family {synth_family} -json build/synth.json"
-        ),
+        Chip::Gowin { synth_family, .. } => {
+            format!("synth_gowin -top {BOARD_TOP} -family {synth_family} -json build/synth.json")
+        }
     };
     let script = format!(
         "# yosys script written by `vta hw bitstream` (run in this directory: yosys -s synth.ys)\n\
@@ -410,7 +414,10 @@ pub fn run(s: &Spec, tools: &Toolbox, progress: &mut dyn FnMut(&str)) -> Result<
             ),
         };
         let exe = find(tool, progress)?;
-        progress(&format!("pack: {} -> {file} (log logs/pack.log)", tool.label()));
+        progress(&format!(
+            "pack: {} -> {file} (log logs/pack.log)",
+            tool.label()
+        ));
         let _ = std::fs::remove_file(out.join(file));
         let t = tools::run(
             &Run {

@@ -104,14 +104,30 @@ pub fn clean_clock(name: &str) -> String {
         .trim_start_matches("posedge ")
         .trim_start_matches("negedge ");
     let n = n.strip_prefix("$glbnet$").unwrap_or(n);
-    n.split('$').find(|s| !s.is_empty()).unwrap_or(n).to_string()
+    n.split('$')
+        .find(|s| !s.is_empty())
+        .unwrap_or(n)
+        .to_string()
 }
 
 /// Suffixes yosys adds to the names of the cells (and nets) it maps: what precedes them is
 /// the RTL signal.
 const MARKERS: &[&str] = &[
-    "_TRELLIS_", "_DFF", "_DP16KD", "_PDPW16KD", "_MULT", "_ALU54", "_SDPB", "_DPB", "_SDPX9B",
-    "_DPX9B", "_RAM16", "_LUT", "_CCU2", "_ALU", "_MUX2",
+    "_TRELLIS_",
+    "_DFF",
+    "_DP16KD",
+    "_PDPW16KD",
+    "_MULT",
+    "_ALU54",
+    "_SDPB",
+    "_DPB",
+    "_SDPX9B",
+    "_DPX9B",
+    "_RAM16",
+    "_LUT",
+    "_CCU2",
+    "_ALU",
+    "_MUX2",
 ];
 
 /// Cell types that are always there and say nothing about the design.
@@ -340,7 +356,10 @@ mod tests {
         let r = parse(REPORT, "rep.json").unwrap();
         assert_eq!(r.resource("TRELLIS_FF").unwrap().used, 33);
         assert!(r.resource("DCCA").is_some(), "a used cell type is kept");
-        assert!(r.resource("SEDGA").is_none(), "an unused unknown one is not");
+        assert!(
+            r.resource("SEDGA").is_none(),
+            "an unused unknown one is not"
+        );
         assert_eq!(r.clocks.len(), 1);
         let c = &r.clocks[0];
         assert_eq!(c.clock, "clk");
@@ -355,7 +374,10 @@ mod tests {
             text.contains("clock clk: Fmax 272.6 MHz against a target of 25.0 MHz: met"),
             "{text}"
         );
-        assert!(text.contains("from c[0]") && text.contains("to   led"), "{text}");
+        assert!(
+            text.contains("from c[0]") && text.contains("to   led"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -363,7 +385,11 @@ mod tests {
         let slow = REPORT.replace("\"constraint\": 25", "\"constraint\": 300");
         let r = parse(&slow, "rep.json").unwrap();
         assert!(!r.timing_met());
-        assert!(format(&r).contains("NOT MET, 0.34 ns too slow"), "{}", format(&r));
+        assert!(
+            format(&r).contains("NOT MET, 0.34 ns too slow"),
+            "{}",
+            format(&r)
+        );
     }
 
     #[test]

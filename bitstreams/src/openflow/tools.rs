@@ -438,7 +438,10 @@ mod tests {
         let e = run(&r, &mut |s| seen.push(s.to_string()))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("yosys failed") && e.contains("oops") && e.contains("t.log"), "{e}");
+        assert!(
+            e.contains("yosys failed") && e.contains("oops") && e.contains("t.log"),
+            "{e}"
+        );
         assert!(seen.iter().any(|s| s.ends_with("phase one")), "{seen:?}");
         let log = std::fs::read_to_string(dir.join("t.log")).unwrap();
         assert!(log.contains("phase one") && log.contains("oops"), "{log}");

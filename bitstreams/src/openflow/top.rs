@@ -136,7 +136,10 @@ pub fn board_top(b: &OpenBoard, d: &Design, pll: bool) -> String {
             };
             v.push_str(&format!("    assign led = {};\n", lit(driven)));
         }
-        None => v.push_str(&format!("    assign led = {};\n", lit(format!("{leds}'d0")))),
+        None => v.push_str(&format!(
+            "    assign led = {};\n",
+            lit(format!("{leds}'d0"))
+        )),
     }
     v.push_str(&format!(
         "    {} design (\n        {}\n    );\nendmodule\n",
@@ -324,7 +327,10 @@ mod tests {
     fn the_board_top_inverts_active_low_leds_and_buttons() {
         let d = counter_design();
         let v = board_top(&by_name("tang-nano-20k"), &d, true);
-        assert!(v.contains("vta_pll pll (.clock_in(clk_osc), .clock_out(clk)"), "{v}");
+        assert!(
+            v.contains("vta_pll pll (.clock_in(clk_osc), .clock_out(clk)"),
+            "{v}"
+        );
         assert!(v.contains("assign led = ~(design_led[5:0]);"), "{v}");
         assert!(v.contains("button_sync[0], btn_reset}"), "{v}");
         let v = board_top(&by_name("ulx3s-85f"), &d, false);
