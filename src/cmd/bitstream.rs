@@ -40,8 +40,12 @@ pub struct BitstreamArgs {
     #[arg(long)]
     run: bool,
     /// ECP5/Gowin: what to build
-    #[arg(long, value_enum, default_value = "counter")]
+    #[arg(long, value_enum, default_value = "soc")]
     design: super::openflow::DesignKind,
+    /// ECP5/Gowin: the SoC's on-chip device memory in KiB, a power of two (default: the
+    /// board's, see its file)
+    #[arg(long, value_name = "KIB")]
+    memory_kib: Option<u32>,
     /// ECP5/Gowin: print the report as JSON (it is also written to DIR/report.json)
     #[arg(long)]
     json: bool,
@@ -171,6 +175,7 @@ pub fn run(a: BitstreamArgs) -> Result<String> {
                 board: &b,
                 config: a.config.as_deref(),
                 design: a.design,
+                memory_kib: a.memory_kib,
                 out: &a.out,
                 json: a.json,
                 allow_timing_fail: a.allow_timing_fail,

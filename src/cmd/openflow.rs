@@ -13,16 +13,51 @@ use serde_json::json;
 /// What `--design` builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DesignKind {
+    /// The SoC `vta_soc`: the accelerator, on-chip device memory and the UART host bridge
+    Soc,
     /// A counter on the LEDs and a UART echo with the SoC's pins (board bring-up; ignores
     /// the config)
     Counter,
 }
 
-/// The design to build for `cfg`.
-pub fn design(kind: DesignKind, _cfg: &HwConfig) -> Result<top::Design> {
-    match kind {
-        DesignKind::Counter => Ok(top::counter_design()),
+/// The design to build for `cfg` with `memory_kib` of device memory (the SoC).
+pub fn design(kind: DesignKind, cfg: &HwConfig, memory_kib: u32) -> Result<top::Design> {
+    if kind == DesignKind::Counter {
+        return Ok(top::counter_design());
     }
+    let mut params = vta_hw::soc::SocParams::for_config(cfg);
+    params.mem_bytes = memory_kib
+        .checked_mul(1024)
+        .context("--memory-kib is too large")?;
+    let g = vta_hw::soc::generate(cfg, &params)?;
+    let mut memories = scratchpads(cfg);
+    let bits = u64::from(cfg.axi_data_width);
+    memories.push(bitstreams::openflow::fit::Memory {
+        name: "device memory".into(),
+        key: None,
+        depth: u64::from(params.mem_bytes) * 8 / bits,
+        width: bits,
+    });
+    Ok(top::Design {
+        verilog: g.verilog,
+        top: "vta_soc".into(),
+        ports: top::Ports {
+            clock: "clk".into(),
+            reset: params.reset_pin().into(),
+            uart_rx: "uart_rx".into(),
+            uart_tx: "uart_tx".into(),
+            leds: top::LedPorts::Bits(vec![
+                "led_busy".into(),
+                "led_done".into(),
+                "led_error".into(),
+            ]),
+        },
+        memories,
+        description: format!(
+            "vta_soc (accelerator, {memory_kib} KiB device memory, UART bridge at {} baud)",
+            params.baud
+        ),
+    })
 }
 
 /// The accelerator's scratchpads, for the block-RAM pre-check.
@@ -62,6 +97,8 @@ pub struct Build<'a> {
     pub board: &'a OpenBoard,
     pub config: Option<&'a str>,
     pub design: DesignKind,
+    /// Device memory, KiB (None: the board's).
+    pub memory_kib: Option<u32>,
     pub out: &'a Path,
     pub json: bool,
     pub allow_timing_fail: bool,
@@ -80,10 +117,7 @@ pub fn build(o: &Build) -> Result<String> {
         Some(c) => c.to_string(),
         None => format!("the board's default config"),
     };
-    let mut d = design(o.design, &cfg)?;
-    if o.design != DesignKind::Counter {
-        d.memories.extend(scratchpads(&cfg));
-    }
+    let d = design(o.design, &cfg, o.memory_kib.unwrap_or(b.device_memory_kib))?;
     let spec = flow::Spec {
         board: b,
         design: &d,

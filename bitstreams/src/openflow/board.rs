@@ -48,6 +48,8 @@ pub struct OpenBoard {
     pub resources: Resources,
     /// The config `vta hw bitstream` builds when no `--config` is given (config JSON).
     pub default_config: serde_json::Value,
+    /// The SoC's on-chip device memory, KiB (a power of two, at least 4).
+    pub device_memory_kib: u32,
     /// How to load the bitstream (`{bitstream}` is replaced by its path).
     pub program: String,
     /// Where the pins come from and what is not certain.
@@ -236,6 +238,13 @@ pub fn parse(text: &str, path: &str) -> Result<OpenBoard, BoardError> {
         return Err(bad(
             "resources",
             "luts, ffs and bram_blocks must be the part's totals (not 0)".into(),
+        ));
+    }
+    let kib = b.device_memory_kib;
+    if !kib.is_power_of_two() || kib < 4 {
+        return Err(bad(
+            "device_memory_kib",
+            format!("{kib} must be a power of two of at least 4"),
         ));
     }
     isa::HwConfig::from_json_str(&b.default_config.to_string(), "default_config")

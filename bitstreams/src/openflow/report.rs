@@ -39,7 +39,8 @@ pub struct CriticalPath {
     pub from: String,
     /// The register (or RAM/DSP) it ends at.
     pub to: String,
-    /// Named RTL signals along the path, in order (start included).
+    /// The RTL signals along the path, in order (start included), each with the line of our
+    /// Verilog its logic comes from when the tools kept it (`rtl/design.v:2548`).
     pub through: Vec<String>,
 }
 
@@ -149,11 +150,6 @@ fn cell_signal(cell: &str) -> String {
     }
 }
 
-/// A net named after an RTL signal (not a yosys- or nextpnr-made one).
-fn is_rtl_name(net: &str) -> bool {
-    !net.is_empty() && !net.contains('$') && !MARKERS.iter().any(|m| net.contains(m))
-}
-
 /// Parses nextpnr's `--report` JSON (a clock without a constraint gets target 0).
 pub fn parse(json: &str, path: &str) -> Result<Report, ReportError> {
     let err = |problem: String| ReportError {
@@ -226,15 +222,23 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
     let mut routing_ns = 0.0;
     let mut cells = 0;
     let mut last_cell = String::new();
-    let mut through: Vec<String> = vec![];
+    let mut through: Vec<(String, Option<String>)> = vec![];
     for s in steps {
         let d = s["delay"].as_f64().unwrap_or(0.0);
         match s["type"].as_str().unwrap_or("") {
             "routing" => {
                 routing_ns += d;
                 if let Some(net) = s["net"].as_str() {
-                    if is_rtl_name(net) && through.last().map(String::as_str) != Some(net) {
-                        through.push(net.to_string());
+                    let name = net_signal(net);
+                    if !name.is_empty() && through.last().map(|t| t.0.as_str()) != Some(&name) {
+                        let src = s["sources"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|x| x.as_str())
+                            .find(|x| x.starts_with("rtl/"))
+                            .map(|x| x.split('.').take(2).collect::<Vec<_>>().join("."));
+                        through.push((name, src));
                     }
                 }
             }
@@ -254,7 +258,7 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
     let last = steps.last()?;
     let from = through
         .first()
-        .cloned()
+        .map(|t| t.0.clone())
         .unwrap_or_else(|| cell_signal(first["from"]["cell"].as_str().unwrap_or("?")));
     let to = cell_signal(last["to"]["cell"].as_str().unwrap_or("?"));
     Some(CriticalPath {
@@ -264,8 +268,28 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
         cells,
         from,
         to,
-        through,
+        through: through
+            .into_iter()
+            .map(|(n, src)| match src {
+                Some(s) => format!("{n} ({s})"),
+                None => n,
+            })
+            .collect(),
     })
+}
+
+/// The RTL signal a net carries or is computed for: yosys names the nets of mapped logic
+/// after the register or wire they feed plus a suffix; a nextpnr-made net has no RTL name.
+fn net_signal(net: &str) -> String {
+    if net.starts_with('$') {
+        return String::new();
+    }
+    let base = cell_signal(net);
+    if base.len() < net.len() {
+        base
+    } else {
+        net.to_string()
+    }
 }
 
 /// Signals of a path as lines, eliding the middle of long ones.
@@ -404,7 +428,11 @@ mod tests {
         assert_eq!(clean_clock("clk_osc"), "clk_osc");
         assert_eq!(cell_signal("soc.core.q_DFFRE_Q_3"), "soc.core.q");
         assert_eq!(cell_signal("mem.0.0_DP16KD"), "mem.0.0");
-        assert!(!is_rtl_name("design.count_DFFR_Q_28_D_ALU_SUM_CIN"));
-        assert!(is_rtl_name("design.count[3]"));
+        assert_eq!(
+            net_signal("design.count_DFFR_Q_28_D_ALU_SUM_CIN"),
+            "design.count"
+        );
+        assert_eq!(net_signal("design.count[3]"), "design.count[3]");
+        assert_eq!(net_signal("$nextpnr_CCU2C_75$CIN"), "");
     }
 }

@@ -20,14 +20,32 @@ pub struct Design {
 }
 
 /// The top module's port names: clock, active-high synchronous reset, UART receive and
-/// transmit (seen from the FPGA), and the LEDs (name and width; None: none).
+/// transmit (seen from the FPGA), and the LEDs.
 #[derive(Clone, Debug)]
 pub struct Ports {
     pub clock: String,
     pub reset: String,
     pub uart_rx: String,
     pub uart_tx: String,
-    pub leds: Option<(String, u32)>,
+    pub leds: LedPorts,
+}
+
+/// The top module's LED outputs (lit when high), shown on the board's LEDs in order.
+#[derive(Clone, Debug)]
+pub enum LedPorts {
+    /// One bus port of that width.
+    Bus(String, u32),
+    /// One-bit ports.
+    Bits(Vec<String>),
+}
+
+impl LedPorts {
+    fn count(&self) -> usize {
+        match self {
+            LedPorts::Bus(_, w) => *w as usize,
+            LedPorts::Bits(v) => v.len(),
+        }
+    }
 }
 
 /// The board top's module name.
@@ -124,22 +142,30 @@ pub fn board_top(b: &OpenBoard, d: &Design, pll: bool) -> String {
             expr
         }
     };
-    match &p.leds {
-        Some((name, width)) => {
-            v.push_str(&format!("    wire [{}:0] design_led;\n", width - 1));
-            conns.push(format!(".{name}(design_led)"));
-            let shared = (*width as usize).min(leds);
-            let driven = if shared == leds {
-                format!("design_led[{}:0]", leds - 1)
-            } else {
-                format!("{{{}'d0, design_led[{}:0]}}", leds - shared, shared - 1)
-            };
-            v.push_str(&format!("    assign led = {};\n", lit(driven)));
+    let width = p.leds.count();
+    if width > 0 {
+        v.push_str(&format!("    wire [{}:0] design_led;\n", width - 1));
+        match &p.leds {
+            LedPorts::Bus(name, _) => conns.push(format!(".{name}(design_led)")),
+            LedPorts::Bits(names) => conns.extend(
+                names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| format!(".{n}(design_led[{i}])")),
+            ),
         }
-        None => v.push_str(&format!(
+        let shared = width.min(leds);
+        let driven = if shared == leds {
+            format!("design_led[{}:0]", leds - 1)
+        } else {
+            format!("{{{}'d0, design_led[{}:0]}}", leds - shared, shared - 1)
+        };
+        v.push_str(&format!("    assign led = {};\n", lit(driven)));
+    } else {
+        v.push_str(&format!(
             "    assign led = {};\n",
             lit(format!("{leds}'d0"))
-        )),
+        ));
     }
     v.push_str(&format!(
         "    {} design (\n        {}\n    );\nendmodule\n",
@@ -276,7 +302,7 @@ pub fn counter_design() -> Design {
             reset: "rst".into(),
             uart_rx: "uart_rx".into(),
             uart_tx: "uart_tx".into(),
-            leds: Some(("led".into(), 8)),
+            leds: LedPorts::Bus("led".into(), 8),
         },
         memories: vec![],
         description: "counter_soc (a counter and a UART echo, not the accelerator)".into(),
@@ -342,5 +368,10 @@ mod tests {
         let v = board_top(&by_name("orangecrab-85f"), &d, true);
         assert!(v.contains(".clkin(clk_osc), .clkout0(clk)"), "{v}");
         assert!(v.contains("assign led = ~(design_led[2:0]);"), "{v}");
+        let mut soc = d.clone();
+        soc.ports.leds = LedPorts::Bits(vec!["led_busy".into(), "led_done".into()]);
+        let v = board_top(&by_name("ulx3s-85f"), &soc, false);
+        assert!(v.contains(".led_done(design_led[1])"), "{v}");
+        assert!(v.contains("assign led = {6'd0, design_led[1:0]};"), "{v}");
     }
 }
