@@ -165,8 +165,8 @@ pub fn load(spec: &str) -> Result<Board, BoardError> {
 /// A board of either flow: a Zynq board (Vivado project) or an ECP5/Gowin board (open tools).
 #[derive(Clone, Debug, PartialEq)]
 pub enum AnyBoard {
-    Zynq(Board),
-    Open(crate::openflow::OpenBoard),
+    Zynq(Box<Board>),
+    Open(Box<crate::openflow::OpenBoard>),
 }
 
 impl AnyBoard {
@@ -206,21 +206,21 @@ pub fn load_any(spec: &str) -> Result<AnyBoard, BoardError> {
                 source,
             })?;
         return if v.get("chip").is_some() {
-            crate::openflow::board::parse(&text, spec).map(AnyBoard::Open)
+            crate::openflow::board::parse(&text, spec).map(|b| AnyBoard::Open(Box::new(b)))
         } else {
-            parse(&text, spec).map(AnyBoard::Zynq)
+            parse(&text, spec).map(|b| AnyBoard::Zynq(Box::new(b)))
         };
     }
     if let Some(b) = builtin()
         .into_iter()
         .find(|b| b.name.eq_ignore_ascii_case(spec))
     {
-        return Ok(AnyBoard::Zynq(b));
+        return Ok(AnyBoard::Zynq(Box::new(b)));
     }
     crate::openflow::board::builtin()
         .into_iter()
         .find(|b| b.name.eq_ignore_ascii_case(spec))
-        .map(AnyBoard::Open)
+        .map(|b| AnyBoard::Open(Box::new(b)))
         .ok_or_else(|| BoardError::Unknown {
             name: spec.into(),
             known: builtin_names().join(", "),

@@ -55,6 +55,10 @@ pub struct BitstreamArgs {
     /// ECP5/Gowin: nextpnr's placer seed (another seed may close timing on a tight design)
     #[arg(long, default_value_t = 1, value_name = "N")]
     seed: u64,
+    /// ECP5/Gowin: stop after place and route (resources and Fmax, no bitstream); the run is
+    /// cached under the cache directory, so the same design, board and clock again is instant
+    #[arg(long)]
+    no_bitstream: bool,
 }
 
 /// Where cached yosys estimates and the open tools live: `$VTA_CACHE_DIR`, else
@@ -162,7 +166,7 @@ fn table(rows: &[fit::Usage]) -> String {
 
 pub fn run(a: BitstreamArgs) -> Result<String> {
     match board::load_any(&a.board)? {
-        board::AnyBoard::Zynq(b) => zynq(a, b),
+        board::AnyBoard::Zynq(b) => zynq(a, *b),
         board::AnyBoard::Open(b) => {
             if a.estimate.is_some() {
                 bail!(
@@ -180,6 +184,7 @@ pub fn run(a: BitstreamArgs) -> Result<String> {
                 json: a.json,
                 allow_timing_fail: a.allow_timing_fail,
                 seed: a.seed,
+                no_bitstream: a.no_bitstream,
             })
         }
     }

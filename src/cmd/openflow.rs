@@ -103,6 +103,52 @@ pub struct Build<'a> {
     pub json: bool,
     pub allow_timing_fail: bool,
     pub seed: u64,
+    /// Stop after place and route, through the cache of [`resources_and_fmax`].
+    pub no_bitstream: bool,
+}
+
+/// Resources and Fmax of `design` on `board` with the design clock at `clock_mhz`: the open
+/// flow through place and route, no bitstream, run in a work directory under the cache
+/// (`<cache>/openflow/<hash>`) and its outcome kept there, keyed by a hash of the design's
+/// Verilog, the board, the clock, the seed and the tool versions, so asking again costs
+/// nothing. Returns the outcome, the work directory and whether it came from the cache.
+pub fn resources_and_fmax(
+    board: &OpenBoard,
+    design: &top::Design,
+    clock_mhz: f64,
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(flow::Outcome, PathBuf, bool)> {
+    let key = isa::container::fnv1a(
+        format!(
+            "{}\n{board:?}\n{clock_mhz}\n{seed}\n{:?}",
+            design.verilog,
+            bitstreams::openflow::tools::PACKAGES
+        )
+        .as_bytes(),
+    );
+    let root = super::bitstream::cache_dir().context(
+        "no cache directory for the open flow: set VTA_CACHE_DIR (or HOME or XDG_CACHE_HOME)",
+    )?;
+    let work = root.join(format!("openflow/{}-{key:016x}", board.name));
+    let saved = work.join("outcome.json");
+    if let Ok(text) = std::fs::read_to_string(&saved) {
+        if let Ok(o) = serde_json::from_str(&text) {
+            return Ok((o, work, true));
+        }
+    }
+    let spec = flow::Spec {
+        board,
+        design,
+        clock_mhz,
+        out: &work,
+        pack: false,
+        seed,
+    };
+    let outcome = flow::run(&spec, &toolbox()?, progress)?;
+    // A cache that cannot be written only costs the next call the run again.
+    let _ = std::fs::write(&saved, serde_json::to_string(&outcome)?);
+    Ok((outcome, work, false))
 }
 
 /// Runs the flow and returns the report (text or JSON); timing not met is an error (the
@@ -115,7 +161,7 @@ pub fn build(o: &Build) -> Result<String> {
     };
     let config_from = match o.config {
         Some(c) => c.to_string(),
-        None => format!("the board's default config"),
+        None => "the board's default config".to_string(),
     };
     let d = design(o.design, &cfg, o.memory_kib.unwrap_or(b.device_memory_kib))?;
     let spec = flow::Spec {
@@ -136,8 +182,24 @@ pub fn build(o: &Build) -> Result<String> {
         cfg.config_string(),
         cfg.clock_mhz
     ));
-    let tools = toolbox()?;
-    let outcome = flow::run(&spec, &tools, &mut |s| say(s))?;
+    let outcome = if o.no_bitstream {
+        let (outcome, work, cached) =
+            resources_and_fmax(b, &d, spec.clock_mhz, o.seed, &mut |s| say(s))?;
+        say(&format!(
+            "{} place and route in {} (no bitstream)",
+            if cached {
+                "reused the cached"
+            } else {
+                "cached the"
+            },
+            work.display()
+        ));
+        std::fs::create_dir_all(o.out)
+            .with_context(|| format!("cannot create {}", o.out.display()))?;
+        outcome
+    } else {
+        flow::run(&spec, &toolbox()?, &mut |s| say(s))?
+    };
     let text = text_report(o, &cfg, &d, &blocks, &outcome);
     let json = json_report(o, &cfg, &d, &outcome);
     let write = |name: &str, t: &str| -> Result<PathBuf> {

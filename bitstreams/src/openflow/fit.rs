@@ -126,7 +126,7 @@ pub fn check_memories(
 }
 
 /// What yosys mapped, in the part's terms.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Mapped {
     /// 4-input LUTs (carry cells and LUT RAM counted in LUTs).
     pub luts: u64,

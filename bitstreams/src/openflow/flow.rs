@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::board::{Chip, OpenBoard};
 use super::fit::{self, DoesNotFit, Mapped};
@@ -28,7 +28,7 @@ pub struct Spec<'a> {
 }
 
 /// What a run produced.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcome {
     /// The design clock the PLL makes (or the oscillator's), MHz.
     pub clock_mhz: f64,

@@ -3,10 +3,10 @@
 //! by the signals of our RTL (nextpnr's cell names are yosys' mapping artefacts; the nets
 //! keep the RTL's register and wire names).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One resource of the part.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Use {
     /// nextpnr's cell type, e.g. `TRELLIS_COMB`, `DP16KD`.
     pub resource: String,
@@ -17,7 +17,7 @@ pub struct Use {
 }
 
 /// One clock's timing.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClockTiming {
     /// The clock net, cleaned of the tools' decorations (e.g. `clk`).
     pub clock: String,
@@ -28,7 +28,7 @@ pub struct ClockTiming {
 }
 
 /// The slowest register-to-register path of a clock.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CriticalPath {
     pub delay_ns: f64,
     pub logic_ns: f64,
@@ -45,7 +45,7 @@ pub struct CriticalPath {
 }
 
 /// The routed design's report.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub resources: Vec<Use>,
     pub clocks: Vec<ClockTiming>,
