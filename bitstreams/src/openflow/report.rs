@@ -230,15 +230,22 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
                 routing_ns += d;
                 if let Some(net) = s["net"].as_str() {
                     let name = net_signal(net);
-                    if !name.is_empty() && through.last().map(|t| t.0.as_str()) != Some(&name) {
-                        let src = s["sources"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(|x| x.as_str())
-                            .find(|x| x.starts_with("rtl/"))
-                            .map(|x| x.split('.').take(2).collect::<Vec<_>>().join("."));
-                        through.push((name, src));
+                    let src = s["sources"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|x| x.as_str())
+                        .find(|x| x.starts_with("rtl/"))
+                        .map(|x| x.split('.').take(2).collect::<Vec<_>>().join("."));
+                    match through.last_mut() {
+                        // The same signal again: keep the first Verilog line found for it.
+                        Some(last) if last.0 == name => {
+                            if last.1.is_none() {
+                                last.1 = src;
+                            }
+                        }
+                        _ if !name.is_empty() => through.push((name, src)),
+                        _ => {}
                     }
                 }
             }
@@ -261,6 +268,10 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
         .map(|t| t.0.clone())
         .unwrap_or_else(|| cell_signal(first["from"]["cell"].as_str().unwrap_or("?")));
     let to = cell_signal(last["to"]["cell"].as_str().unwrap_or("?"));
+    // The endpoint's own input net repeats the endpoint.
+    if through.len() > 1 && through.last().is_some_and(|t| t.0 == to) {
+        through.pop();
+    }
     Some(CriticalPath {
         delay_ns: logic_ns + routing_ns,
         logic_ns,
