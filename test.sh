@@ -23,6 +23,13 @@ fi
 
 cargo test --workspace "$@"
 
+# The open FPGA flow on the SoC: yosys, nextpnr-ecp5 and ecppack build vta_soc (1x4x4) for an
+# ECP5-25F board to a bitstream with timing met (about 5 minutes; the tools come from PyPI into
+# the user's tool cache on first use; VTA_OPENFLOW=0 skips it).
+if [ "${VTA_OPENFLOW:-1}" = 1 ]; then
+    cargo test --test cli_bitstream -- --ignored ulx3s_25f_soc
+fi
+
 # The board binary cross-built for armv7 and run under qemu-arm on the emulated board: it runs
 # a model and serves the digits demo to `vta demo --backend remote://` (a few minutes: the
 # script installs the rustup target, Debian's cross gcc and qemu-user, and zig from PyPI).

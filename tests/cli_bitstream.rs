@@ -262,3 +262,160 @@ fn vivado_builds_pynq_z2_with_positive_slack() {
     assert!(m["wns_ns"].as_f64().unwrap() >= 0.0, "{m}");
     assert!(dir.join("proj/output/vta.bit").exists() && dir.join("proj/output/vta.hwh").exists());
 }
+
+/// The open flow refuses what it cannot build before any tool runs: a clock a board without
+/// a PLL calculator cannot make, a Zynq-only option.
+#[test]
+fn the_open_flow_refuses_early_with_the_reason() {
+    let dir = scratch("openflow_refusals");
+    let fast = r#"{"LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,"LOG_BATCH":0,
+        "LOG_BLOCK":2,"LOG_UOP_BUFF_SIZE":11,"LOG_INP_BUFF_SIZE":11,"LOG_WGT_BUFF_SIZE":12,
+        "LOG_ACC_BUFF_SIZE":13,"CLOCK_MHZ":60}"#;
+    std::fs::write(dir.join("fast.json"), fast).unwrap();
+    let args = |board: &'static str| {
+        vec![
+            "hw",
+            "bitstream",
+            "--board",
+            board,
+            "--config",
+            "fast.json",
+            "-o",
+            "out",
+        ]
+    };
+    let e = fails(vta_at(&dir, &args("tang-mega-138k-pro")));
+    assert!(
+        e.contains("CLOCK_MHZ 60 differs from the 50 MHz oscillator")
+            && e.contains("\"CLOCK_MHZ\": 50"),
+        "{e}"
+    );
+    // VTA's default buffers need more block RAM than an ECP5-85F has.
+    let e = fails(vta_at(
+        &dir,
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            "ulx3s-85f",
+            "--config",
+            "default",
+            "-o",
+            "out",
+        ],
+    ));
+    assert!(
+        e.contains("does not fit LFE5U-85F-6BG381C") && e.contains("LOG_WGT_BUFF_SIZE 18 -> 17"),
+        "{e}"
+    );
+    let mut with_estimate = args("ulx3s-25f");
+    with_estimate.extend(["--estimate", "x.json"]);
+    let e = fails(vta_at(&dir, &with_estimate));
+    assert!(e.contains("--estimate is for Zynq boards"), "{e}");
+    assert!(!dir.join("out").exists(), "nothing written");
+}
+
+/// The open flow's result, checked: exit 0, timing met at the board's default clock, the
+/// bitstream file as reported, and the text report's main lines.
+fn open_flow(
+    board: &str,
+    design: &str,
+    scratch_name: &str,
+) -> (std::path::PathBuf, serde_json::Value) {
+    let dir = scratch(scratch_name);
+    let out = ok(vta_in(
+        &dir,
+        &[
+            "hw",
+            "bitstream",
+            "--board",
+            board,
+            "--design",
+            design,
+            "-o",
+            "out",
+            "--json",
+        ],
+    ));
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["timing_met"], true, "{r:#}");
+    let clk = &r["clocks"][0];
+    assert_eq!(clk["clock"], "clk");
+    assert!(
+        clk["fmax_mhz"].as_f64().unwrap() >= clk["target_mhz"].as_f64().unwrap(),
+        "{clk}"
+    );
+    let file = dir.join(if r["family"] == "ecp5" {
+        "out/vta.bit"
+    } else {
+        "out/vta.fs"
+    });
+    assert_eq!(
+        r["bitstream_bytes"],
+        std::fs::metadata(&file).unwrap().len()
+    );
+    let text = std::fs::read_to_string(dir.join("out/report.txt")).unwrap();
+    for needle in [
+        "Fmax",
+        ": met, slack",
+        "critical path",
+        "load it with:",
+        "run time:",
+    ] {
+        assert!(text.contains(needle), "{needle} missing in\n{text}");
+    }
+    (file, r)
+}
+
+/// An ECP5 bitstream as ecppack writes it: the header names the part, the configuration
+/// preamble follows.
+fn assert_ecp5_bitstream(file: &Path, part: &str) {
+    let bit = std::fs::read(file).unwrap();
+    assert_eq!(bit[..2], [0xff, 0x00], "no ecppack header");
+    let name = format!("Part: {part}\0");
+    assert!(
+        bit[..64].windows(name.len()).any(|w| w == name.as_bytes()),
+        "{name} not in the header {:?}",
+        &bit[..64]
+    );
+    assert!(
+        bit.windows(4).any(|w| w == [0xff, 0xff, 0xbd, 0xb3]),
+        "no preamble"
+    );
+}
+
+/// The whole open flow on an ECP5-25F (ULX3S) with the counter design: yosys, ecppll,
+/// nextpnr-ecp5 and ecppack to a real bitstream with timing met, in seconds (the first run on
+/// a machine also installs the tools from PyPI into the user's tool cache, about a minute).
+#[test]
+fn ulx3s_25f_counter_gets_a_real_bitstream() {
+    let (file, r) = open_flow("ulx3s-25f", "counter", "openflow_ulx3s_25f_counter");
+    assert_eq!(r["part"], "LFE5U-25F-6BG381C");
+    assert_eq!(r["clocks"][0]["target_mhz"], 50.0);
+    assert_ecp5_bitstream(&file, "LFE5U-25F-6CABGA381");
+}
+
+/// The SoC (1x4x4, 32 KiB device memory) on an ECP5-25F, to a bitstream with timing met at
+/// 50 MHz: about 5 minutes of place and route on an idle machine (15 on a busy one), so
+/// `./test.sh` runs it (VTA_OPENFLOW=0 skips it) rather than every `cargo test`.
+#[test]
+#[ignore = "about 5 minutes; ./test.sh runs it, or cargo test --test cli_bitstream -- --ignored ulx3s"]
+fn ulx3s_25f_soc_gets_a_real_bitstream_with_timing_met() {
+    let (file, r) = open_flow("ulx3s-25f", "soc", "openflow_ulx3s_25f_soc");
+    assert_eq!(r["design"], "vta_soc");
+    assert_eq!(r["mapped"]["bram_blocks"], 27);
+    assert_ecp5_bitstream(&file, "LFE5U-25F-6CABGA381");
+}
+
+/// The SoC (1x8x8) on a Tang Nano 20K (Gowin): an opt-in benchmark.
+#[test]
+#[ignore = "several minutes; run with cargo test --test cli_bitstream -- --ignored tang_nano"]
+fn tang_nano_20k_soc_gets_a_real_bitstream_with_timing_met() {
+    let (file, r) = open_flow("tang-nano-20k", "soc", "openflow_tang_nano_20k_soc");
+    assert_eq!(r["design"], "vta_soc");
+    let fs = std::fs::read_to_string(file).unwrap();
+    // gowin_pack writes the bitstream as ASCII lines of bits; the sync word 0xA5C3 follows
+    // the padding.
+    assert!(fs.lines().any(|l| l == "1010010111000011"), "no sync word");
+    assert!(fs.bytes().all(|c| c == b'0' || c == b'1' || c == b'\n'));
+}

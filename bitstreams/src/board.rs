@@ -162,6 +162,71 @@ pub fn load(spec: &str) -> Result<Board, BoardError> {
         })
 }
 
+/// A board of either flow: a Zynq board (Vivado project) or an ECP5/Gowin board (open tools).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnyBoard {
+    Zynq(Box<Board>),
+    Open(Box<crate::openflow::OpenBoard>),
+}
+
+impl AnyBoard {
+    pub fn name(&self) -> &str {
+        match self {
+            AnyBoard::Zynq(b) => &b.name,
+            AnyBoard::Open(b) => &b.name,
+        }
+    }
+}
+
+/// Every built-in board's name, Zynq boards first.
+pub fn builtin_names() -> Vec<String> {
+    builtin()
+        .into_iter()
+        .map(|b| b.name)
+        .chain(
+            crate::openflow::board::builtin()
+                .into_iter()
+                .map(|b| b.name),
+        )
+        .collect()
+}
+
+/// A built-in board of either flow by name, or a board file when `spec` is a path to one (an
+/// open-flow board file has a `chip`, a Zynq one a `ps`).
+pub fn load_any(spec: &str) -> Result<AnyBoard, BoardError> {
+    let path = std::path::Path::new(spec);
+    if path.exists() || spec.ends_with(".json") {
+        let text = std::fs::read_to_string(path).map_err(|source| BoardError::Io {
+            path: spec.into(),
+            source,
+        })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|source| BoardError::Parse {
+                path: spec.into(),
+                source,
+            })?;
+        return if v.get("chip").is_some() {
+            crate::openflow::board::parse(&text, spec).map(|b| AnyBoard::Open(Box::new(b)))
+        } else {
+            parse(&text, spec).map(|b| AnyBoard::Zynq(Box::new(b)))
+        };
+    }
+    if let Some(b) = builtin()
+        .into_iter()
+        .find(|b| b.name.eq_ignore_ascii_case(spec))
+    {
+        return Ok(AnyBoard::Zynq(Box::new(b)));
+    }
+    crate::openflow::board::builtin()
+        .into_iter()
+        .find(|b| b.name.eq_ignore_ascii_case(spec))
+        .map(|b| AnyBoard::Open(Box::new(b)))
+        .ok_or_else(|| BoardError::Unknown {
+            name: spec.into(),
+            known: builtin_names().join(", "),
+        })
+}
+
 /// Parses and checks one board file; `path` names it in errors.
 pub fn parse(text: &str, path: &str) -> Result<Board, BoardError> {
     let b: Board = serde_json::from_str(text).map_err(|source| BoardError::Parse {
@@ -343,6 +408,31 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("name"), "{e}");
+    }
+
+    #[test]
+    fn either_flow_is_found_by_name_or_file() {
+        assert!(matches!(load_any("pynq-z2").unwrap(), AnyBoard::Zynq(_)));
+        assert!(matches!(
+            load_any("Tang-Nano-20K").unwrap(),
+            AnyBoard::Open(_)
+        ));
+        let e = load_any("de10-nano").unwrap_err().to_string();
+        assert!(e.contains("kv260") && e.contains("ulx3s-85f"), "{e}");
+        let dir = std::env::temp_dir().join(format!("vta-anyboard-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("mine.json");
+        std::fs::write(&f, crate::openflow::board::BUILTIN[0].1).unwrap();
+        assert!(matches!(
+            load_any(f.to_str().unwrap()).unwrap(),
+            AnyBoard::Open(_)
+        ));
+        std::fs::write(&f, BUILTIN[0].1).unwrap();
+        assert!(matches!(
+            load_any(f.to_str().unwrap()).unwrap(),
+            AnyBoard::Zynq(_)
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,4 +1,6 @@
-//! Vivado projects for Zynq boards, generated without Vivado and checked without it.
+//! Bitstreams for FPGA boards: Vivado projects for Zynq boards, generated without Vivado and
+//! checked without it, and real bitstreams for ECP5 and Gowin boards from the open tools
+//! ([`openflow`]).
 //!
 //! | module | owns |
 //! |---|---|
@@ -8,6 +10,7 @@
 //! | [`tcl`] | `build.tcl` (block design, synthesis, implementation, checks) and the clock XDC |
 //! | [`project`] | writing a project directory and its README |
 //! | [`hwh`] | reading a Vivado `.hwh` hand-off file (base address and clock of a cell) |
+//! | [`openflow`] | ECP5 and Gowin boards: yosys, nextpnr and the packers to a bitstream |
 //!
 //! The Vivado stub that runs every board's `build.tcl` under `tclsh` is
 //! `tests/vivado_stub.tcl`.
@@ -15,8 +18,9 @@
 pub mod board;
 pub mod fit;
 pub mod hwh;
+pub mod openflow;
 pub mod project;
 pub mod shell;
 pub mod tcl;
 
-pub use board::{Board, BoardError, PsKind};
+pub use board::{load_any, AnyBoard, Board, BoardError, PsKind};

@@ -21,6 +21,7 @@ mod counters;
 mod program;
 pub mod regs;
 pub mod remote;
+pub mod serial;
 
 use std::fmt;
 use std::time::Duration;

@@ -1,5 +1,6 @@
-//! `vta hw bitstream`: the fit pre-check, then a Vivado project for a Zynq board (see the
-//! `bitstreams` crate), and with `--run` the Vivado batch build.
+//! `vta hw bitstream`: for a Zynq board the fit pre-check, then a Vivado project (see the
+//! `bitstreams` crate), and with `--run` the Vivado batch build; for an ECP5 or Gowin board
+//! the open flow to a real bitstream (`super::openflow`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -11,12 +12,17 @@ use clap::Args;
 
 #[derive(Args)]
 pub struct BitstreamArgs {
-    /// Board: pynq-z1, pynq-z2, ultra96-v2, zcu104, kv260, or a board file (.json)
+    /// Board: Zynq (Vivado project) pynq-z1, pynq-z2, ultra96-v2, zcu104, kv260; ECP5 (open
+    /// tools) ulx3s-85f, ulx3s-25f, orangecrab-85f; Gowin (open tools) tang-nano-20k,
+    /// tang-mega-138k-pro; or a board file (.json)
     #[arg(long, value_name = "NAME|FILE")]
     board: String,
-    #[arg(long, value_name = "FILE|PRESET", help = super::CONFIG_HELP)]
+    /// Config: a JSON file or a preset name (see `vta config presets`); ECP5 and Gowin boards
+    /// default to their own config (see the board file), Zynq boards to `default`
+    #[arg(long, value_name = "FILE|PRESET")]
     config: Option<String>,
-    /// Output directory for the project (created if missing)
+    /// Output directory for the project or the open flow's bitstream, reports and logs
+    /// (created if missing)
     #[arg(
         short = 'o',
         long = "output",
@@ -28,14 +34,36 @@ pub struct BitstreamArgs {
     /// config (default: a cached yosys estimate, or a yosys run of a few minutes, then cached)
     #[arg(long, value_name = "FILE")]
     estimate: Option<PathBuf>,
-    /// Also run the build: `vivado -mode batch -source build.tcl` (needs Vivado on the PATH)
+    /// Zynq boards: also run the build, `vivado -mode batch -source build.tcl` (needs Vivado
+    /// on the PATH). ECP5 and Gowin boards always run their flow: yosys, nextpnr and the
+    /// packer, from the PATH or installed on first use from PyPI into the tool cache
     #[arg(long)]
     run: bool,
+    /// ECP5/Gowin: what to build
+    #[arg(long, value_enum, default_value = "soc")]
+    design: super::openflow::DesignKind,
+    /// ECP5/Gowin: the SoC's on-chip device memory in KiB, a power of two (default: the
+    /// board's, see its file)
+    #[arg(long, value_name = "KIB")]
+    memory_kib: Option<u32>,
+    /// ECP5/Gowin: print the report as JSON (it is also written to DIR/report.json)
+    #[arg(long)]
+    json: bool,
+    /// ECP5/Gowin: succeed even when a clock misses its target (the report still says so)
+    #[arg(long)]
+    allow_timing_fail: bool,
+    /// ECP5/Gowin: nextpnr's placer seed (another seed may close timing on a tight design)
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    seed: u64,
+    /// ECP5/Gowin: stop after place and route (resources and Fmax, no bitstream); the run is
+    /// cached under the cache directory, so the same design, board and clock again is instant
+    #[arg(long)]
+    no_bitstream: bool,
 }
 
-/// Where cached yosys estimates live: `$VTA_CACHE_DIR`, else `$XDG_CACHE_HOME/vta`, else
-/// `~/.cache/vta`.
-fn cache_dir() -> Option<PathBuf> {
+/// Where cached yosys estimates and the open tools live: `$VTA_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/vta`, else `~/.cache/vta`.
+pub(super) fn cache_dir() -> Option<PathBuf> {
     let env = |k| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
@@ -137,7 +165,32 @@ fn table(rows: &[fit::Usage]) -> String {
 }
 
 pub fn run(a: BitstreamArgs) -> Result<String> {
-    let b = board::load(&a.board)?;
+    match board::load_any(&a.board)? {
+        board::AnyBoard::Zynq(b) => zynq(a, *b),
+        board::AnyBoard::Open(b) => {
+            if a.estimate.is_some() {
+                bail!(
+                    "--estimate is for Zynq boards; the open flow of {} checks the fit with \
+                     its own synthesis",
+                    b.name
+                );
+            }
+            super::openflow::build(&super::openflow::Build {
+                board: &b,
+                config: a.config.as_deref(),
+                design: a.design,
+                memory_kib: a.memory_kib,
+                out: &a.out,
+                json: a.json,
+                allow_timing_fail: a.allow_timing_fail,
+                seed: a.seed,
+                no_bitstream: a.no_bitstream,
+            })
+        }
+    }
+}
+
+fn zynq(a: BitstreamArgs, b: board::Board) -> Result<String> {
     let cfg = super::load_config(a.config.as_deref())?;
     cfg.validate().map_err(anyhow::Error::msg)?;
     if cfg.clock_mhz > b.fabric_clock_max_mhz {

@@ -15,8 +15,10 @@ pub enum HwCmd {
     /// Synthesize the accelerator with yosys and report LUT, FF, DSP and BRAM use against
     /// an FPGA part (takes minutes on the larger configs)
     Report(ReportArgs),
-    /// Write a Vivado project for a Zynq board (RTL, AXI shell, build.tcl, clock constraint,
-    /// README) after checking that the config fits the board's part
+    /// Build for a board after checking that the config fits its part: a Vivado project for
+    /// a Zynq board (RTL, AXI shell, build.tcl, clock constraint, README), or a real
+    /// bitstream for an ECP5 or Gowin board with the open tools (yosys, nextpnr, packer),
+    /// with resource use and a timing report
     Bitstream(super::bitstream::BitstreamArgs),
 }
 

@@ -9,6 +9,7 @@ pub mod demo;
 pub mod disasm;
 pub mod hw;
 pub mod json;
+pub mod openflow;
 pub mod progress;
 pub mod run;
 pub mod serve;

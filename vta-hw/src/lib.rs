@@ -23,6 +23,9 @@
 //! | `hdl::widgets::axi4_master` | `vta_axi_master` | bursts on the AXI4 bus |
 //! | [`exec`] | `vta_exec` | the execution core (GEMM, tensor ALU; UOP, ACC and OUT memories) |
 //!
+//! [`soc`] wraps `vta_top` into `vta_soc` for boards without a CPU: device memory in block
+//! RAM and a UART host bridge.
+//!
 //! `vta_top` also has debug outputs (`dbg_*`, [`debug`]): the per-cycle state of the three
 //! modules, the execution core and the token queues, for simulation.
 //!
@@ -63,6 +66,7 @@ pub mod load;
 pub mod regs;
 pub mod report;
 mod seq;
+pub mod soc;
 pub mod store;
 pub mod tokens;
 pub mod top;

@@ -1,6 +1,6 @@
 //! Reusable hardware blocks, each a function that builds a [`Module`](crate::Module) from
-//! run-time parameters: FIFOs, a round-robin arbiter, an AXI4-Lite register file and an
-//! AXI4 burst master.
+//! run-time parameters: FIFOs, a round-robin arbiter, an AXI4-Lite register file, an
+//! AXI4 burst master and an 8N1 UART receiver and transmitter.
 //!
 //! Parameters are validated up front; an invalid one (a depth that is not a power of two,
 //! a bus width AXI does not allow, ...) panics with a message naming it, since the caller
@@ -20,11 +20,13 @@ mod axi4;
 pub mod axi4_memory;
 mod axi_lite;
 mod fifo;
+mod uart;
 
 pub use arbiter::rr_arbiter;
 pub use axi4::{axi4_master, axi_burst_splitter, AxiMasterConfig};
 pub use axi_lite::{axi_lite_regfile, RegKind, RegSpec};
 pub use fifo::{small_fifo, sync_fifo};
+pub use uart::{uart_rx, uart_tx, MAX_UART_DIVISOR, MIN_UART_DIVISOR};
 
 /// Panics unless `v` is a power of two (the message names `what`).
 #[track_caller]

@@ -13,3 +13,4 @@ mod axi_lite;
 mod basics;
 mod fifo;
 mod fuzz;
+mod uart;

@@ -1,0 +1,20 @@
+//! Real bitstreams with open tools for ECP5 and Gowin boards: yosys, nextpnr and the packers
+//! (`ecppack`, `gowin_pack`), from the PATH or installed on first use from PyPI.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`board`] | the open-flow boards (`boards/*.json` with a `chip`): pins, clock, resources, default config |
+//! | [`top`] | the design to build ([`top::Design`]), the board top `vta_board` around it, the LPF/CST constraints |
+//! | [`fit`] | the fit pre-check: block RAM of the memories, then what yosys mapped, against the part |
+//! | [`tools`] | finding, installing and running the tools, with progress |
+//! | [`flow`] | one run: PLL, synthesis, fit check, place and route, pack |
+//! | [`report`] | resources, Fmax per clock and the critical path from nextpnr's report |
+
+pub mod board;
+pub mod fit;
+pub mod flow;
+pub mod report;
+pub mod tools;
+pub mod top;
+
+pub use board::OpenBoard;

@@ -1,0 +1,344 @@
+//! `vta hw bitstream` for ECP5 and Gowin boards: the open flow of `bitstreams::openflow`
+//! (yosys, nextpnr, ecppack / gowin_pack) run on the design, with the fit pre-check first and
+//! the readable report (resources, Fmax per clock, critical path) last; and
+//! [`resources_and_fmax`], the same flow without packing, cached, for other commands.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use bitstreams::openflow::{flow, report, tools::Toolbox, top, OpenBoard};
+use isa::{HwConfig, MemType};
+use serde_json::json;
+
+/// What `--design` builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DesignKind {
+    /// The SoC `vta_soc`: the accelerator, on-chip device memory and the UART host bridge
+    Soc,
+    /// A counter on the LEDs and a UART echo with the SoC's pins (board bring-up; ignores
+    /// the config)
+    Counter,
+}
+
+/// The design to build for `cfg` with `memory_kib` of device memory (the SoC).
+pub fn design(kind: DesignKind, cfg: &HwConfig, memory_kib: u32) -> Result<top::Design> {
+    if kind == DesignKind::Counter {
+        return Ok(top::counter_design());
+    }
+    let mut params = vta_hw::soc::SocParams::for_config(cfg);
+    params.mem_bytes = memory_kib
+        .checked_mul(1024)
+        .context("--memory-kib is too large")?;
+    let g = vta_hw::soc::generate(cfg, &params)?;
+    let mut memories = scratchpads(cfg);
+    let bits = u64::from(cfg.axi_data_width);
+    memories.push(bitstreams::openflow::fit::Memory {
+        name: "device memory".into(),
+        key: None,
+        depth: u64::from(params.mem_bytes) * 8 / bits,
+        width: bits,
+    });
+    Ok(top::Design {
+        verilog: g.verilog,
+        top: "vta_soc".into(),
+        ports: top::Ports {
+            clock: "clk".into(),
+            reset: params.reset_pin().into(),
+            uart_rx: "uart_rx".into(),
+            uart_tx: "uart_tx".into(),
+            leds: top::LedPorts::Bits(vec![
+                "led_busy".into(),
+                "led_done".into(),
+                "led_error".into(),
+            ]),
+        },
+        memories,
+        description: format!(
+            "vta_soc (accelerator, {memory_kib} KiB device memory, UART bridge at {} baud)",
+            params.baud
+        ),
+    })
+}
+
+/// The accelerator's scratchpads, for the block-RAM pre-check.
+pub fn scratchpads(cfg: &HwConfig) -> Vec<bitstreams::openflow::fit::Memory> {
+    [
+        (MemType::Uop, "UOP", Some("LOG_UOP_BUFF_SIZE")),
+        (MemType::Inp, "INP", Some("LOG_INP_BUFF_SIZE")),
+        (MemType::Wgt, "WGT", Some("LOG_WGT_BUFF_SIZE")),
+        (MemType::Acc, "ACC", Some("LOG_ACC_BUFF_SIZE")),
+        // OUT mirrors ACC: it shrinks with LOG_ACC_BUFF_SIZE.
+        (MemType::Out, "OUT", None),
+    ]
+    .into_iter()
+    .map(|(m, name, key)| bitstreams::openflow::fit::Memory {
+        name: name.into(),
+        key: key.map(str::to_string),
+        depth: u64::from(cfg.depth(m)),
+        width: u64::from(cfg.elem_bits(m)),
+    })
+    .collect()
+}
+
+/// The tool cache under the vta cache directory.
+pub fn toolbox() -> Result<Toolbox> {
+    let root = super::bitstream::cache_dir().context(
+        "no cache directory for the open tools: set VTA_CACHE_DIR (or HOME or XDG_CACHE_HOME)",
+    )?;
+    Ok(Toolbox::new(&root))
+}
+
+fn say(s: &str) {
+    eprintln!("bitstream: {s}");
+}
+
+/// Options of one open-flow build.
+pub struct Build<'a> {
+    pub board: &'a OpenBoard,
+    pub config: Option<&'a str>,
+    pub design: DesignKind,
+    /// Device memory, KiB (None: the board's).
+    pub memory_kib: Option<u32>,
+    pub out: &'a Path,
+    pub json: bool,
+    pub allow_timing_fail: bool,
+    pub seed: u64,
+    /// Stop after place and route, through the cache of [`resources_and_fmax`].
+    pub no_bitstream: bool,
+}
+
+/// Resources and Fmax of `design` on `board` with the design clock at `clock_mhz`: the open
+/// flow through place and route, no bitstream, run in a work directory under the cache
+/// (`<cache>/openflow/<hash>`) and its outcome kept there, keyed by a hash of the design's
+/// Verilog, the board, the clock, the seed and the tool versions, so asking again costs
+/// nothing. Returns the outcome, the work directory and whether it came from the cache.
+pub fn resources_and_fmax(
+    board: &OpenBoard,
+    design: &top::Design,
+    clock_mhz: f64,
+    seed: u64,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(flow::Outcome, PathBuf, bool)> {
+    let key = isa::container::fnv1a(
+        format!(
+            "{}\n{board:?}\n{clock_mhz}\n{seed}\n{:?}",
+            design.verilog,
+            bitstreams::openflow::tools::PACKAGES
+        )
+        .as_bytes(),
+    );
+    let root = super::bitstream::cache_dir().context(
+        "no cache directory for the open flow: set VTA_CACHE_DIR (or HOME or XDG_CACHE_HOME)",
+    )?;
+    let work = root.join(format!("openflow/{}-{key:016x}", board.name));
+    let saved = work.join("outcome.json");
+    if let Ok(text) = std::fs::read_to_string(&saved) {
+        if let Ok(o) = serde_json::from_str(&text) {
+            return Ok((o, work, true));
+        }
+    }
+    let spec = flow::Spec {
+        board,
+        design,
+        clock_mhz,
+        out: &work,
+        pack: false,
+        seed,
+    };
+    let outcome = flow::run(&spec, &toolbox()?, progress)?;
+    // A cache that cannot be written only costs the next call the run again.
+    let _ = std::fs::write(&saved, serde_json::to_string(&outcome)?);
+    Ok((outcome, work, false))
+}
+
+/// Runs the flow and returns the report (text or JSON); timing not met is an error (the
+/// report then goes to stderr), unless allowed.
+pub fn build(o: &Build) -> Result<String> {
+    let b = o.board;
+    let cfg = match o.config {
+        Some(c) => super::load_config(Some(c))?,
+        None => b.default_config(),
+    };
+    let config_from = match o.config {
+        Some(c) => c.to_string(),
+        None => "the board's default config".to_string(),
+    };
+    let d = design(o.design, &cfg, o.memory_kib.unwrap_or(b.device_memory_kib))?;
+    let spec = flow::Spec {
+        board: b,
+        design: &d,
+        clock_mhz: f64::from(cfg.clock_mhz),
+        out: o.out,
+        pack: true,
+        seed: o.seed,
+    };
+    let blocks = flow::precheck(&spec)?;
+    say(&format!(
+        "{} on {} ({}), {} ({config_from}: {}), design clock {} MHz",
+        d.top,
+        b.name,
+        b.part,
+        d.description,
+        cfg.config_string(),
+        cfg.clock_mhz
+    ));
+    let outcome = if o.no_bitstream {
+        let (outcome, work, cached) =
+            resources_and_fmax(b, &d, spec.clock_mhz, o.seed, &mut |s| say(s))?;
+        say(&format!(
+            "{} place and route in {} (no bitstream)",
+            if cached {
+                "reused the cached"
+            } else {
+                "cached the"
+            },
+            work.display()
+        ));
+        std::fs::create_dir_all(o.out)
+            .with_context(|| format!("cannot create {}", o.out.display()))?;
+        outcome
+    } else {
+        flow::run(&spec, &toolbox()?, &mut |s| say(s))?
+    };
+    let text = text_report(o, &cfg, &d, &blocks, &outcome);
+    let json = json_report(o, &cfg, &d, &outcome);
+    let write = |name: &str, t: &str| -> Result<PathBuf> {
+        let p = o.out.join(name);
+        std::fs::write(&p, t).with_context(|| format!("cannot write {}", p.display()))?;
+        Ok(p)
+    };
+    write("report.txt", &text)?;
+    write("report.json", &format!("{json:#}\n"))?;
+    let shown = if o.json { format!("{json:#}\n") } else { text };
+    if !outcome.report.timing_met() && !o.allow_timing_fail {
+        // A failed command prints nothing on stdout; the report goes with the error.
+        eprint!("{shown}");
+        let slow: Vec<String> = outcome
+            .report
+            .clocks
+            .iter()
+            .filter(|c| !c.met)
+            .map(|c| {
+                format!(
+                    "clock {} reaches {:.1} MHz of {:.1}",
+                    c.clock, c.fmax_mhz, c.target_mhz
+                )
+            })
+            .collect();
+        bail!(
+            "timing not met on {}: {} (see the critical path above); the bitstream was written \
+             but may fail on the board. Lower \"CLOCK_MHZ\" in the config (e.g. to {}), or pass \
+             --allow-timing-fail to accept it",
+            b.name,
+            slow.join(", "),
+            outcome
+                .report
+                .clocks
+                .iter()
+                .map(|c| c.fmax_mhz.floor() as u64)
+                .min()
+                .unwrap_or(0)
+        );
+    }
+    Ok(shown)
+}
+
+fn text_report(
+    o: &Build,
+    cfg: &HwConfig,
+    d: &top::Design,
+    blocks: &[(String, u64)],
+    out: &flow::Outcome,
+) -> String {
+    let b = o.board;
+    let mut t = format!(
+        "{} on {} ({}): {}\nconfig {} (CLOCK_MHZ {}), design clock {:.3} MHz {}\n",
+        d.top,
+        b.name,
+        b.part,
+        d.description,
+        cfg.config_string(),
+        cfg.clock_mhz,
+        out.clock_mhz,
+        if (out.clock_mhz - b.clock.mhz).abs() < 1e-6 {
+            format!("(the board's oscillator, pin {})", b.clock.pin)
+        } else {
+            format!("(PLL from the {} MHz oscillator)", b.clock.mhz)
+        }
+    );
+    if !blocks.is_empty() {
+        t.push_str(&format!(
+            "block RAM pre-check: {} of {} blocks ({})\n",
+            blocks.iter().map(|x| x.1).sum::<u64>(),
+            b.resources.bram_blocks,
+            blocks
+                .iter()
+                .map(|(n, k)| format!("{n} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    t.push_str(&format!(
+        "synthesis mapped: {} LUT4, {} FF, {} block RAM, {} multipliers\n",
+        out.mapped.luts, out.mapped.ffs, out.mapped.bram_blocks, out.mapped.dsps
+    ));
+    t.push_str(&report::format(&out.report));
+    if let Some(bit) = &out.bitstream {
+        let bytes = std::fs::metadata(bit).map(|m| m.len()).unwrap_or(0);
+        t.push_str(&format!(
+            "bitstream: {} ({bytes} bytes)\nload it with: {}\n",
+            bit.display(),
+            b.program.replace("{bitstream}", &bit.display().to_string())
+        ));
+    }
+    t.push_str(&format!(
+        "pins: {}; the host reaches the UART through {}\n",
+        b.pin_summary(),
+        b.uart.host
+    ));
+    t.push_str(&format!(
+        "run time: {} (total {})\n",
+        out.stages
+            .iter()
+            .map(|(s, secs)| format!(
+                "{s} {}",
+                bitstreams::openflow::tools::elapsed(std::time::Duration::from_secs_f64(*secs))
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        bitstreams::openflow::tools::elapsed(std::time::Duration::from_secs_f64(
+            out.stages.iter().map(|s| s.1).sum()
+        ))
+    ));
+    t.push_str(&format!(
+        "logs and intermediate files in {} (logs/, build/, rtl/)\n",
+        o.out.display()
+    ));
+    t
+}
+
+fn json_report(
+    o: &Build,
+    cfg: &HwConfig,
+    d: &top::Design,
+    out: &flow::Outcome,
+) -> serde_json::Value {
+    let b = o.board;
+    json!({
+        "board": b.name,
+        "part": b.part,
+        "family": b.chip.family(),
+        "design": d.top,
+        "config_string": cfg.config_string(),
+        "clock_mhz_target": cfg.clock_mhz,
+        "clock_mhz": out.clock_mhz,
+        "timing_met": out.report.timing_met(),
+        "bitstream": out.bitstream,
+        "bitstream_bytes": out.bitstream.as_ref().and_then(|p| std::fs::metadata(p).ok()).map(|m| m.len()),
+        "mapped": out.mapped,
+        "resources": out.report.resources,
+        "clocks": out.report.clocks,
+        "stages_s": out.stages.iter().map(|(s, t)| json!({"stage": s, "seconds": t})).collect::<Vec<_>>(),
+        "tools": out.tools.iter().map(|(t, p)| json!({"tool": t, "path": p})).collect::<Vec<_>>(),
+    })
+}
