@@ -52,6 +52,8 @@
 //! - **Add**, **MaxPool**, **GlobalAvgPool**: on the ALU (see [`eltwise`]); refused only when
 //!   one tile (a plane of the global pool, a row band of the max pool) does not fit half of
 //!   ACC, or a max pool's horizontal padding exceeds 15.
+//! - **Table activations** (any elementwise int8 -> int8 function as its 256 values): on the
+//!   ALU's activation table of configs with `ALU_LUT` (see [`lut`]); refused otherwise.
 //!
 //! # Structure
 //!
@@ -59,7 +61,7 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`]: the lowerings; [`net`]: programs of several layers.
+//! - `conv`, [`eltwise`], [`lut`]: the lowerings; [`net`]: programs of several layers.
 //!
 //! # Chaining
 //!
@@ -77,6 +79,7 @@ pub mod eltwise;
 pub mod emit;
 pub mod epilogue;
 pub mod layout;
+pub mod lut;
 pub mod net;
 pub mod tiling;
 
