@@ -297,3 +297,30 @@ fn programs_write_the_table_before_reading_it() {
         assert!(first_lutw < first_lut || first_lut.is_none());
     }
 }
+
+/// `examples/sigmoid_lut.vasm`, the README's example: the same bytes on fsim and RTL, and
+/// those of `round(127 * sigmoid(saturate(x) / 16))`.
+#[test]
+fn the_sigmoid_example_runs_on_fsim_and_rtl() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sigmoid_lut.vasm");
+    let src = std::fs::read_to_string(&path).unwrap();
+    let ctx = isa::asm::AsmContext {
+        file_name: path.display().to_string(),
+        base_dir: path.parent().unwrap().to_path_buf(),
+        config: None,
+    };
+    let p = isa::asm::parse_program(&src, &ctx).unwrap();
+    assert!(p.config.alu_lut);
+    let want = run(&mut FsimDevice::checking_races(&p.config), &p).unwrap();
+    let got = run(&mut rtl_support::device(&p.config), &p).unwrap();
+    assert_eq!(want.outputs, got.outputs);
+    let x = [
+        -200, -128, -100, -64, -32, -16, -8, -1, 0, 1, 8, 16, 32, 64, 127, 300,
+    ];
+    let sigmoid = |v: i32| {
+        let s = f64::from(v.clamp(-128, 127)) / 16.0;
+        (127.0 / (1.0 + (-s).exp())).round() as i8 as u8
+    };
+    let y: Vec<u8> = x.iter().map(|&v| sigmoid(v)).collect();
+    assert_eq!(want.outputs[0], ("y".to_string(), y));
+}
