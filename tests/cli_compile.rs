@@ -406,7 +406,7 @@ fn zoo_resnet18_compiles_and_runs() {
     assert!(e.contains("outside 16..=1024"), "{e}");
 }
 
-/// A model with a node the compiler cannot run (Sigmoid after a Conv).
+/// A model with a node the compiler cannot run (LpNormalization after a Conv).
 fn unsupported_model() -> Vec<u8> {
     let info = |name: &str, shape: &[i64]| ValueInfoProto {
         name: name.into(),
@@ -458,7 +458,10 @@ fn unsupported_model() -> Vec<u8> {
             version: 13,
         }],
         graph: Some(GraphProto {
-            node: vec![node("Conv", &["x", "w"], "c"), node("Sigmoid", &["c"], "y")],
+            node: vec![
+                node("Conv", &["x", "w"], "c"),
+                node("LpNormalization", &["c"], "y"),
+            ],
             name: "g".into(),
             initializer: vec![w],
             input: vec![info("x", &[1, 1, 8, 8])],
@@ -512,7 +515,10 @@ fn errors_are_one_clear_message() {
     assert!(!dir.join("sig.vtab").exists());
     assert!(e.contains("sig.onnx: 1 node(s) cannot be compiled"), "{e}");
     assert!(
-        e.contains("my_sigmoid") && e.contains("UNSUPPORTED") && e.contains("my_conv"),
+        e.contains("my_lpnormalization")
+            && e.contains("UNSUPPORTED")
+            && e.contains("to compile:")
+            && e.contains("my_conv"),
         "{e}"
     );
     // Wrong input shape and type.

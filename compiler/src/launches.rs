@@ -90,6 +90,14 @@ impl Open {
             Layer::GlobalAvgPool(l) => self
                 .net
                 .global_avg_pool(l, *xs.first().ok_or_else(missing)?),
+            Layer::Table(l) => self.net.table(l, *xs.first().ok_or_else(missing)?),
+            Layer::Affine(l) => self.net.affine(l, *xs.first().ok_or_else(missing)?),
+            Layer::Binary(l) => match xs[..] {
+                [a, b] => self.net.binary(l, a, b),
+                _ => Err(missing()),
+            },
+            Layer::LeakyRelu(l) => self.net.leaky_relu(l, *xs.first().ok_or_else(missing)?),
+            Layer::Upsample(l) => self.net.upsample(l, *xs.first().ok_or_else(missing)?),
         }?;
         for (v, t) in declared {
             self.tensors.insert(v, t);

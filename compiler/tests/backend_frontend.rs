@@ -33,13 +33,7 @@ fn compile(
     layer: &Layer,
     shapes: &[[usize; 4]],
 ) -> Result<LayerProgram, backend::BackendError> {
-    match layer {
-        Layer::Conv2d(l) => backend::compile_conv(cfg, l),
-        Layer::Dense(l) => backend::compile_dense(cfg, l, shapes[0][0]),
-        Layer::Add(l) => backend::compile_add(cfg, l, shapes[0]),
-        Layer::MaxPool(l) => backend::compile_max_pool(cfg, l, shapes[0]),
-        Layer::GlobalAvgPool(l) => backend::compile_global_avg_pool(cfg, l, shapes[0]),
-    }
+    backend::compile_layer(cfg, layer, shapes)
 }
 
 #[test]

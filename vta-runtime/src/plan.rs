@@ -18,7 +18,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::ops::{AnyOp, TensorInfo};
-use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
+use crate::qlayer::{
+    QAdd, QAffine, QBinary, QConv2d, QDense, QGlobalAvgPool, QLeakyRelu, QMaxPool, QTable,
+    QUpsample, Requant,
+};
 use crate::tensor::{Fact, Tensor};
 
 /// Index of a value in [`Plan::values`].
@@ -56,6 +59,17 @@ pub enum Layer {
     MaxPool(QMaxPool),
     /// Input 0: int8 [N, C, H, W]; output [N, C, 1, 1].
     GlobalAvgPool(QGlobalAvgPool),
+    /// Input 0: int8 of any shape; output the same shape (a 256-entry lookup table).
+    Table(QTable),
+    /// Input 0: int8 (rank 2 to 4, NCHW); output the same shape.
+    Affine(QAffine),
+    /// Inputs 0 and 1: int8 (rank 2 to 4, NCHW), the second of the same shape or
+    /// `[N, C, 1, 1]`; output the shape of the first.
+    Binary(QBinary),
+    /// Input 0: int8 (rank 2 to 4, NCHW); output the same shape.
+    LeakyRelu(QLeakyRelu),
+    /// Input 0: int8 [N, C, H, W]; output [N, C, H * fy, W * fx].
+    Upsample(QUpsample),
 }
 
 impl Layer {
@@ -161,6 +175,41 @@ impl Layer {
                 requant(&l.requant, c)?;
                 want_out(vec![n, c, 1, 1])
             }
+            Layer::Table(l) => {
+                l.check()?;
+                want_out(x.shape.clone())
+            }
+            Layer::Affine(l) => {
+                let c = x.nchw()?[1];
+                l.check(c)?;
+                requant(&l.requant, c)?;
+                want_out(x.shape.clone())
+            }
+            Layer::Binary(l) => {
+                let y = inputs.get(1).ok_or("no second input")?;
+                if !QBinary::operands_fit(&x.shape, &y.shape) {
+                    return Err(format!(
+                        "operands {x} and {y}: the second must have the first's shape or [N, C, 1, 1]"
+                    ));
+                }
+                requant(&l.requant, x.nchw()?[1])?;
+                want_out(x.shape.clone())
+            }
+            Layer::LeakyRelu(l) => {
+                let c = x.nchw()?[1];
+                if l.mul_neg.len() != 1 && l.mul_neg.len() != c {
+                    return Err(format!("{} slopes for {c} channels", l.mul_neg.len()));
+                }
+                requant(&l.requant, c)?;
+                want_out(x.shape.clone())
+            }
+            Layer::Upsample(l) => {
+                let [n, c, h, w] = x.nchw()?;
+                if x.rank() != 4 || l.factor.0 == 0 || l.factor.1 == 0 {
+                    return Err(format!("factors {:?} for input {x}", l.factor));
+                }
+                want_out(l.output_shape([n, c, h, w]).to_vec())
+            }
         }
     }
 
@@ -172,6 +221,11 @@ impl Layer {
             Layer::Add(_) => "QAdd",
             Layer::MaxPool(_) => "QMaxPool",
             Layer::GlobalAvgPool(_) => "QGlobalAvgPool",
+            Layer::Table(_) => "QTable",
+            Layer::Affine(_) => "QAffine",
+            Layer::Binary(_) => "QBinary",
+            Layer::LeakyRelu(_) => "QLeakyRelu",
+            Layer::Upsample(_) => "QUpsample",
         }
     }
 
@@ -182,6 +236,11 @@ impl Layer {
             Layer::Add(l) => &l.name,
             Layer::MaxPool(l) => &l.name,
             Layer::GlobalAvgPool(l) => &l.name,
+            Layer::Table(l) => &l.name,
+            Layer::Affine(l) => &l.name,
+            Layer::Binary(l) => &l.name,
+            Layer::LeakyRelu(l) => &l.name,
+            Layer::Upsample(l) => &l.name,
         }
     }
 }

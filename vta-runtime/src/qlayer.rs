@@ -10,6 +10,9 @@
 
 use ndarray::{Array2, Array4, ArrayView4};
 
+mod eltwise;
+pub use eltwise::{BinaryOp, QAffine, QBinary, QLeakyRelu, QTable, QUpsample};
+
 /// Requantization of an int32 accumulator to int8, as ALU-executable integer steps:
 ///
 /// ```text

@@ -116,6 +116,14 @@ pub fn eval_layer(layer: &Layer, inputs: &[&Tensor]) -> Result<Tensor, String> {
         }
         Layer::MaxPool(l) => l.reference(four(x)?).into_dyn(),
         Layer::GlobalAvgPool(l) => l.reference(four(x)?).into_dyn(),
+        Layer::Table(l) => l.reference(x.view()),
+        Layer::Affine(l) => l.reference(x.view()),
+        Layer::Binary(l) => {
+            let y = i8_input(inputs.get(1).ok_or("missing second input")?, "second input")?;
+            l.reference(x.view(), y.view())?
+        }
+        Layer::LeakyRelu(l) => l.reference(x.view()),
+        Layer::Upsample(l) => l.reference(four(x)?).into_dyn(),
     }))
 }
 

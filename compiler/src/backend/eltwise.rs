@@ -16,7 +16,8 @@
 //!   first tap.
 //! - **QGlobalAvgPool**: reset one row per plane, `ADD` every pixel into it (one micro-op in a
 //!   loop whose destination step is 0: micro-ops run sequentially, so this is an exact sum),
-//!   then the requant epilogue.
+//!   then the requant epilogue. A plane larger than half of ACC is loaded and summed in bands
+//!   of rows into the same row.
 
 use isa::builder::{Buf, Operand};
 use isa::{AluOp, MemType, Uop};
@@ -24,22 +25,28 @@ use isa::{AluOp, MemType, Uop};
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{shift_for, EpSrc, Epilogue};
 use super::layout::ActLayout;
-use super::tiling::{splits, valid_span, MAX_ITER, MAX_PAD};
+use super::tiling::{splits, valid_span, MAX_DMA, MAX_ITER, MAX_PAD};
 use super::BackendError;
 use crate::qlayer::{QAdd, QGlobalAvgPool, QMaxPool};
 
 /// A tile of `kp` consecutive channel planes of sample block `nb`, pixels `p0 .. p0 + len` of
 /// each plane (or output rows, for pooling).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PlaneTile {
-    nb: usize,
-    cb0: usize,
-    kp: usize,
-    p0: usize,
-    len: usize,
+pub(super) struct PlaneTile {
+    pub nb: usize,
+    pub cb0: usize,
+    pub kp: usize,
+    pub p0: usize,
+    pub len: usize,
 }
 
-fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec<PlaneTile> {
+pub(super) fn plane_tiles(
+    nb: usize,
+    cb: usize,
+    kp: usize,
+    total: usize,
+    len: usize,
+) -> Vec<PlaneTile> {
     let mut v = Vec::new();
     for n in 0..nb {
         for (cb0, k) in splits(cb, kp) {
@@ -58,7 +65,7 @@ fn plane_tiles(nb: usize, cb: usize, kp: usize, total: usize, len: usize) -> Vec
 }
 
 /// Loads the constant rows of channel blocks `cb0 .. cb0 + kp` at `tab`.
-fn load_tables(
+pub(super) fn load_tables(
     ctx: &mut Ctx,
     ep: &Epilogue,
     consts: Option<Buf>,
@@ -88,7 +95,7 @@ fn load_tables(
 }
 
 /// Runs `ep` over `kp` planes of `len` rows at `dst` (planes `pitch` rows apart).
-fn epilogue(
+pub(super) fn epilogue(
     ctx: &mut Ctx,
     ep: &Epilogue,
     dst: usize,
@@ -116,7 +123,13 @@ fn epilogue(
 }
 
 /// The multiplication `x * m` on ACC rows, exactly (MUL imm, or a shift without ALU MUL).
-fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result<(), BackendError> {
+pub(super) fn scale(
+    ctx: &mut Ctx,
+    layer: &str,
+    m: i16,
+    dst: usize,
+    dims: &[Dim],
+) -> Result<(), BackendError> {
     if m == 1 {
         return Ok(());
     }
@@ -133,7 +146,7 @@ fn scale(ctx: &mut Ctx, layer: &str, m: i16, dst: usize, dims: &[Dim]) -> Result
     }
 }
 
-fn no_fit(ctx: &Ctx, layer: &str, need: usize) -> BackendError {
+pub(super) fn no_fit(ctx: &Ctx, layer: &str, need: usize) -> BackendError {
     BackendError::Unsupported {
         layer: layer.into(),
         config: ctx.cfg.config_string(),
@@ -484,36 +497,31 @@ pub fn emit_global_avg_pool(
     let ol = ActLayout::out(&ctx.cfg, [n, c, 1, 1]);
     let (nb, cb, hw) = (il.n_blocks(), il.c_blocks(), il.plane());
     let half = ctx.budget.acc_half;
-    let need = |kp: usize| kp * (hw + 1) + ep.table_rows(kp);
-    if need(1) > half {
-        return Err(no_fit(ctx, &layer.name, need(1)));
-    }
-    let mut kp = cb;
-    while kp > 1 && need(kp) > half {
-        kp -= 1;
-    }
-    let kp = cb.div_ceil(cb.div_ceil(kp));
+    let need = |kp: usize, len: usize| kp * (len + 1) + ep.table_rows(kp);
+    // Whole planes when one fits, else one plane summed in bands of rows.
+    let (kp, len) = if need(1, hw) <= half && hw <= MAX_DMA {
+        let mut kp = cb;
+        while kp > 1 && need(kp, hw) > half {
+            kp -= 1;
+        }
+        (cb.div_ceil(cb.div_ceil(kp)), hw)
+    } else {
+        let len = half
+            .saturating_sub(1 + ep.table_rows(1))
+            .min(MAX_DMA)
+            .min(hw);
+        if len == 0 {
+            return Err(no_fit(ctx, &layer.name, need(1, 1)));
+        }
+        (1, len)
+    };
     let tiles = plane_tiles(nb, cb, kp, 1, 1);
     let mut pipe: Pipeline<(usize, usize)> = Pipeline::new(tiles.len(), 0);
     for t in &tiles {
         let ab = pipe.acc_half() * half;
-        let (i0, s0, tab) = (ab, ab + kp * hw, ab + kp * (hw + 1));
+        let (i0, s0, tab) = (ab, ab + kp * len, ab + kp * (len + 1));
         if pipe.begin_tile(ctx, (t.cb0, t.kp)) {
             load_tables(ctx, ep, consts, tab, t.cb0, t.kp, cb)?;
-        }
-        let loads = (0..t.kp)
-            .map(|k| {
-                Dma::row(
-                    MemType::Acc8,
-                    i0 + k * hw,
-                    input,
-                    il.elem_index(t.nb, t.cb0 + k, 0, 0),
-                    hw,
-                )
-            })
-            .collect();
-        for d in coalesce(loads) {
-            ctx.load(d)?;
         }
         ctx.gemm(
             &[Uop {
@@ -524,13 +532,29 @@ pub fn emit_global_avg_pool(
             &[Dim::new(t.kp, 1, 0, 0)],
             true,
         )?;
-        ctx.alu(
-            AluOp::Add,
-            Operand::Tensor,
-            s0,
-            i0,
-            &[Dim::new(t.kp, 1, hw, 0), Dim::new(hw, 0, 1, 0)],
-        )?;
+        for (p0, l) in splits(hw, len) {
+            let loads = (0..t.kp)
+                .map(|k| {
+                    Dma::row(
+                        MemType::Acc8,
+                        i0 + k * len,
+                        input,
+                        il.elem_index(t.nb, t.cb0 + k, 0, 0) + p0,
+                        l,
+                    )
+                })
+                .collect();
+            for d in coalesce(loads) {
+                ctx.load(d)?;
+            }
+            ctx.alu(
+                AluOp::Add,
+                Operand::Tensor,
+                s0,
+                i0,
+                &[Dim::new(t.kp, 1, len, 0), Dim::new(l, 0, 1, 0)],
+            )?;
+        }
         epilogue(ctx, ep, s0, 1, t.kp, 1, tab)?;
         pipe.results_ready(ctx);
         ctx.store(Dma::row(

@@ -26,6 +26,7 @@ use super::emit::{Ctx, Dim, Dma, Pipeline};
 use super::layout::ActLayout;
 use super::tiling::{MAX_DMA, MAX_ITER};
 use super::BackendError;
+use crate::qlayer::QTable;
 
 /// An elementwise int8 -> int8 function given by its values: `table[x as u8 as usize]` is
 /// its value at `x`.
@@ -39,6 +40,21 @@ impl TableActivation {
     /// The integer reference: `y = table[x as u8]` element by element.
     pub fn reference(&self, x: ArrayView4<i8>) -> Array4<i8> {
         x.mapv(|v| self.lookup(v))
+    }
+
+    /// The layer of a plan's [`QTable`], whose entry `k` is the output for the input
+    /// `k - 128`: the same function with the entries rotated to this table's order.
+    pub fn from_qtable(q: &QTable) -> Result<TableActivation, String> {
+        if q.table.len() != 256 {
+            return Err(format!(
+                "a table of {} entries instead of 256",
+                q.table.len()
+            ));
+        }
+        Ok(TableActivation {
+            name: q.name.clone(),
+            table: std::array::from_fn(|e| q.table[(i32::from(e as u8 as i8) + 128) as usize]),
+        })
     }
 
     /// The function's value at `x`.
@@ -77,8 +93,8 @@ pub fn check(ctx: &Ctx, layer: &str) -> Result<(), BackendError> {
         return Err(refuse(
             ctx,
             layer,
-            "the config has no activation table (ALU_LUT); use one with it, such as the \
-             preset 'lut'"
+            "the config has no activation lookup table (ALU_LUT); use one with it, such as \
+             the preset 'lut'"
                 .into(),
         ));
     }
@@ -225,6 +241,27 @@ mod tests {
         let got = lp.run(&mut dev, input.view()).unwrap();
         let want = b.reference(a.reference(input.view()).view());
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_plan_table_converts_with_the_same_function() {
+        let q = QTable::build(
+            "sig",
+            "Sigmoid",
+            |x| 1.0 / (1.0 + (-x).exp()),
+            (0.05, 3),
+            (1.0 / 255.0, -128),
+            (-128, 127),
+        );
+        let t = TableActivation::from_qtable(&q).unwrap();
+        for x in i8::MIN..=i8::MAX {
+            assert_eq!(t.lookup(x), q.lookup(x), "{x}");
+        }
+        let short = QTable {
+            table: vec![0; 255],
+            ..q
+        };
+        assert!(TableActivation::from_qtable(&short).is_err());
     }
 
     #[test]

@@ -50,10 +50,14 @@
 //!   dense layer after flattening a `[N, C, H, W]` tensor is the `H x W` convolution with the
 //!   reshaped weights, and reads the packed tensor directly).
 //! - **Add**, **MaxPool**, **GlobalAvgPool**: on the ALU (see [`eltwise`]); refused only when
-//!   one tile (a plane of the global pool, a row band of the max pool) does not fit half of
-//!   ACC, or a max pool's horizontal padding exceeds 15.
-//! - **Table activations** (any elementwise int8 -> int8 function as its 256 values): on the
-//!   ALU's activation table of configs with `ALU_LUT` (see [`lut`]); refused otherwise.
+//!   one tile (a row band of a plane) does not fit half of ACC, or a max pool's horizontal
+//!   padding exceeds 15.
+//! - **Affine**, **Binary** (Add/Mul with a broadcast `[N, C, 1, 1]` operand), **LeakyRelu**,
+//!   nearest **Upsample**: on the ALU (see [`pointwise`]); without `ALU_MUL`, refused when a
+//!   multiplier is not a power of two.
+//! - **Table** activations (any elementwise int8 -> int8 function as its 256 values): on the
+//!   ALU's activation lookup table of configs with `ALU_LUT` (see [`table`], [`lut`]);
+//!   refused otherwise: they run on the CPU.
 //!
 //! # Structure
 //!
@@ -61,7 +65,8 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`], [`lut`]: the lowerings; [`net`]: programs of several layers.
+//! - `conv`, [`eltwise`], [`pointwise`], [`table`], [`lut`]: the lowerings; [`net`]:
+//!   programs of several layers.
 //!
 //! # Chaining
 //!
@@ -81,6 +86,8 @@ pub mod epilogue;
 pub mod layout;
 pub mod lut;
 pub mod net;
+pub mod pointwise;
+pub mod table;
 pub mod tiling;
 
 use isa::HwConfig;
@@ -227,6 +234,53 @@ pub fn compile_global_avg_pool(
     let mut net = NetBuilder::new(cfg)?;
     let x = net.input("input", shape);
     let y = net.global_avg_pool(layer, x)?;
+    net.finish(&[y])
+}
+
+/// A one-layer program for any plan layer over inputs of the given logical NCHW shapes
+/// (segments `input` or `input_a`/`input_b`; a dense layer reads `[N, K, 1, 1]`).
+pub fn compile_layer(
+    cfg: &HwConfig,
+    layer: &vta_runtime::plan::Layer,
+    shapes: &[[usize; 4]],
+) -> Result<LayerProgram, BackendError> {
+    use vta_runtime::plan::Layer;
+    let first = *shapes.first().ok_or_else(|| BackendError::InvalidLayer {
+        layer: layer.name().into(),
+        reason: "no input shape".into(),
+    })?;
+    let mut net = NetBuilder::new(cfg)?;
+    let two = |net: &mut NetBuilder| -> Result<(Tensor, Tensor), BackendError> {
+        let second = *shapes.get(1).ok_or_else(|| BackendError::InvalidLayer {
+            layer: layer.name().into(),
+            reason: "a second input shape is needed".into(),
+        })?;
+        Ok((net.input("input_a", first), net.input("input_b", second)))
+    };
+    let y = match layer {
+        Layer::Add(l) => {
+            let (a, b) = two(&mut net)?;
+            net.add(l, a, b)?
+        }
+        Layer::Binary(l) => {
+            let (a, b) = two(&mut net)?;
+            net.binary(l, a, b)?
+        }
+        _ => {
+            let x = net.input("input", first);
+            match layer {
+                Layer::Conv2d(l) => net.conv(l, x)?,
+                Layer::Dense(l) => net.dense(l, x)?,
+                Layer::MaxPool(l) => net.max_pool(l, x)?,
+                Layer::GlobalAvgPool(l) => net.global_avg_pool(l, x)?,
+                Layer::Table(l) => net.table(l, x)?,
+                Layer::Affine(l) => net.affine(l, x)?,
+                Layer::LeakyRelu(l) => net.leaky_relu(l, x)?,
+                Layer::Upsample(l) => net.upsample(l, x)?,
+                Layer::Add(_) | Layer::Binary(_) => unreachable!("two-input layers above"),
+            }
+        }
+    };
     net.finish(&[y])
 }
 

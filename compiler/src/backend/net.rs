@@ -32,6 +32,10 @@ pub enum LayerKind {
     Add,
     MaxPool,
     GlobalAvgPool,
+    Affine,
+    Binary,
+    LeakyRelu,
+    Upsample,
     /// An elementwise function on the activation table ([`super::lut`]).
     TableActivation,
 }
@@ -101,7 +105,7 @@ struct TensorState {
 /// With `BLOCK_IN == BLOCK_OUT` any layer can feed any other; otherwise a convolution cannot
 /// read a tensor the accelerator produced (the error says so; a host re-layout is needed).
 pub struct NetBuilder {
-    ctx: Ctx,
+    pub(super) ctx: Ctx,
     tensors: Vec<TensorState>,
     layers: Vec<LayerInfo>,
     names: HashSet<String>,
@@ -168,7 +172,12 @@ impl NetBuilder {
     }
 
     /// The segment of `t` in the layout with `block` lanes (placing a network input).
-    fn bind(&mut self, t: Tensor, block: usize, reader: &str) -> Result<Buf, BackendError> {
+    pub(super) fn bind(
+        &mut self,
+        t: Tensor,
+        block: usize,
+        reader: &str,
+    ) -> Result<Buf, BackendError> {
         let cfg = self.ctx.cfg.clone();
         let st = &self.tensors[t.0];
         match st.bound {
@@ -197,7 +206,7 @@ impl NetBuilder {
     }
 
     /// A new tensor written by a layer (BLOCK_OUT layout).
-    fn produce(&mut self, name: &str, shape: [usize; 4]) -> (Tensor, Buf) {
+    pub(super) fn produce(&mut self, name: &str, shape: [usize; 4]) -> (Tensor, Buf) {
         let name = self.unique(name);
         let l = ActLayout::out(&self.ctx.cfg, shape);
         let buf = self
@@ -214,7 +223,7 @@ impl NetBuilder {
     }
 
     /// A constant-rows segment (per-channel tables then splats) of `blocks` channel blocks.
-    fn consts(&mut self, layer: &str, ep: &Epilogue, blocks: usize) -> Option<Buf> {
+    pub(super) fn consts(&mut self, layer: &str, ep: &Epilogue, blocks: usize) -> Option<Buf> {
         if ep.tables.is_empty() && ep.splats.is_empty() {
             return None;
         }
@@ -237,7 +246,7 @@ impl NetBuilder {
     }
 
     /// Starts a layer: a barrier after the previous one; returns the instruction count so far.
-    fn begin(&mut self) -> usize {
+    pub(super) fn begin(&mut self) -> usize {
         if !self.layers.is_empty() {
             self.ctx.barrier();
         }
@@ -245,13 +254,18 @@ impl NetBuilder {
         self.ctx.stats.kernels
     }
 
-    fn end(&mut self, mut info: LayerInfo, kernels_before: usize) {
+    pub(super) fn end(&mut self, mut info: LayerInfo, kernels_before: usize) {
         info.insns = self.ctx.stats.insns;
         info.kernels = self.ctx.stats.kernels - kernels_before;
         self.layers.push(info);
     }
 
-    fn check_shape(&self, layer: &str, t: Tensor, want: [usize; 4]) -> Result<(), BackendError> {
+    pub(super) fn check_shape(
+        &self,
+        layer: &str,
+        t: Tensor,
+        want: [usize; 4],
+    ) -> Result<(), BackendError> {
         let got = self.shape(t);
         if got != want {
             return Err(BackendError::InvalidLayer {
@@ -373,7 +387,7 @@ impl NetBuilder {
         Ok(y)
     }
 
-    fn eltwise_info(&self, name: &str, kind: LayerKind, tiles: usize) -> LayerInfo {
+    pub(super) fn eltwise_info(&self, name: &str, kind: LayerKind, tiles: usize) -> LayerInfo {
         LayerInfo {
             name: name.into(),
             kind,
@@ -411,15 +425,14 @@ impl NetBuilder {
         let cfg = self.ctx.cfg.clone();
         let shape = self.shape(x);
         let ep = epilogue::plan(&cfg, &layer.name, &layer.requant, None, shape[1])?;
-        let hw = shape[2] * shape[3];
-        let need = hw + 1 + ep.table_rows(1);
+        let need = 2 + ep.table_rows(1);
         if need > self.ctx.budget.acc_half {
             return Err(BackendError::Unsupported {
                 layer: layer.name.clone(),
                 config: cfg.config_string(),
                 reason: format!(
-                    "a {}x{} plane needs {need} ACC rows but half of ACC holds {}",
-                    shape[2], shape[3], self.ctx.budget.acc_half
+                    "its constants and one band need {need} ACC rows but half of ACC holds {}",
+                    self.ctx.budget.acc_half
                 ),
             });
         }

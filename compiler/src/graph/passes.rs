@@ -9,7 +9,12 @@
 //! - [`matmul_to_gemm`]: float `MatMul` by a constant 2-D matrix, with an optional
 //!   following `Add` of a constant bias, becomes `Gemm`;
 //! - [`fuse_activations`]: `Relu` and constant-bound `Clip` fused into the producing
-//!   `Conv`, `Gemm` or `Add` (float), as a clamp on its output.
+//!   `Conv`, `Gemm` or `Add` (float), as a clamp on its output;
+//! - [`fuse_gated_activations`]: `Mul(x, Sigmoid(x))` becomes SiLU and
+//!   `Mul(x, HardSigmoid(x))` (alpha 1/6, beta 1/2) `HardSwish`, one single-input function each
+//!   (so that the quantized graph computes them as one table);
+//! - [`fold_pad_into_conv`]: a constant zero `Pad` of the spatial axes before a `Conv`
+//!   becomes the convolution's own padding.
 //!
 //! Each pass only rewrites a producer whose output has no other reader (and is not a graph
 //! output), so every other tensor keeps its value.
@@ -24,14 +29,19 @@ use super::ops::clip::Clip;
 use super::ops::conv::Conv;
 use super::ops::gemm::Gemm;
 use super::ops::identity::Identity;
+use super::ops::kernels::PadSpec;
 use super::ops::matmul::MatMul;
+use super::ops::pad::{Pad, PadMode};
 use super::ops::relu::Relu;
+use super::ops::unary::{Unary, UnaryKind};
 use super::ops::Activation;
 use super::{DType, Graph, Tensor, TensorId};
 
 /// Runs all passes in order.
 pub fn simplify(g: &mut Graph) {
     remove_identities(g);
+    fold_pad_into_conv(g);
+    fuse_gated_activations(g);
     fold_batch_norm(g);
     fold_channel_affine(g);
     matmul_to_gemm(g);
@@ -343,6 +353,113 @@ pub fn fuse_activations(g: &mut Graph) {
             *op = f;
             let what = g.dag[ix].op.op_type();
             merge(g, ix, p, format!("{what} fused as the output clamp"));
+        }
+    }
+}
+
+/// Fuses `Mul(x, Sigmoid(x))` into SiLU and `Mul(x, HardSigmoid(x))` with ONNX HardSwish's
+/// constants into `HardSwish`. The fused op computes exactly what the two nodes did (the same
+/// f32 operations), so the float graph keeps its values.
+pub fn fuse_gated_activations(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let Some(bin) = op_is::<Binary>(g, ix) else {
+            continue;
+        };
+        if bin.kind != BinKind::Mul || bin.activation.is_some() {
+            continue;
+        }
+        let ins = g.dag[ix].inputs.clone();
+        let (Some(a), Some(b)) = (ins[0], ins[1]) else {
+            continue;
+        };
+        for (x, gate) in [(a, b), (b, a)] {
+            let Some(p) = g.producer(gate) else { continue };
+            let Some(u) = op_is::<Unary>(g, p) else {
+                continue;
+            };
+            let fused = match u.kind {
+                UnaryKind::Sigmoid => UnaryKind::Silu,
+                UnaryKind::HardSigmoid { alpha, beta } if alpha == 1.0 / 6.0 && beta == 0.5 => {
+                    UnaryKind::HardSwish
+                }
+                _ => continue,
+            };
+            if g.dag[p].inputs.first().copied().flatten() != Some(x)
+                || sole_consumer(g, gate).is_none()
+                || g.fact(x) != g.fact(g.dag[ix].outputs[0])
+            {
+                continue;
+            }
+            g.dag[p].op = Box::new(Unary::new(fused));
+            let how = format!("Mul of the input by its gate, fused into {}", fused.name());
+            merge(g, ix, p, how);
+            break;
+        }
+    }
+}
+
+/// Folds a constant-zero `Pad` of the two spatial axes of an NCHW tensor into the `Conv`
+/// reading it (the padding becomes the convolution's, which pads with zeros).
+pub fn fold_pad_into_conv(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let Some(pad) = op_is::<Pad>(g, ix).cloned() else {
+            continue;
+        };
+        if pad.mode != PadMode::Constant {
+            continue;
+        }
+        let n = &g.dag[ix];
+        let (Some(x), y) = (n.inputs[0], n.outputs[0]) else {
+            continue;
+        };
+        if g.fact(x).rank() != 4 || g.fact(x).dtype != DType::F32 {
+            continue;
+        }
+        let value_zero = match n.inputs.get(2).copied().flatten() {
+            None => pad.attrs.as_ref().is_none_or(|a| a.1 == 0.0),
+            Some(t) => g
+                .const_value(t)
+                .and_then(|v| v.scalar_f32().ok())
+                .is_some_and(|v| v == 0.0),
+        };
+        let c = |i: usize| n.inputs.get(i).copied().flatten().map(|t| g.const_value(t));
+        if !value_zero || matches!(c(1), Some(None)) || matches!(c(3), Some(None)) {
+            continue;
+        }
+        let Ok(p) = pad.pads(4, c(1).flatten(), c(3).flatten()) else {
+            continue;
+        };
+        if p[0] != (0, 0) || p[1] != (0, 0) || p.iter().any(|&(b, e)| b < 0 || e < 0) {
+            continue;
+        }
+        let Some((conv, 0)) = sole_consumer(g, y) else {
+            continue;
+        };
+        let Some(cv) = op_is::<Conv>(g, conv).cloned() else {
+            continue;
+        };
+        let PadSpec::Explicit(cp) = cv.window.pad else {
+            continue;
+        };
+        let mut cv = cv;
+        cv.window.pad = PadSpec::Explicit([
+            cp[0] + p[2].0 as usize,
+            cp[1] + p[3].0 as usize,
+            cp[2] + p[2].1 as usize,
+            cp[3] + p[3].1 as usize,
+        ]);
+        g.dag[conv].op = Box::new(cv);
+        g.dag[conv].inputs[0] = Some(x);
+        let removed = g.remove_node(ix).expect("exists");
+        g.rebuild_edges();
+        let into = g.dag[conv].name.clone();
+        for o in removed.origin {
+            g.fusions.push((
+                o.clone(),
+                into.clone(),
+                "zero padding folded into the convolution's padding".into(),
+            ));
+            g.dag[conv].origin.push(o);
         }
     }
 }

@@ -22,9 +22,11 @@ pub enum Support {
     Cpu { step: usize, reason: String },
     /// Removed at load time (constant folding, identity, unused).
     Removed { how: String },
-    /// Cannot be compiled.
-    Unsupported { reason: String },
-    /// Not analysed (planning stopped because of unsupported nodes).
+    /// Cannot be compiled: why, and what would make it compile.
+    Unsupported { reason: String, fix: String },
+    /// Supported, but not placed: other nodes of the model are unsupported.
+    NotPlaced { reason: String },
+    /// Not analysed: its input's shape is unknown (it comes from an unsupported node).
     NotAnalyzed { reason: String },
 }
 
@@ -37,6 +39,7 @@ impl Support {
             Support::Cpu { .. } => "cpu",
             Support::Removed { .. } => "removed",
             Support::Unsupported { .. } => "UNSUPPORTED",
+            Support::NotPlaced { .. } => "not placed",
             Support::NotAnalyzed { .. } => "not analysed",
         }
     }
@@ -54,8 +57,8 @@ impl Support {
             Support::Fused { into, how } => format!("into {into}: {how}"),
             Support::Cpu { step, reason } => format!("step {step}: {reason}"),
             Support::Removed { how } => how.clone(),
-            Support::Unsupported { reason } => reason.clone(),
-            Support::NotAnalyzed { reason } => reason.clone(),
+            Support::Unsupported { reason, fix } => format!("{reason}; to compile: {fix}"),
+            Support::NotPlaced { reason } | Support::NotAnalyzed { reason } => reason.clone(),
         }
     }
 

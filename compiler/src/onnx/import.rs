@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ops::{self, ParseCtx};
+use super::unsupported;
 use crate::frontend::FrontendError;
 use crate::graph::support::{Support, SupportEntry, SupportTable};
 use crate::graph::{DType, Fact, Graph, OnnxNode, TensorId};
@@ -207,10 +208,12 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
         })
         .collect();
 
-    // Per node: None = fine, Some(support) = unsupported / not analysed.
+    // Nodes that cannot be imported (unsupported) or whose inputs are unknown (not analysed).
     let mut problems: HashMap<usize, Support> = HashMap::new();
-    // Tensor name -> node that failed to produce it.
+    // Tensors without a fact: name -> the node that could not produce it.
     let mut unknown: HashMap<String, String> = HashMap::new();
+    // Facts the model declares, for the outputs of nodes that cannot be imported.
+    let declared = unsupported::declared_facts(gp);
     for i in ord {
         let node = &gp.node[i];
         let name = node_name(i);
@@ -218,49 +221,93 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
             name: name.clone(),
             op_type: node.op_type.clone(),
         }];
-        if let Some(src) = node.input.iter().find_map(|t| unknown.get(t)).cloned() {
-            problems.insert(
-                i,
-                Support::NotAnalyzed {
-                    reason: format!("its input comes from node '{src}', which cannot be imported"),
-                },
-            );
-            for o in &node.output {
-                unknown.insert(o.clone(), src.clone());
-            }
-            continue;
-        }
         let ctx = ParseCtx { node, opset };
-        let parsed = ops::parse(&ctx).and_then(|op| {
-            let inputs: Vec<Option<TensorId>> = node
-                .input
-                .iter()
-                .map(|s| {
-                    if s.is_empty() {
-                        None
+        let parsed = ops::parse(&ctx);
+        let unknown_input = node
+            .input
+            .iter()
+            .find_map(|t| unknown.get(t).map(|src| (t.clone(), src.clone())));
+        let attempt = match (parsed, unknown_input) {
+            (Err(reason), _) => Err(Support::Unsupported {
+                fix: unsupported::fix_for(node, &reason),
+                reason,
+            }),
+            (Ok(_), Some((t, src))) => Err(Support::NotAnalyzed {
+                reason: format!(
+                    "supported operator, but its input '{t}' comes from node '{src}', whose \
+                     output shape is unknown (the model declares no value_info for it)"
+                ),
+            }),
+            (Ok(op), None) => {
+                let inputs: Vec<Option<TensorId>> = node
+                    .input
+                    .iter()
+                    .map(|s| {
+                        if s.is_empty() {
+                            None
+                        } else {
+                            names.get(s).copied()
+                        }
+                    })
+                    .collect();
+                let infos: Vec<_> = inputs.iter().map(|t| t.map(|t| &g.tensors[t])).collect();
+                match op.infer(&infos).and_then(|facts| {
+                    if node.output.len() > facts.len() {
+                        Err(format!(
+                            "the node has {} outputs, the op produces {}",
+                            node.output.len(),
+                            facts.len()
+                        ))
                     } else {
-                        names.get(s).copied()
+                        Ok(facts)
                     }
-                })
-                .collect();
-            let infos: Vec<_> = inputs.iter().map(|t| t.map(|t| &g.tensors[t])).collect();
-            let facts = op.infer(&infos)?;
-            if node.output.len() > facts.len() {
-                return Err(format!(
-                    "the node has {} outputs, the op produces {}",
-                    node.output.len(),
-                    facts.len()
-                ));
-            }
-            Ok((op, inputs, facts))
-        });
-        let (op, inputs, facts) = match parsed {
-            Ok(v) => v,
-            Err(reason) => {
-                problems.insert(i, Support::Unsupported { reason });
-                for o in &node.output {
-                    unknown.insert(o.clone(), name.clone());
+                }) {
+                    Ok(facts) => Ok((op, inputs, facts)),
+                    Err(reason) => Err(Support::Unsupported {
+                        fix: unsupported::fix_for(node, &reason),
+                        reason,
+                    }),
                 }
+            }
+        };
+        let (op, inputs, facts) = match attempt {
+            Ok(v) => v,
+            Err(support) => {
+                // Go on with the facts the model declares (or a contrib operator's known
+                // signature), so that every later node is analysed too.
+                let in_facts: Vec<Option<Fact>> = node
+                    .input
+                    .iter()
+                    .map(|s| names.get(s).map(|&t| g.tensors[t].fact.clone()))
+                    .collect();
+                let contrib = unsupported::contrib_facts(node, &in_facts);
+                let outs: Option<Vec<Fact>> = node
+                    .output
+                    .iter()
+                    .enumerate()
+                    .map(|(k, o)| {
+                        declared
+                            .get(o)
+                            .cloned()
+                            .or_else(|| contrib.as_ref().and_then(|c| c.get(k).cloned()))
+                    })
+                    .collect();
+                match outs {
+                    Some(facts) => {
+                        for (o, f) in node.output.iter().zip(facts) {
+                            if !o.is_empty() {
+                                let t = g.add_tensor(o.clone(), f, None);
+                                names.insert(o.clone(), t);
+                            }
+                        }
+                    }
+                    None => {
+                        for o in &node.output {
+                            unknown.insert(o.clone(), name.clone());
+                        }
+                    }
+                }
+                problems.insert(i, support);
                 continue;
             }
         };
@@ -306,6 +353,7 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
                     i,
                     Support::Unsupported {
                         reason: format!("constant folding failed: {e}"),
+                        fix: "the constant sub-graph cannot be evaluated: check its values".into(),
                     },
                 );
                 for o in &node.output {
@@ -334,9 +382,14 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
             .map(|i| SupportEntry {
                 node: node_name(i),
                 op_type: gp.node[i].op_type.clone(),
-                support: problems.get(&i).cloned().unwrap_or(Support::NotAnalyzed {
-                    reason: "imported (the model was not planned)".into(),
-                }),
+                support: problems
+                    .get(&i)
+                    .cloned()
+                    .unwrap_or_else(|| Support::NotPlaced {
+                        reason: "supported operator; not placed, since the model has unsupported \
+                             nodes"
+                            .into(),
+                    }),
             })
             .collect();
         let count = problems.values().filter(|s| s.is_unsupported()).count();

@@ -38,6 +38,7 @@
 pub mod import;
 pub mod ops;
 pub mod proto;
+pub mod unsupported;
 
 use std::fmt;
 use std::path::Path;

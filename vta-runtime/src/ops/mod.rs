@@ -18,6 +18,7 @@ pub mod concat;
 pub mod constant;
 pub mod conv;
 pub mod conv_integer;
+pub mod conv_transpose;
 pub mod dequantize_linear;
 pub mod flatten;
 pub mod gather;
@@ -29,15 +30,21 @@ pub mod kernels;
 pub mod matmul;
 pub mod matmul_integer;
 pub mod max_pool;
+pub mod pad;
+pub mod prelu;
 pub mod qlinear_conv;
 pub mod qlinear_matmul;
 pub mod quantize_linear;
 pub mod relu;
 pub mod reshape;
+pub mod resize;
 pub mod shape;
+pub mod slice;
 pub mod softmax;
+pub mod split;
 pub mod squeeze;
 pub mod transpose;
+pub mod unary;
 
 /// What an op's shape inference sees of an input tensor: its name, static fact and constant
 /// value (if any).
@@ -105,6 +112,14 @@ any_op! {
     Softmax(softmax::Softmax),
     Squeeze(squeeze::Squeeze),
     Transpose(transpose::Transpose),
+    Unary(unary::Unary),
+    PRelu(prelu::PRelu),
+    Resize(resize::Resize),
+    ConvTranspose(conv_transpose::ConvTranspose),
+    Split(split::Split),
+    Slice(slice::Slice),
+    Pad(pad::Pad),
+    InsertZeros(internal::InsertZeros),
 }
 
 /// An operator of the graph IR.

@@ -20,6 +20,7 @@ pub mod concat;
 pub mod constant;
 pub mod conv;
 pub mod conv_integer;
+pub mod conv_transpose;
 pub mod dequantize_linear;
 pub mod flatten;
 pub mod gather;
@@ -27,13 +28,19 @@ pub mod gemm;
 pub mod identity;
 pub mod kernels;
 pub mod max_pool;
+pub mod pad;
+pub mod prelu;
 pub mod qlinear_conv;
 pub mod quantize_linear;
 pub mod reshape;
+pub mod resize;
 pub mod shape;
+pub mod slice;
 pub mod softmax;
+pub mod split;
 pub mod squeeze;
 pub mod transpose;
+pub mod unary;
 
 /// An op parsed from the attributes of an ONNX node.
 pub trait FromOnnx: Sized {
@@ -163,6 +170,14 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Gather" => Box::new(gather::Gather::parse(ctx)?),
         "Squeeze" | "Unsqueeze" => Box::new(squeeze::Squeeze::parse(ctx)?),
         "Transpose" => Box::new(transpose::Transpose::parse(ctx)?),
+        "Sigmoid" | "HardSigmoid" | "HardSwish" | "Tanh" | "LeakyRelu" | "Erf" | "Exp" | "Gelu"
+        | "Softplus" | "Mish" => Box::new(unary::Unary::parse(ctx)?),
+        "PRelu" => Box::new(prelu::PRelu),
+        "Resize" | "Upsample" => Box::new(resize::Resize::parse(ctx)?),
+        "ConvTranspose" => Box::new(conv_transpose::ConvTranspose::parse(ctx)?),
+        "Split" => Box::new(split::Split::parse(ctx)?),
+        "Slice" => Box::new(slice::Slice::parse(ctx)?),
+        "Pad" => Box::new(pad::Pad::parse(ctx)?),
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }

@@ -1,5 +1,5 @@
 //! The other int8 layers and tensor moves: Add, global average and max pooling, reshapes,
-//! Concat, scalar Mul, and QuantizeLinear / DequantizeLinear nodes.
+//! Concat, and QuantizeLinear / DequantizeLinear nodes.
 
 use super::*;
 
@@ -119,7 +119,7 @@ impl<'g> Lowerer<'g> {
     }
 
     /// The int8 form of a pooling/reshaping op's input: (value, how to represent the output).
-    fn int8_passthrough(&mut self, t: TensorId) -> R<(ValueId, ReprOf)> {
+    pub(super) fn int8_passthrough(&mut self, t: TensorId) -> R<(ValueId, ReprOf)> {
         match self.repr.get(&t).copied() {
             Some(Repr::Deq { q, scale, zp }) => {
                 Ok((q, Box::new(move |v| Repr::Deq { q: v, scale, zp })))
@@ -243,27 +243,61 @@ impl<'g> Lowerer<'g> {
         Ok(())
     }
 
+    /// Concat of int8 tensors: inputs quantized like the output are concatenated as they are,
+    /// others are first rescaled to the output's quantization on the accelerator.
     pub(super) fn concat(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
         let ins: Vec<TensorId> = n.inputs.iter().flatten().copied().collect();
         let yt = n.outputs[0];
-        let mut params = None;
-        let mut vals = Vec::new();
+        let mut qs = Vec::new();
         for &t in &ins {
             match self.repr.get(&t).copied() {
-                Some(Repr::Deq { q, scale, zp }) if params.is_none_or(|p| p == (scale, zp)) => {
-                    params = Some((scale, zp));
-                    vals.push(q);
+                Some(Repr::Deq { q, scale, zp }) => qs.push(QIn {
+                    v: q,
+                    scale: f64::from(scale),
+                    zp,
+                }),
+                _ if self.stats.is_some() && self.g.fact(t).dtype == DType::F32 => {
+                    qs.push(self.as_q8(t)?)
                 }
                 _ => {
-                    return Err(
-                        "inputs with different quantization (concatenated in float on the CPU)"
-                            .into(),
-                    )
+                    return Err(format!(
+                        "input '{}' is not a quantized tensor",
+                        self.g.tensors[t].name
+                    ))
                 }
             }
         }
-        let (scale, zp) = params.ok_or("no inputs")?;
+        let first = *qs.first().ok_or("no inputs")?;
+        let same = qs
+            .iter()
+            .all(|q| q.scale == first.scale && q.zp == first.zp);
+        // The output's quantization: the inputs' when they agree, else the following
+        // QuantizeLinear's (quantized models) or the calibrated one (float models).
+        let (scale, zp) = if same {
+            (first.scale as f32, first.zp)
+        } else if self.quantized_model {
+            let q = self.sole_q(yt).ok_or(
+                "inputs with different quantization and no QuantizeLinear after the Concat",
+            )?;
+            let (s, z, dt) = self.q_params(q)?;
+            (s, z - offset_of(dt))
+        } else {
+            (self.stats.ok_or("no calibration")?.scale(yt), 0)
+        };
+        let name = self.node_name(ix);
+        let mut vals = Vec::new();
+        let mut rescaled = 0;
+        for (k, (q, &t)) in qs.iter().zip(&ins).enumerate() {
+            if f64::from(scale) == q.scale && zp == q.zp {
+                vals.push(q.v);
+            } else {
+                let shape = self.g.fact(t).shape.clone();
+                rank_check(&shape)?;
+                vals.push(self.rescale(&format!("{name}:rescale{k}"), *q, &shape, scale, zp)?);
+                rescaled += 1;
+            }
+        }
         let fact = Fact::new(DType::I8, self.g.fact(yt).shape.clone());
         let qp = QuantParams {
             scale,
@@ -272,11 +306,18 @@ impl<'g> Lowerer<'g> {
         let v = self
             .plan
             .add_value(format!("{}:i8", self.g.tensors[yt].name), fact, Some(qp));
-        let reason = "concatenation of int8 tensors with equal quantization (exact data movement)"
-            .to_string();
+        let reason = if rescaled == 0 {
+            "concatenation of int8 tensors with equal quantization (exact data movement)"
+                .to_string()
+        } else {
+            format!(
+                "concatenation of int8 tensors (exact data movement) after {rescaled} input(s) \
+                 rescaled to the output's quantization on the accelerator"
+            )
+        };
         let op = self.g.dag[ix].op.to_any();
         let step = self.push(
-            &self.node_name(ix),
+            &name,
             vals.clone(),
             vec![v],
             StepKind::Cpu(CpuOp {
@@ -287,44 +328,6 @@ impl<'g> Lowerer<'g> {
         );
         self.repr.insert(yt, Repr::Deq { q: v, scale, zp });
         self.set_status(ix, Support::Cpu { step, reason });
-        Ok(())
-    }
-
-    /// A Mul by a positive scalar constant of a quantized tensor only changes its scale.
-    pub(super) fn scale_mul(&mut self, ix: NodeIndex) -> R<()> {
-        let n = &self.g.dag[ix];
-        let ins = [n.inputs[0].ok_or("no A")?, n.inputs[1].ok_or("no B")?];
-        let (xt, ct) = if self.g.const_value(ins[1]).is_some() {
-            (ins[0], ins[1])
-        } else {
-            (ins[1], ins[0])
-        };
-        let c = self.g.const_value(ct).ok_or("Mul of two activations")?;
-        if c.len() != 1 || self.g.fact(xt).shape != self.g.fact(n.outputs[0]).shape {
-            return Err("Mul by a non-scalar constant".into());
-        }
-        let k = c.scalar_f32()?;
-        if !(k > 0.0 && k.is_finite()) {
-            return Err("Mul by a non-positive constant".into());
-        }
-        let Some(Repr::Deq { q, scale, zp }) = self.repr.get(&xt).copied() else {
-            return Err("input is not a quantized tensor".into());
-        };
-        let yt = n.outputs[0];
-        self.repr.insert(
-            yt,
-            Repr::Deq {
-                q,
-                scale: scale * k,
-                zp,
-            },
-        );
-        self.status.insert(
-            n.origin[0].name.clone(),
-            Support::Removed {
-                how: format!("folded into the quantization scale (x {k})"),
-            },
-        );
         Ok(())
     }
 
@@ -421,5 +424,14 @@ impl<'g> Lowerer<'g> {
         let name = n.origin[0].name.clone();
         self.status.insert(name, Support::Fused { into: "its consumers".into(), how: "the int8 tensor is used directly (dequantization is a change of interpretation)".into() });
         Ok(())
+    }
+}
+
+/// The element-wise layers take tensors of rank 2 to 4.
+fn rank_check(shape: &[usize]) -> R<()> {
+    if (2..=4).contains(&shape.len()) {
+        Ok(())
+    } else {
+        Err(format!("a rank-{} input to rescale", shape.len()))
     }
 }

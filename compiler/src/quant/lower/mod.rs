@@ -23,9 +23,11 @@ use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
 use crate::graph::ops::binary::{BinKind, Binary};
+use crate::graph::ops::clip::Clip;
 use crate::graph::ops::concat::Concat;
 use crate::graph::ops::conv::Conv;
 use crate::graph::ops::conv_integer::ConvInteger;
+use crate::graph::ops::conv_transpose::ConvTranspose;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
 use crate::graph::ops::flatten::Flatten;
 use crate::graph::ops::gemm::Gemm;
@@ -35,11 +37,19 @@ use crate::graph::ops::kernels::{dims4, Geometry};
 use crate::graph::ops::matmul::MatMul;
 use crate::graph::ops::matmul_integer::MatMulInteger;
 use crate::graph::ops::max_pool::MaxPool;
+use crate::graph::ops::pad::Pad;
+use crate::graph::ops::prelu::PRelu;
 use crate::graph::ops::qlinear_conv::QLinearConv;
 use crate::graph::ops::qlinear_matmul::QLinearMatMul;
 use crate::graph::ops::quantize_linear::{quantize_value, QParams, QuantizeLinear};
+use crate::graph::ops::relu::Relu;
 use crate::graph::ops::reshape::Reshape;
+use crate::graph::ops::resize::Resize;
+use crate::graph::ops::slice::Slice;
+use crate::graph::ops::split::Split;
 use crate::graph::ops::squeeze::Squeeze;
+use crate::graph::ops::transpose::Transpose;
+use crate::graph::ops::unary::Unary;
 use crate::graph::ops::{Activation, Op};
 use crate::graph::plan::{CpuOp, QuantParams, StepKind, ValueId};
 use crate::graph::{
@@ -47,6 +57,7 @@ use crate::graph::{
 };
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool, Requant};
 
+mod eltwise;
 mod int8_ops;
 mod linear;
 mod output;
@@ -413,20 +424,41 @@ impl<'g> Lowerer<'g> {
             self.qlinear_conv(ix)
         } else if any.is::<QLinearMatMul>() {
             self.qlinear_matmul(ix)
-        } else if let Some(b) = any.downcast_ref::<Binary>() {
-            match b.kind {
-                BinKind::Add => self.add(ix),
-                BinKind::Mul => self.scale_mul(ix),
-                _ => Err(format!("no accelerator layer for {}", b.op_type())),
+        } else if any.is::<Binary>() {
+            let n = &self.g.dag[ix];
+            let has_const = n
+                .inputs
+                .iter()
+                .flatten()
+                .any(|&t| self.g.const_value(t).is_some() || self.const_dq(t).is_some());
+            if has_const {
+                self.binary_const(ix)
+            } else {
+                self.binary(ix)
             }
-        } else if any.is::<GlobalAveragePool>() || any.is::<AveragePool>() {
+        } else if any.is::<GlobalAveragePool>() {
             self.global_pool(ix)
+        } else if any.is::<AveragePool>() {
+            self.avg_pool(ix)
         } else if any.is::<MaxPool>() {
             self.max_pool(ix)
         } else if any.is::<Flatten>() || any.is::<Reshape>() || any.is::<Squeeze>() {
             self.reshape_int8(ix)
+        } else if any.is::<Split>() || any.is::<Slice>() || any.is::<Transpose>() || any.is::<Pad>()
+        {
+            self.move_int8(ix, "data movement on the int8 tensor (exact)")
+        } else if any.is::<Resize>() {
+            self.resize(ix)
         } else if any.is::<Concat>() {
             self.concat(ix)
+        } else if any.is::<Unary>() {
+            self.unary(ix)
+        } else if any.is::<PRelu>() {
+            self.prelu(ix)
+        } else if any.is::<Relu>() || any.is::<Clip>() {
+            self.clamp(ix)
+        } else if any.is::<ConvTranspose>() {
+            self.conv_transpose(ix)
         } else if any.is::<ConvInteger>() || any.is::<MatMulInteger>() {
             Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
         } else {
@@ -436,6 +468,39 @@ impl<'g> Lowerer<'g> {
             ))
         }
     }
+}
+
+/// Post-training statistics in which every float Concat's inputs and output share the
+/// largest range among them, so that their producers requantize to one scale and the
+/// concatenation is pure data movement (as TFLite does).
+fn unify_concat_ranges(g: &Graph, stats: &Stats) -> Stats {
+    let mut s = stats.clone();
+    // Twice, for concatenations of concatenations.
+    for _ in 0..2 {
+        for ix in g.dag.node_indices() {
+            let n = &g.dag[ix];
+            if !n.op.as_any().is::<Concat>() || g.fact(n.outputs[0]).dtype != DType::F32 {
+                continue;
+            }
+            let ts: Vec<TensorId> = n
+                .inputs
+                .iter()
+                .flatten()
+                .chain(&n.outputs)
+                .copied()
+                .collect();
+            let m = ts
+                .iter()
+                .map(|&t| s.max_abs.get(t).copied().unwrap_or(0.0))
+                .fold(0f32, f32::max);
+            for t in ts {
+                if let Some(v) = s.max_abs.get_mut(t) {
+                    *v = m;
+                }
+            }
+        }
+    }
+    s
 }
 
 /// Lowers a simplified graph (see [`crate::quant::plan_graph`]).
@@ -450,10 +515,11 @@ pub(crate) fn lower(
     } else {
         config_blocker(cfg)
     };
+    let unified = stats.map(|s| unify_concat_ranges(g, s));
     let mut lw = Lowerer {
         g,
         opts,
-        stats,
+        stats: unified.as_ref(),
         blocker,
         pow2_only: !cfg.alu_mul,
         quantized_model: is_quantized(g),

@@ -1,0 +1,667 @@
+//! The quantized path of the edge-CNN operators: small float models (a convolution, the
+//! operator, a convolution) are quantized after training, compiled for several accelerator
+//! configs, run on the functional simulator (races checked) and compared with the integer
+//! reference executor step by step (bit-exact), and with the float model (close). Where each
+//! operator runs is checked on VTA's default config; QDQ forms are checked against ONNX's own
+//! semantics (the float graph of the QDQ model).
+
+mod onnx_builder;
+
+use compiler::compile::{Compiled, LayerReport};
+use compiler::frontend::{import_graph, FrontendOptions};
+use compiler::graph::plan::StepKind;
+use compiler::graph::{Layer, Support, Tensor};
+use ndarray::ArrayD;
+use onnx_builder::{sample, Model, A};
+use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
+use vta_runtime::model::Model as Compiledmodel;
+use vta_sim::FsimDevice;
+
+/// Where the layer of ONNX node `node` runs on the default config.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Where {
+    /// An accelerator layer of this kind, in a launch.
+    Accel(&'static str),
+    /// An accelerator layer the back end refuses (runs on the CPU by its reference).
+    Refused(&'static str),
+    /// A CPU step.
+    Cpu,
+}
+
+fn float_out(m: &Model, x: &ArrayD<f32>) -> Vec<ArrayD<f32>> {
+    let g = import_graph(&m.bytes(), "t.onnx", DEFAULT_MEMORY_BUDGET).unwrap();
+    g.run_outputs(&[Tensor::F32(x.clone())])
+        .unwrap()
+        .into_iter()
+        .map(|t| t.as_f32().unwrap().clone())
+        .collect()
+}
+
+/// Compiles `m` (input shape `shape`) for several configs, runs it on fsim and checks it
+/// bit-exactly against the integer reference; on the default config, checks where `expect`ed
+/// nodes run and that the int8 outputs are within `tol` (relative to the output's range) of
+/// the float model's. Returns the default config's compiled model.
+fn check(name: &str, m: &Model, shape: &[usize], expect: &[(&str, Where)], tol: f32) -> Compiled {
+    let x = sample(shape, 7, 2.0);
+    // Calibrated on the test input too, so that the comparison with the float model measures
+    // rounding, not saturation beyond the calibrated ranges.
+    let calib: Vec<ArrayD<f32>> = std::iter::once(x.clone())
+        .chain((0..3).map(|s| sample(shape, 100 + s, 2.0)))
+        .collect();
+    let opts = FrontendOptions::default();
+    let mut default = None;
+    for cfg_name in ["default", "small", "rect", "batched"] {
+        let cfg = isa::HwConfig::preset(cfg_name).unwrap();
+        let c = Compiled::compile(m.bytes(), name, &calib, &cfg, &opts)
+            .unwrap_or_else(|e| panic!("{name} on {cfg_name}: {e}"));
+        let model = Compiledmodel::from_bytes(&c.to_bytes().unwrap(), name).unwrap();
+        let mut dev = FsimDevice::checking_races(&cfg);
+        let inputs = [Tensor::F32(x.clone())];
+        let r = model.run(&mut dev, &inputs).unwrap();
+        let chk = model.check(&inputs, &r).unwrap();
+        assert!(
+            chk.is_exact(),
+            "{name} on {cfg_name}: {chk:?}\n{}\n{}",
+            c.support,
+            c.plan
+        );
+        if cfg_name == "default" {
+            let want = float_out(m, &x);
+            for (got, want) in r.outputs.iter().zip(&want) {
+                let got = got.as_f32().unwrap();
+                let range = want.iter().fold(0f32, |a, v| a.max(v.abs())).max(1e-3);
+                let err = got
+                    .iter()
+                    .zip(want.iter())
+                    .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
+                println!("{name}: max |int8 - float| = {err:.4} of a range {range:.3}");
+                assert!(
+                    err <= tol * range,
+                    "{name}: error {err} for a range {range}\n{}",
+                    c.plan
+                );
+            }
+            for &(node, wh) in expect {
+                let e = c
+                    .support
+                    .get(node)
+                    .unwrap_or_else(|| panic!("{name}: no node {node}"));
+                let step = match &e.support {
+                    Support::Accel { step, .. } | Support::Cpu { step, .. } => *step,
+                    other => panic!("{name}: {node} is {other:?}"),
+                };
+                let got = match (
+                    &c.plan.steps[step].kind,
+                    c.steps.iter().find(|s| s.step == step),
+                ) {
+                    (StepKind::Accel(l), Some(rep)) => match rep.report {
+                        LayerReport::Compiled(..) => Where::Accel(l.kind()),
+                        LayerReport::Refused(_) => Where::Refused(l.kind()),
+                    },
+                    _ => Where::Cpu,
+                };
+                assert_eq!(
+                    got,
+                    wh,
+                    "{name}: {node}\n{}\n{}",
+                    c.support,
+                    c.layer_report()
+                );
+            }
+            assert!(
+                c.support.entries.iter().all(|e| !matches!(
+                    e.support,
+                    Support::NotAnalyzed { .. }
+                        | Support::NotPlaced { .. }
+                        | Support::Unsupported { .. }
+                )),
+                "{name}: every node placed\n{}",
+                c.support
+            );
+            default = Some(c);
+        }
+    }
+    default.expect("the default config ran")
+}
+
+/// `x -> Conv 3x3 (C -> C) -> OP -> Conv 1x1 (C -> C) -> y`, the op given as nodes from
+/// tensor `a` to tensor `b`.
+fn sandwich(c: usize, op: impl FnOnce(&mut Model)) -> Model {
+    let mut m = Model::new(17);
+    m.input("x", &[1, c, 8, 8])
+        .weight("w1", &[c, c, 3, 3], 0.3)
+        .weight("b1", &[c], 0.2)
+        .node(
+            "conv1",
+            "Conv",
+            &["x", "w1", "b1"],
+            &["a"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        );
+    op(&mut m);
+    m.weight("w2", &[c, c, 1, 1], 0.5)
+        .node("conv2", "Conv", &["b", "w2"], &["y"], vec![])
+        .output("y");
+    m
+}
+
+#[test]
+fn single_input_functions_are_tables_on_the_cpu() {
+    let cases: Vec<(&str, Vec<(&str, A)>)> = vec![
+        ("Sigmoid", vec![]),
+        ("Tanh", vec![]),
+        ("HardSwish", vec![]),
+        ("Exp", vec![]),
+        ("Erf", vec![]),
+        ("Gelu", vec![]),
+        ("Softplus", vec![]),
+        ("Mish", vec![]),
+    ];
+    for (op, attrs) in cases {
+        let m = sandwich(16, |m| {
+            m.node("f", op, &["a"], &["b"], attrs);
+        });
+        let c = check(
+            op,
+            &m,
+            &[1, 16, 8, 8],
+            &[
+                ("conv1", Where::Accel("QConv2d")),
+                ("f", Where::Refused("QTable")),
+                ("conv2", Where::Accel("QConv2d")),
+            ],
+            0.1,
+        );
+        let refusal = c.steps.iter().find(|s| s.kind == "QTable").unwrap();
+        assert!(
+            matches!(&refusal.report, LayerReport::Refused(r) if r.contains("lookup table")),
+            "{op}"
+        );
+    }
+    // SiLU as YOLO exports it: one table after the fusion.
+    let m = sandwich(24, |m| {
+        m.node("sig", "Sigmoid", &["a"], &["s"], vec![]).node(
+            "mul",
+            "Mul",
+            &["a", "s"],
+            &["b"],
+            vec![],
+        );
+    });
+    let c = check(
+        "SiLU",
+        &m,
+        &[1, 24, 8, 8],
+        &[("sig", Where::Refused("QTable"))],
+        0.1,
+    );
+    assert!(
+        matches!(&c.support.get("mul").unwrap().support, Support::Fused { into, .. } if into == "sig")
+    );
+}
+
+#[test]
+fn affine_and_clamp_layers_run_on_the_alu() {
+    let hs = sandwich(16, |m| {
+        m.node(
+            "hsig",
+            "HardSigmoid",
+            &["a"],
+            &["b"],
+            vec![("alpha", A::F(0.2)), ("beta", A::F(0.5))],
+        );
+    });
+    check(
+        "HardSigmoid",
+        &hs,
+        &[1, 16, 8, 8],
+        &[("hsig", Where::Accel("QAffine"))],
+        0.05,
+    );
+    // Per-channel constants that no convolution absorbs (after a residual Add).
+    for (op, k) in [
+        ("Mul", [0.5f32, -2.0, 1.5]),
+        ("Add", [0.5, -0.2, 1.0]),
+        ("Sub", [0.1, 0.2, -0.3]),
+        ("Div", [2.0, -4.0, 0.5]),
+    ] {
+        let m = sandwich(24, |m| {
+            let v: Vec<f32> = (0..24).map(|i| k[i % 3]).collect();
+            m.node("res", "Add", &["a", "x"], &["r"], vec![])
+                .values("k", &[1, 24, 1, 1], &v)
+                .node("op", op, &["r", "k"], &["b"], vec![]);
+        });
+        check(
+            op,
+            &m,
+            &[1, 24, 8, 8],
+            &[
+                ("res", Where::Accel("QAdd")),
+                ("op", Where::Accel("QAffine")),
+            ],
+            0.05,
+        );
+    }
+    // A Relu and a Clip no producer absorbs (the Add's output has two readers).
+    let m = sandwich(16, |m| {
+        m.node("res", "Add", &["a", "x"], &["r"], vec![])
+            .node("relu", "Relu", &["r"], &["r2"], vec![])
+            .values("lo", &[], &[-0.5])
+            .values("hi", &[], &[1.0])
+            .node("clip", "Clip", &["r", "lo", "hi"], &["r3"], vec![])
+            .node("sum", "Add", &["r2", "r3"], &["b"], vec![]);
+    });
+    check(
+        "clamps",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("relu", Where::Accel("QAffine")),
+            ("clip", Where::Accel("QAffine")),
+        ],
+        0.05,
+    );
+}
+
+#[test]
+fn leaky_relu_and_prelu_run_on_the_alu() {
+    let m = sandwich(16, |m| {
+        m.node(
+            "lrelu",
+            "LeakyRelu",
+            &["a"],
+            &["b"],
+            vec![("alpha", A::F(0.1))],
+        );
+    });
+    check(
+        "LeakyRelu",
+        &m,
+        &[1, 16, 8, 8],
+        &[("lrelu", Where::Accel("QLeakyRelu"))],
+        0.05,
+    );
+    let m = sandwich(20, |m| {
+        let s: Vec<f32> = (0..20).map(|i| 0.05 * i as f32).collect();
+        m.values("slope", &[20, 1, 1], &s)
+            .node("prelu", "PRelu", &["a", "slope"], &["b"], vec![]);
+    });
+    check(
+        "PRelu",
+        &m,
+        &[1, 20, 8, 8],
+        &[("prelu", Where::Accel("QLeakyRelu"))],
+        0.05,
+    );
+}
+
+#[test]
+fn binary_layers_broadcast_over_the_plane() {
+    // Squeeze-and-excite: x * HardSigmoid(Conv(Relu(Conv(GlobalAveragePool(x))))).
+    let m = sandwich(32, |m| {
+        m.node("gap", "GlobalAveragePool", &["a"], &["g"], vec![])
+            .weight("wr", &[8, 32, 1, 1], 0.5)
+            .node("se1", "Conv", &["g", "wr"], &["g1"], vec![])
+            .node("serelu", "Relu", &["g1"], &["g2"], vec![])
+            .weight("we", &[32, 8, 1, 1], 0.5)
+            .node("se2", "Conv", &["g2", "we"], &["g3"], vec![])
+            .node("gate", "HardSigmoid", &["g3"], &["g4"], vec![])
+            .node("scale", "Mul", &["a", "g4"], &["b"], vec![]);
+    });
+    check(
+        "SE block",
+        &m,
+        &[1, 32, 8, 8],
+        &[
+            ("gap", Where::Accel("QGlobalAvgPool")),
+            ("gate", Where::Accel("QAffine")),
+            ("scale", Where::Accel("QBinary")),
+        ],
+        0.1,
+    );
+    // Add and Sub of a broadcast tensor; Mul of two full tensors.
+    let m = sandwich(16, |m| {
+        m.node("gap", "GlobalAveragePool", &["a"], &["g"], vec![])
+            .node("add", "Add", &["g", "a"], &["s1"], vec![])
+            .node("sub", "Sub", &["s1", "g"], &["s2"], vec![])
+            .node("sq", "Mul", &["s2", "a"], &["b"], vec![]);
+    });
+    check(
+        "broadcast add/sub/mul",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("add", Where::Accel("QBinary")),
+            ("sub", Where::Accel("QBinary")),
+            ("sq", Where::Accel("QBinary")),
+        ],
+        0.1,
+    );
+}
+
+#[test]
+fn resize_concat_split_slice_pad() {
+    // A YOLO/UNet neck: upsample, concatenate with a skip connection, split and slice.
+    let mut m = Model::new(17);
+    m.input("x", &[1, 16, 8, 8])
+        .weight("w1", &[16, 16, 3, 3], 0.3)
+        .node(
+            "down",
+            "Conv",
+            &["x", "w1"],
+            &["d"],
+            vec![("pads", A::Is(vec![1; 4])), ("strides", A::Is(vec![2, 2]))],
+        )
+        .values("roi", &[0], &[])
+        .values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
+        .node(
+            "up",
+            "Resize",
+            &["d", "roi", "scales"],
+            &["u"],
+            vec![("mode", A::S("nearest"))],
+        )
+        .node(
+            "cat",
+            "Concat",
+            &["u", "x"],
+            &["c"],
+            vec![("axis", A::I(1))],
+        )
+        .weight("w2", &[32, 32, 1, 1], 0.3)
+        .node("mix", "Conv", &["c", "w2"], &["m"], vec![])
+        .node(
+            "split",
+            "Split",
+            &["m"],
+            &["s1", "s2"],
+            vec![("axis", A::I(1))],
+        )
+        .ints("st", &[0])
+        .ints("en", &[8])
+        .ints("ax", &[1])
+        .node("slice", "Slice", &["s2", "st", "en", "ax"], &["s3"], vec![])
+        .ints("pads", &[0, 0, 1, 1, 0, 0, 1, 1])
+        .node("pad", "Pad", &["s3", "pads"], &["p"], vec![])
+        .weight("w3", &[8, 8, 3, 3], 0.3)
+        .node("head", "Conv", &["p", "w3"], &["h"], vec![])
+        .values("lscales", &[4], &[1.0, 1.0, 0.5, 0.5])
+        .node(
+            "bilinear",
+            "Resize",
+            &["s1", "roi", "lscales"],
+            &["y2"],
+            vec![("mode", A::S("linear"))],
+        )
+        .output("h")
+        .output("y2");
+    check(
+        "neck",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("up", Where::Accel("QUpsample")),
+            ("cat", Where::Cpu),
+            ("split", Where::Cpu),
+            ("slice", Where::Cpu),
+            ("head", Where::Accel("QConv2d")),
+            ("bilinear", Where::Cpu),
+        ],
+        0.1,
+    );
+}
+
+#[test]
+fn conv_transpose_and_average_pools_are_convolutions() {
+    let m = sandwich(16, |m| {
+        m.weight("wt", &[16, 16, 2, 2], 0.3)
+            .weight("bt", &[16], 0.1)
+            .node(
+                "deconv",
+                "ConvTranspose",
+                &["a", "wt", "bt"],
+                &["t"],
+                vec![("strides", A::Is(vec![2, 2]))],
+            )
+            .node(
+                "avg",
+                "AveragePool",
+                &["t"],
+                &["b"],
+                vec![
+                    ("kernel_shape", A::Is(vec![3, 3])),
+                    ("pads", A::Is(vec![1; 4])),
+                    ("count_include_pad", A::I(1)),
+                    ("strides", A::Is(vec![2, 2])),
+                ],
+            );
+    });
+    check(
+        "ConvTranspose + AveragePool",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("deconv", Where::Accel("QConv2d")),
+            ("avg", Where::Accel("QConv2d")),
+        ],
+        0.1,
+    );
+    // A 3x3 transposed convolution with padding and output padding, 24 channels.
+    let m = sandwich(24, |m| {
+        m.weight("wt", &[24, 24, 3, 3], 0.3)
+            .node(
+                "deconv",
+                "ConvTranspose",
+                &["a", "wt"],
+                &["t"],
+                vec![
+                    ("strides", A::Is(vec![2, 2])),
+                    ("pads", A::Is(vec![1; 4])),
+                    ("output_padding", A::Is(vec![1, 1])),
+                ],
+            )
+            .node(
+                "pool",
+                "MaxPool",
+                &["t"],
+                &["b"],
+                vec![
+                    ("kernel_shape", A::Is(vec![2, 2])),
+                    ("strides", A::Is(vec![2, 2])),
+                ],
+            );
+    });
+    check(
+        "ConvTranspose 3x3",
+        &m,
+        &[1, 24, 8, 8],
+        &[("deconv", Where::Accel("QConv2d"))],
+        0.1,
+    );
+}
+
+#[test]
+fn global_average_pool_over_a_plane_larger_than_acc() {
+    // 64 x 64 = 4096 pixels per plane, more than half of the default ACC (1024 rows).
+    let mut m = Model::new(17);
+    m.input("x", &[1, 16, 64, 64])
+        .weight("w1", &[16, 16, 1, 1], 0.3)
+        .node("conv", "Conv", &["x", "w1"], &["a"], vec![])
+        .node("gap", "GlobalAveragePool", &["a"], &["g"], vec![])
+        .node("flat", "Flatten", &["g"], &["f"], vec![])
+        .weight("wd", &[16, 10], 0.3)
+        .node("fc", "MatMul", &["f", "wd"], &["l"], vec![])
+        .node("sm", "Softmax", &["l"], &["y"], vec![])
+        .output("y");
+    check(
+        "large GAP",
+        &m,
+        &[1, 16, 64, 64],
+        &[("gap", Where::Accel("QGlobalAvgPool")), ("sm", Where::Cpu)],
+        0.1,
+    );
+}
+
+/// `x -> Q -> DQ -> ops -> Q -> DQ -> y`: QDQ forms of single operators.
+fn qdq(op: impl FnOnce(&mut Model), out_scale: f32, out_zp: u8) -> Model {
+    let mut m = Model::new(17);
+    m.input("x", &[1, 16, 4, 4])
+        .values("sx", &[], &[0.02])
+        .init(
+            "zx",
+            Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), 120)),
+        )
+        .node("qx", "QuantizeLinear", &["x", "sx", "zx"], &["xq"], vec![])
+        .node(
+            "dqx",
+            "DequantizeLinear",
+            &["xq", "sx", "zx"],
+            &["a"],
+            vec![],
+        );
+    op(&mut m);
+    m.values("sy", &[], &[out_scale])
+        .init(
+            "zy",
+            Tensor::U8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[]), out_zp)),
+        )
+        .node("qy", "QuantizeLinear", &["b", "sy", "zy"], &["yq"], vec![])
+        .node(
+            "dqy",
+            "DequantizeLinear",
+            &["yq", "sy", "zy"],
+            &["y"],
+            vec![],
+        )
+        .output("y");
+    m
+}
+
+#[test]
+fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
+    let cfg = isa::HwConfig::preset("default").unwrap();
+    let cases: Vec<(&str, Model, Option<&str>, f32)> = vec![
+        (
+            "Sigmoid",
+            qdq(
+                |m| {
+                    m.node("f", "Sigmoid", &["a"], &["b"], vec![]);
+                },
+                1.0 / 255.0,
+                0,
+            ),
+            Some("QTable"),
+            1.0 / 255.0,
+        ),
+        (
+            "Tanh",
+            qdq(
+                |m| {
+                    m.node("f", "Tanh", &["a"], &["b"], vec![]);
+                },
+                1.0 / 128.0,
+                128,
+            ),
+            Some("QTable"),
+            1.0 / 128.0,
+        ),
+        (
+            "HardSwish",
+            qdq(
+                |m| {
+                    m.node("f", "HardSwish", &["a"], &["b"], vec![]);
+                },
+                0.02,
+                20,
+            ),
+            Some("QTable"),
+            0.02,
+        ),
+        (
+            "LeakyRelu",
+            qdq(
+                |m| {
+                    m.node("f", "LeakyRelu", &["a"], &["b"], vec![("alpha", A::F(0.1))]);
+                },
+                0.015,
+                100,
+            ),
+            Some("QLeakyRelu"),
+            0.015,
+        ),
+        (
+            "HardSigmoid",
+            qdq(
+                |m| {
+                    m.node("f", "HardSigmoid", &["a"], &["b"], vec![]);
+                },
+                1.0 / 255.0,
+                0,
+            ),
+            Some("QAffine"),
+            1.0 / 255.0,
+        ),
+        (
+            "Mul const",
+            qdq(
+                |m| {
+                    let v: Vec<f32> = (0..16).map(|i| 0.25 + 0.1 * i as f32).collect();
+                    m.values("k", &[16, 1, 1], &v)
+                        .node("f", "Mul", &["a", "k"], &["b"], vec![]);
+                },
+                0.05,
+                128,
+            ),
+            Some("QAffine"),
+            0.05,
+        ),
+        (
+            "Resize",
+            qdq(
+                |m| {
+                    m.values("roi", &[0], &[])
+                        .values("scales", &[4], &[1.0, 1.0, 2.0, 2.0])
+                        .node(
+                            "f",
+                            "Resize",
+                            &["a", "roi", "scales"],
+                            &["b"],
+                            vec![("mode", A::S("nearest"))],
+                        );
+                },
+                0.02,
+                120,
+            ),
+            Some("QUpsample"),
+            0.0,
+        ),
+    ];
+    for (name, m, layer, lsb) in cases {
+        let c = Compiled::compile(m.bytes(), name, &[], &cfg, &FrontendOptions::default())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let kinds: Vec<&str> = c.plan.layers().map(Layer::kind).collect();
+        if let Some(l) = layer {
+            assert!(kinds.contains(&l), "{name}: {kinds:?}\n{}", c.support);
+        }
+        for s in 0..3 {
+            let x = sample(&[1, 16, 4, 4], 50 + s, 2.5);
+            let want = float_out(&m, &x).remove(0);
+            let inputs = [Tensor::F32(x)];
+            let mut dev = FsimDevice::checking_races(&cfg);
+            let r = c.model.run(&mut dev, &inputs).unwrap();
+            assert!(c.model.check(&inputs, &r).unwrap().is_exact(), "{name}");
+            let got = r.outputs[0].as_f32().unwrap();
+            let worst = got
+                .iter()
+                .zip(want.iter())
+                .fold(0f32, |a, (g, w)| a.max((g - w).abs()));
+            // Tables and data movement are ONNX's result exactly; the ALU layers within 1 LSB.
+            let bound = if layer == Some("QTable") {
+                0.0
+            } else {
+                lsb * 1.001
+            };
+            assert!(worst <= bound, "{name}: {worst} > {bound}");
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! `Resize` (and the older `Upsample`) in `nearest` and `linear` modes, any rank: each axis
+//! maps output coordinates to input coordinates (the `coordinate_transformation_mode`), then
+//! takes the nearest cell (`nearest_mode`) or interpolates linearly between the two
+//! neighbours (multilinear over every resized axis; coordinates clamped to the input, as
+//! onnxruntime does). Coordinates are computed in f32, as onnxruntime does. Nearest mode works
+//! on any element type (it only moves data); linear needs float.
+//!
+//! Not supported (refused when parsing): `cubic`, `tf_crop_and_resize`, `antialias`, and a
+//! `keep_aspect_ratio_policy` other than `stretch`.
+
+use ndarray::{ArrayD, IxDyn};
+
+use super::TensorInfo;
+use super::{arg, axis, in_fact, op_boilerplate, Op};
+use crate::tensor::{DType, Fact, Tensor};
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResizeMode {
+    Nearest,
+    Linear,
+}
+
+/// `coordinate_transformation_mode`: output coordinate `o` to input coordinate.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordMode {
+    /// `(o + 0.5) / scale - 0.5`.
+    HalfPixel,
+    /// `(o + 0.5) / scale - 0.5`, or 0 when the output length is 1.
+    PytorchHalfPixel,
+    /// `o * (in - 1) / (out - 1)`, or 0 when the output length is 1.
+    AlignCorners,
+    /// `o / scale`.
+    Asymmetric,
+    /// `(o + 0.5) / scale`.
+    TfHalfPixelForNn,
+    /// Half pixel about the centre of the input (opset 19).
+    HalfPixelSymmetric,
+}
+
+/// `nearest_mode`: how a fractional input coordinate becomes an index.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NearestMode {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+}
+
+/// Where the output size comes from.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub enum SizeSource {
+    /// `Resize` opset 10 and `Upsample` opset 9: scales are input 1.
+    ScalesInput,
+    /// `Resize` opset >= 11: `roi` (input 1, unused), `scales` (input 2) or `sizes` (input 3).
+    ScalesOrSizes,
+    /// `Upsample` opset 7: the `scales` attribute.
+    Attribute(Vec<f32>),
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct Resize {
+    pub mode: ResizeMode,
+    pub coord: CoordMode,
+    pub nearest: NearestMode,
+    pub source: SizeSource,
+    /// The axes `scales`/`sizes` refer to (opset 18); `None`: all axes.
+    pub axes: Option<Vec<i64>>,
+}
+
+/// How one axis is resized: per output index, the two input indices and the weight of the
+/// second (nearest: the same index twice, weight 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AxisMap {
+    pub taps: Vec<(usize, usize, f32)>,
+}
+
+impl Resize {
+    /// Output shape and per-axis scales for an input of `shape`, given the (constant) `scales`
+    /// and `sizes` tensors (absent or empty when not given).
+    pub fn resolve(
+        &self,
+        shape: &[usize],
+        scales: Option<&Tensor>,
+        sizes: Option<&Tensor>,
+    ) -> Result<(Vec<usize>, Vec<f32>), String> {
+        let r = shape.len();
+        let axes: Vec<usize> = match &self.axes {
+            Some(a) => a.iter().map(|&a| axis(a, r)).collect::<Result<_, _>>()?,
+            None => (0..r).collect(),
+        };
+        let mut out = shape.to_vec();
+        let mut sc = vec![1.0f32; r];
+        fn given(t: Option<&Tensor>) -> Option<&Tensor> {
+            t.filter(|t| !t.is_empty())
+        }
+        let attr_scales;
+        let scales = match &self.source {
+            SizeSource::Attribute(v) => {
+                attr_scales =
+                    Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.clone()).expect("1-D"));
+                Some(&attr_scales)
+            }
+            _ => given(scales),
+        };
+        if let Some(sz) = given(sizes) {
+            let v = sz.to_i64_vec();
+            if v.len() != axes.len() {
+                return Err(format!("{} sizes for {} axes", v.len(), axes.len()));
+            }
+            for (&a, &n) in axes.iter().zip(&v) {
+                if n <= 0 {
+                    return Err(format!("output size {n} for axis {a}"));
+                }
+                out[a] = n as usize;
+                sc[a] = n as f32 / shape[a] as f32;
+            }
+        } else if let Some(s) = scales {
+            let v: Vec<f32> = s.as_f32()?.iter().cloned().collect();
+            if v.len() != axes.len() {
+                return Err(format!("{} scales for {} axes", v.len(), axes.len()));
+            }
+            for (&a, &f) in axes.iter().zip(&v) {
+                if !(f.is_finite() && f > 0.0) {
+                    return Err(format!("scale {f} for axis {a}"));
+                }
+                let n = (f * shape[a] as f32).floor();
+                if !(1.0..=f32::from(u16::MAX) * 256.0).contains(&n) {
+                    return Err(format!("scale {f} gives axis {a} a size of {n}"));
+                }
+                out[a] = n as usize;
+                sc[a] = f;
+            }
+        } else {
+            return Err("neither scales nor sizes is given".into());
+        }
+        Ok((out, sc))
+    }
+
+    /// The index map of one axis from `len_in` to `len_out` cells at `scale`.
+    pub fn axis_map(&self, len_in: usize, len_out: usize, scale: f32) -> AxisMap {
+        let taps = (0..len_out)
+            .map(|o| {
+                if len_in == len_out && scale == 1.0 {
+                    return (o, o, 0.0);
+                }
+                let of = o as f32;
+                let x = match self.coord {
+                    CoordMode::HalfPixel => (of + 0.5) / scale - 0.5,
+                    CoordMode::PytorchHalfPixel => {
+                        if len_out > 1 {
+                            (of + 0.5) / scale - 0.5
+                        } else {
+                            0.0
+                        }
+                    }
+                    CoordMode::AlignCorners => {
+                        if len_out == 1 {
+                            0.0
+                        } else {
+                            of * (len_in as f32 - 1.0) / (len_out as f32 - 1.0)
+                        }
+                    }
+                    CoordMode::Asymmetric => of / scale,
+                    CoordMode::TfHalfPixelForNn => (of + 0.5) / scale,
+                    CoordMode::HalfPixelSymmetric => {
+                        let adj = len_out as f32 / (scale * len_in as f32);
+                        let center = len_in as f32 / 2.0;
+                        center * (1.0 - adj) + (of + 0.5) / scale - 0.5
+                    }
+                };
+                let last = len_in - 1;
+                match self.mode {
+                    ResizeMode::Nearest => {
+                        let f = x.floor();
+                        let i = match self.nearest {
+                            NearestMode::Floor => f,
+                            NearestMode::Ceil => x.ceil(),
+                            NearestMode::RoundPreferFloor if x - f == 0.5 => f,
+                            NearestMode::RoundPreferCeil if x - f == 0.5 => f + 1.0,
+                            _ => x.round(),
+                        };
+                        let i = (i.max(0.0) as usize).min(last);
+                        (i, i, 0.0)
+                    }
+                    ResizeMode::Linear => {
+                        let xc = x.clamp(0.0, last as f32);
+                        let i0 = (xc.floor() as usize).min(last);
+                        let i1 = (i0 + 1).min(last);
+                        (i0, i1, xc - i0 as f32)
+                    }
+                }
+            })
+            .collect();
+        AxisMap { taps }
+    }
+
+    /// Whether nearest resizing of an axis from `len_in` to `len_in * k` repeats every input
+    /// cell `k` times (`out[o] = in[o / k]`).
+    pub fn is_repeat(map: &AxisMap, k: usize) -> bool {
+        map.taps
+            .iter()
+            .enumerate()
+            .all(|(o, &(i0, i1, _))| i0 == o / k && i1 == i0)
+    }
+
+    fn maps(
+        &self,
+        shape: &[usize],
+        scales: Option<&Tensor>,
+        sizes: Option<&Tensor>,
+    ) -> Result<(Vec<usize>, Vec<AxisMap>), String> {
+        let (out, sc) = self.resolve(shape, scales, sizes)?;
+        let maps = (0..shape.len())
+            .map(|a| self.axis_map(shape[a], out[a], sc[a]))
+            .collect();
+        Ok((out, maps))
+    }
+
+    /// The scales and sizes inputs of an op with these inputs.
+    fn size_inputs<'a, T>(&self, inputs: &[Option<&'a T>]) -> (Option<&'a T>, Option<&'a T>) {
+        let at = |i: usize| inputs.get(i).copied().flatten();
+        match self.source {
+            SizeSource::ScalesInput => (at(1), None),
+            SizeSource::ScalesOrSizes => (at(2), at(3)),
+            SizeSource::Attribute(_) => (None, None),
+        }
+    }
+}
+
+/// Nearest resize of any element type: every output cell copies one input cell.
+fn gather<T: Copy>(x: &ArrayD<T>, out: &[usize], maps: &[AxisMap]) -> ArrayD<T> {
+    let xs = x.as_standard_layout();
+    let v = xs.as_slice().expect("standard layout");
+    let strides: Vec<usize> = (0..x.ndim())
+        .map(|a| x.shape()[a + 1..].iter().product())
+        .collect();
+    ArrayD::from_shape_fn(IxDyn(out), |ix| {
+        let off: usize = (0..maps.len())
+            .map(|a| maps[a].taps[ix[a]].0 * strides[a])
+            .sum();
+        v[off]
+    })
+}
+
+/// Multilinear resize of a float tensor.
+fn interpolate(x: &ArrayD<f32>, out: &[usize], maps: &[AxisMap]) -> ArrayD<f32> {
+    let xs = x.as_standard_layout();
+    let v = xs.as_slice().expect("standard layout");
+    let r = x.ndim();
+    let strides: Vec<usize> = (0..r)
+        .map(|a| x.shape()[a + 1..].iter().product())
+        .collect();
+    let linear: Vec<usize> = (0..r)
+        .filter(|&a| maps[a].taps.iter().any(|t| t.0 != t.1))
+        .collect();
+    ArrayD::from_shape_fn(IxDyn(out), |ix| {
+        let base: usize = (0..r).map(|a| maps[a].taps[ix[a]].0 * strides[a]).sum();
+        let mut acc = 0.0f32;
+        for corner in 0..1usize << linear.len() {
+            let mut w = 1.0f32;
+            let mut off = base;
+            for (k, &a) in linear.iter().enumerate() {
+                let (i0, i1, t) = maps[a].taps[ix[a]];
+                if corner >> k & 1 == 1 {
+                    w *= t;
+                    off = off - i0 * strides[a] + i1 * strides[a];
+                } else {
+                    w *= 1.0 - t;
+                }
+            }
+            acc += w * v[off];
+        }
+        acc
+    })
+}
+
+impl Op for Resize {
+    fn op_type(&self) -> &'static str {
+        "Resize"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
+        let x = in_fact(inputs, 0, "X")?;
+        if self.mode == ResizeMode::Linear && x.dtype != DType::F32 {
+            return Err(format!(
+                "linear Resize is supported on float tensors, got {}",
+                x.dtype
+            ));
+        }
+        let (scales, sizes) = self.size_inputs(inputs);
+        let constant = |t: Option<&TensorInfo>, what: &str| -> Result<(), String> {
+            match t {
+                Some(t) if t.value.is_none() && !t.fact.is_empty() => Err(format!(
+                    "{what} is computed at run time; the importer needs it constant (static shapes)"
+                )),
+                _ => Ok(()),
+            }
+        };
+        constant(scales, "scales")?;
+        constant(sizes, "sizes")?;
+        fn value(t: Option<&TensorInfo>) -> Option<&Tensor> {
+            t.and_then(|t| t.value.as_deref())
+        }
+        let (sc, sz) = (value(scales), value(sizes));
+        let (out, _) = self.resolve(&x.shape, sc, sz)?;
+        Ok(vec![Fact::new(x.dtype, out)])
+    }
+
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
+        let x = arg(inputs, 0, "X")?;
+        let (scales, sizes) = self.size_inputs(inputs);
+        let (out, maps) = self.maps(x.shape(), scales, sizes)?;
+        Ok(vec![match (self.mode, x) {
+            (ResizeMode::Linear, Tensor::F32(a)) => Tensor::F32(interpolate(a, &out, &maps)),
+            (ResizeMode::Linear, t) => {
+                return Err(format!("linear Resize of {} is not supported", t.dtype()))
+            }
+            (ResizeMode::Nearest, Tensor::F32(a)) => Tensor::F32(gather(a, &out, &maps)),
+            (ResizeMode::Nearest, Tensor::I8(a)) => Tensor::I8(gather(a, &out, &maps)),
+            (ResizeMode::Nearest, Tensor::U8(a)) => Tensor::U8(gather(a, &out, &maps)),
+            (ResizeMode::Nearest, Tensor::I32(a)) => Tensor::I32(gather(a, &out, &maps)),
+            (ResizeMode::Nearest, Tensor::I64(a)) => Tensor::I64(gather(a, &out, &maps)),
+        }])
+    }
+
+    fn summary(&self) -> String {
+        format!("{:?} {:?}", self.mode, self.coord).to_lowercase()
+    }
+
+    op_boilerplate!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(mode: ResizeMode, coord: CoordMode, nearest: NearestMode) -> Resize {
+        Resize {
+            mode,
+            coord,
+            nearest,
+            source: SizeSource::ScalesOrSizes,
+            axes: None,
+        }
+    }
+
+    #[test]
+    fn nearest_upsampling_by_integer_factors_repeats_cells() {
+        use CoordMode::*;
+        use NearestMode::*;
+        for (coord, nearest) in [
+            (HalfPixel, RoundPreferFloor),
+            (HalfPixel, RoundPreferCeil),
+            (PytorchHalfPixel, RoundPreferFloor),
+            (Asymmetric, Floor),
+        ] {
+            let r = op(ResizeMode::Nearest, coord, nearest);
+            for k in 2..5 {
+                let m = r.axis_map(7, 7 * k, k as f32);
+                assert!(
+                    Resize::is_repeat(&m, k),
+                    "{coord:?} {nearest:?} x{k}: {m:?}"
+                );
+            }
+        }
+        // Other combinations do not repeat every cell k times.
+        for (coord, nearest) in [(HalfPixel, Floor), (Asymmetric, RoundPreferFloor)] {
+            let r = op(ResizeMode::Nearest, coord, nearest);
+            assert!(!Resize::is_repeat(&r.axis_map(7, 21, 3.0), 3));
+        }
+        // align_corners does not repeat cells.
+        let r = op(
+            ResizeMode::Nearest,
+            CoordMode::AlignCorners,
+            NearestMode::RoundPreferFloor,
+        );
+        assert!(!Resize::is_repeat(&r.axis_map(7, 21, 3.0), 3));
+    }
+
+    #[test]
+    fn linear_half_pixel_matches_the_onnx_example() {
+        // ONNX's resize_upsample_scales_linear: [[1, 2], [3, 4]] x2.
+        let r = op(
+            ResizeMode::Linear,
+            CoordMode::HalfPixel,
+            NearestMode::RoundPreferFloor,
+        );
+        let x = ArrayD::from_shape_vec(IxDyn(&[1, 1, 2, 2]), vec![1f32, 2., 3., 4.]).unwrap();
+        let scales =
+            Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[4]), vec![1., 1., 2., 2.]).unwrap());
+        let y = r
+            .eval(&[Some(&Tensor::F32(x)), None, Some(&scales), None])
+            .unwrap();
+        let want = [
+            1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0,
+        ];
+        let got: Vec<f32> = y[0].as_f32().unwrap().iter().cloned().collect();
+        assert_eq!(got, want);
+    }
+}
