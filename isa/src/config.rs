@@ -34,6 +34,9 @@ pub const SRAM_ADDR_BITS: u32 = 16;
 pub const DRAM_ADDR_BITS: u32 = 32;
 pub const LOOP_ITER_BITS: u32 = 14;
 pub const ALU_IMM_BITS: u32 = 16;
+/// Entries of the ALU's activation table (configs with `ALU_LUT`, spec 8.3): one per int8
+/// value.
+pub const LUT_ENTRIES: u32 = 256;
 
 /// The ranges [`HwConfig::validate`] accepts (further constraints tie the fields together).
 pub const LOG_DATA_WIDTH_RANGE: RangeInclusive<u32> = 2..=4;
@@ -75,6 +78,9 @@ pub struct HwConfig {
     pub clock_mhz: u32,
     /// `ALU_MUL`: the ALU implements MUL (VTA's HLS hardware does not).
     pub alu_mul: bool,
+    /// `ALU_LUT`: the ALU has a 256-entry int8 activation table and the operations LUT and
+    /// LUTW (spec 8.3). Off by default: VTA's encoding and the default config are unchanged.
+    pub alu_lut: bool,
 }
 
 /// The JSON file as written: every key optional so that missing ones get precise errors.
@@ -117,6 +123,8 @@ struct ConfigFile {
     clock_mhz: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     alu_mul: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alu_lut: Option<bool>,
 }
 
 /// Why a configuration was refused.
@@ -177,6 +185,13 @@ pub const PRESETS: &[(&str, &str, &str)] = &[
         r#"{"TARGET":"sim","HW_VER":"0.0.2","LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,
             "LOG_BATCH":1,"LOG_BLOCK_IN":4,"LOG_BLOCK_OUT":3,"LOG_UOP_BUFF_SIZE":15,
             "LOG_INP_BUFF_SIZE":15,"LOG_WGT_BUFF_SIZE":17,"LOG_ACC_BUFF_SIZE":17}"#,
+    ),
+    (
+        "lut",
+        "VTA's default config with the ALU's activation lookup table (ALU_LUT)",
+        r#"{"TARGET":"pynq","HW_VER":"0.0.2","LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":5,
+            "LOG_BATCH":0,"LOG_BLOCK":4,"LOG_UOP_BUFF_SIZE":15,"LOG_INP_BUFF_SIZE":15,
+            "LOG_WGT_BUFF_SIZE":18,"LOG_ACC_BUFF_SIZE":17,"ALU_LUT":true}"#,
     ),
     (
         "wide-bus",
@@ -296,6 +311,7 @@ impl HwConfig {
             token_queue_depth: file.token_queue_depth.unwrap_or(1024),
             clock_mhz: file.clock_mhz.unwrap_or(100),
             alu_mul: file.alu_mul.unwrap_or(true),
+            alu_lut: file.alu_lut.unwrap_or(false),
         };
         cfg.validate().map_err(|problem| ConfigError::Invalid {
             origin: origin.into(),
@@ -326,6 +342,8 @@ impl HwConfig {
             token_queue_depth: Some(self.token_queue_depth),
             clock_mhz: Some(self.clock_mhz),
             alu_mul: Some(self.alu_mul),
+            // Written only when on, so that configs without it print as before.
+            alu_lut: self.alu_lut.then_some(true),
         };
         serde_json::to_string_pretty(&file).expect("config serializes")
     }
@@ -612,7 +630,8 @@ impl HwConfig {
     }
 
     /// VTA's config string, e.g. `1x16_i8w8a32_15_15_18_17`; a rectangular block prints as
-    /// `BATCHxBLOCK_INxBLOCK_OUT`, and a config without ALU MUL ends in `_nomul`.
+    /// `BATCHxBLOCK_INxBLOCK_OUT`, a config without ALU MUL ends in `_nomul`, and one with
+    /// the activation table (`ALU_LUT`) in `_lut`.
     pub fn config_string(&self) -> String {
         let shape = if self.log_block_in == self.log_block_out {
             format!("{}x{}", self.batch(), self.block_in())
@@ -631,6 +650,9 @@ impl HwConfig {
         );
         if !self.alu_mul {
             s.push_str("_nomul");
+        }
+        if self.alu_lut {
+            s.push_str("_lut");
         }
         s
     }
@@ -688,8 +710,13 @@ impl HwConfig {
             ("token_queue_depth", json!(self.token_queue_depth)),
             ("clock_mhz", json!(self.clock_mhz)),
             ("alu_mul", json!(self.alu_mul)),
-            ("log_out_buff_size", json!(self.log_out_buff_size())),
         ];
+        // Listed only when on, so that the parameters of configs without it are as before.
+        if self.alu_lut {
+            rows.push(("alu_lut", json!(true)));
+            rows.push(("lut_entries", json!(LUT_ENTRIES)));
+        }
+        rows.push(("log_out_buff_size", json!(self.log_out_buff_size())));
         let per_buffer: [(MemType, [&'static str; 4]); 5] = [
             (
                 MemType::Uop,
@@ -763,47 +790,71 @@ impl fmt::Display for HwConfig {
 #[error("{0}")]
 pub struct IdentityMismatch(String);
 
-/// What the `_`-separated parts of a config string ([`HwConfig::config_string`]) hold.
-const CONFIG_STRING_PARTS: [&str; 7] = [
+/// What the `_`-separated parts of a config string ([`HwConfig::config_string`]) hold: six
+/// fixed parts, then the option suffixes.
+const CONFIG_STRING_PARTS: [&str; 6] = [
     "the GEMM shape BATCHxBLOCK (LOG_BATCH, LOG_BLOCK)",
     "the data widths (LOG_INP_WIDTH, LOG_WGT_WIDTH, LOG_ACC_WIDTH)",
     "LOG_UOP_BUFF_SIZE",
     "LOG_INP_BUFF_SIZE",
     "LOG_WGT_BUFF_SIZE",
     "LOG_ACC_BUFF_SIZE",
-    "the ALU multiplier (ALU_MUL, `_nomul` when off)",
+];
+
+/// The option suffixes of a config string: the suffix, what it is about, and whether the
+/// option is on when the suffix is present.
+const CONFIG_STRING_OPTIONS: [(&str, &str, bool); 2] = [
+    (
+        "nomul",
+        "the ALU multiplier (ALU_MUL, `_nomul` when off)",
+        false,
+    ),
+    (
+        "lut",
+        "the ALU activation table (ALU_LUT, `_lut` when on)",
+        true,
+    ),
 ];
 
 /// Which parameters two config strings disagree on: `LOG_ACC_BUFF_SIZE: 16 vs 17`.
 fn config_string_differences(a: &str, b: &str) -> String {
-    let parts = |s: &str| {
-        let mut p: Vec<String> = s.split('_').map(str::to_string).collect();
-        if p.len() == 6 {
-            p.push(String::new()); // no `_nomul`: the multiplier is on
+    // The six fixed parts, then per option whether it is on; None if not a config string.
+    let parse = |s: &str| -> Option<(Vec<String>, Vec<bool>)> {
+        let parts: Vec<&str> = s.split('_').collect();
+        if parts.len() < CONFIG_STRING_PARTS.len() {
+            return None;
         }
-        p
+        let (fixed, suffixes) = parts.split_at(CONFIG_STRING_PARTS.len());
+        if suffixes
+            .iter()
+            .any(|x| !CONFIG_STRING_OPTIONS.iter().any(|o| o.0 == *x))
+        {
+            return None;
+        }
+        let options = CONFIG_STRING_OPTIONS
+            .iter()
+            .map(|&(suffix, _, on_when_present)| suffixes.contains(&suffix) == on_when_present)
+            .collect();
+        Some((fixed.iter().map(|p| p.to_string()).collect(), options))
     };
-    let (pa, pb) = (parts(a), parts(b));
-    if pa.len() != CONFIG_STRING_PARTS.len() || pb.len() != CONFIG_STRING_PARTS.len() {
+    let (Some((fa, oa)), Some((fb, ob))) = (parse(a), parse(b)) else {
         return "the stored one is not a config string".into();
-    }
-    let shown = |v: &str, i: usize| match (i, v) {
-        (6, "") => "on".to_string(),
-        (6, "nomul") => "off".to_string(),
-        _ => v.to_string(),
     };
-    let diffs: Vec<String> = (0..CONFIG_STRING_PARTS.len())
-        .filter(|&i| pa[i] != pb[i])
+    let on_off = |on: bool| if on { "on" } else { "off" };
+    let fixed = (0..CONFIG_STRING_PARTS.len())
+        .filter(|&i| fa[i] != fb[i])
+        .map(|i| format!("{}: {} vs {}", CONFIG_STRING_PARTS[i], fa[i], fb[i]));
+    let options = (0..CONFIG_STRING_OPTIONS.len())
+        .filter(|&i| oa[i] != ob[i])
         .map(|i| {
             format!(
                 "{}: {} vs {}",
-                CONFIG_STRING_PARTS[i],
-                shown(&pa[i], i),
-                shown(&pb[i], i)
+                CONFIG_STRING_OPTIONS[i].1,
+                on_off(oa[i]),
+                on_off(ob[i])
             )
-        })
-        .collect();
-    diffs.join("; ")
+        });
+    fixed.chain(options).collect::<Vec<_>>().join("; ")
 }
 
 #[cfg(test)]
@@ -898,6 +949,60 @@ mod tests {
         let c = HwConfig::preset("batched").unwrap();
         assert_eq!(a.isa_hash(), b.isa_hash());
         assert_ne!(a.isa_hash(), c.isa_hash());
+    }
+
+    #[test]
+    fn the_lut_option_is_off_by_default_and_changes_only_the_isa_identity() {
+        let d = HwConfig::default();
+        assert!(!d.alu_lut);
+        assert!(!d.to_json().contains("ALU_LUT"), "{}", d.to_json());
+        assert!(!d
+            .parameters()
+            .iter()
+            .any(|(k, _)| k.starts_with("lut") || *k == "alu_lut"));
+        let l = HwConfig::preset("lut").unwrap();
+        assert!(l.alu_lut);
+        assert_eq!(l.config_string(), "1x16_i8w8a32_15_15_18_17_lut");
+        assert_ne!(l.isa_hash(), d.isa_hash());
+        assert_eq!(
+            HwConfig {
+                alu_lut: false,
+                ..l.clone()
+            },
+            d
+        );
+        assert!(l.to_json().contains("\"ALU_LUT\": true"), "{}", l.to_json());
+        let p = l.parameters();
+        assert!(
+            p.contains(&("lut_entries", serde_json::json!(256))),
+            "{p:?}"
+        );
+        let e = d
+            .check_identity(&l.config_string(), l.isa_hash())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the ALU activation table (ALU_LUT, `_lut` when on): on vs off"),
+            "{e}"
+        );
+        let nomul_lut = HwConfig {
+            alu_mul: false,
+            ..l.clone()
+        };
+        assert_eq!(
+            nomul_lut.config_string(),
+            "1x16_i8w8a32_15_15_18_17_nomul_lut"
+        );
+        let e = l
+            .check_identity(&nomul_lut.config_string(), 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ALU_MUL") && !e.contains("ALU_LUT"), "{e}");
+        let e = l
+            .check_identity("1x16_i8w8a32_15_15_18_17_lux", 0)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a config string"), "{e}");
     }
 
     #[test]

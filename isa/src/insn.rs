@@ -86,7 +86,8 @@ impl fmt::Display for MemType {
     }
 }
 
-/// ALU operations (`alu_opcode`, 3 bits). 0..=4 are VTA's; the rest of the field is free.
+/// ALU operations (`alu_opcode`, 3 bits). 0..=4 are VTA's; 5 and 6 are the activation-table
+/// operations of configs with `ALU_LUT` (spec 8.3); 7 is free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AluOp {
     /// Signed minimum.
@@ -99,12 +100,31 @@ pub enum AluOp {
     Shr = 3,
     /// Wrapping multiplication (low ACC_WIDTH bits of the product); needs `ALU_MUL`.
     Mul = 4,
+    /// Table lookup: the operand, saturated to int8, indexes the 256-entry activation table;
+    /// the entry, sign-extended, is the result. Needs `ALU_LUT`.
+    Lut = 5,
+    /// Table write: entry `dst` of the activation table gets the low 8 bits of lane
+    /// `dst mod lanes` of the operand; no ACC row is written. Needs `ALU_LUT`.
+    LutWrite = 6,
 }
 
 impl AluOp {
+    /// VTA's five lane-wise arithmetic operations (those of every config but MUL's).
     pub const ALL: [AluOp; 5] = [AluOp::Min, AluOp::Max, AluOp::Add, AluOp::Shr, AluOp::Mul];
+    /// The activation-table operations (configs with `ALU_LUT`).
+    pub const TABLE: [AluOp; 2] = [AluOp::Lut, AluOp::LutWrite];
+    /// Every operation the encoding defines, by code.
+    pub const EVERY: [AluOp; 7] = [
+        AluOp::Min,
+        AluOp::Max,
+        AluOp::Add,
+        AluOp::Shr,
+        AluOp::Mul,
+        AluOp::Lut,
+        AluOp::LutWrite,
+    ];
     pub fn from_bits(v: u64) -> Option<Self> {
-        AluOp::ALL.get(v as usize).copied()
+        AluOp::EVERY.get(v as usize).copied()
     }
     pub fn name(self) -> &'static str {
         match self {
@@ -113,10 +133,16 @@ impl AluOp {
             AluOp::Add => "add",
             AluOp::Shr => "shr",
             AluOp::Mul => "mul",
+            AluOp::Lut => "lut",
+            AluOp::LutWrite => "lutw",
         }
     }
     pub fn from_name(s: &str) -> Option<Self> {
-        AluOp::ALL.into_iter().find(|o| o.name() == s)
+        AluOp::EVERY.into_iter().find(|o| o.name() == s)
+    }
+    /// Whether the operation uses the activation table (needs `ALU_LUT`).
+    pub fn is_table(self) -> bool {
+        matches!(self, AluOp::Lut | AluOp::LutWrite)
     }
 }
 
@@ -241,7 +267,8 @@ pub struct GemmInsn {
     pub wgt_factor_in: u16,
 }
 
-/// ALU: `acc[dst] = op(acc[dst], use_imm ? imm : acc[src])` per micro-op, lane by lane.
+/// ALU: `acc[dst] = op(acc[dst], use_imm ? imm : acc[src])` per micro-op, lane by lane (the
+/// table operations of spec 8.3 aside).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AluInsn {
     pub deps: DepFlags,

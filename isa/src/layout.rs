@@ -346,7 +346,7 @@ pub enum IsaError {
     UnknownOpcode(u64),
     #[error("unknown memory_type {0} (valid: 0 UOP, 1 WGT, 2 INP, 3 ACC, 4 OUT, 5 ACC_8BIT)")]
     UnknownMemType(u64),
-    #[error("unknown alu_opcode {0} (valid: 0 MIN, 1 MAX, 2 ADD, 3 SHR, 4 MUL)")]
+    #[error("unknown alu_opcode {0} (valid: 0 MIN, 1 MAX, 2 ADD, 3 SHR, 4 MUL, 5 LUT, 6 LUTW)")]
     UnknownAluOp(u64),
     #[error("STORE reads only the OUT buffer, not {}", .0.name().to_uppercase())]
     StoreNotFromOut(MemType),
@@ -365,6 +365,11 @@ pub enum IsaError {
     StorePadding { field: Field, value: u8 },
     #[error("ALU MUL is not implemented by this config (ALU_MUL is false)")]
     AluMulUnsupported,
+    #[error(
+        "ALU {} needs the activation table, which this config lacks (ALU_LUT is false)",
+        .0.name().to_uppercase()
+    )]
+    AluLutUnsupported(AluOp),
     #[error("uop_end {uop_end} is beyond the micro-op buffer's {depth} entries")]
     UopEndBeyondBuffer { uop_end: u16, depth: u32 },
 }
@@ -382,7 +387,9 @@ impl IsaError {
             IsaError::UnknownMemType(_) | IsaError::StoreNotFromOut(_) | IsaError::LoadIntoOut => {
                 Some(Field::MemoryType)
             }
-            IsaError::UnknownAluOp(_) | IsaError::AluMulUnsupported => Some(Field::AluOpcode),
+            IsaError::UnknownAluOp(_)
+            | IsaError::AluMulUnsupported
+            | IsaError::AluLutUnsupported(_) => Some(Field::AluOpcode),
             IsaError::SramBeyondBuffer { .. } => Some(Field::SramBase),
             IsaError::UopEndBeyondBuffer { .. } => Some(Field::UopEnd),
         }
@@ -468,6 +475,9 @@ impl Codec {
             Insn::Alu(a) => {
                 if a.op == AluOp::Mul && !cfg.alu_mul {
                     return Err(IsaError::AluMulUnsupported);
+                }
+                if a.op.is_table() && !cfg.alu_lut {
+                    return Err(IsaError::AluLutUnsupported(a.op));
                 }
                 self.check_loop(&a.lp)
             }
@@ -874,6 +884,44 @@ mod tests {
             .field(),
             Some(Field::UopEnd)
         );
+    }
+
+    #[test]
+    fn table_ops_need_alu_lut_and_take_free_alu_opcodes() {
+        let alu = |op| {
+            Insn::Alu(AluInsn {
+                deps: DepFlags::NONE,
+                lp: UopLoop {
+                    uop_end: 1,
+                    iter_out: 1,
+                    iter_in: 1,
+                    ..UopLoop::default()
+                },
+                op,
+                use_imm: false,
+                imm: 0,
+            })
+        };
+        let plain = Codec::new(&HwConfig::default());
+        let lut = Codec::new(&HwConfig::preset("lut").unwrap());
+        for (op, code) in [(AluOp::Lut, 5u8), (AluOp::LutWrite, 6)] {
+            let e = plain.encode(&alu(op)).unwrap_err();
+            assert_eq!(e, IsaError::AluLutUnsupported(op));
+            assert_eq!(e.field(), Some(Field::AluOpcode));
+            assert!(e.to_string().contains("ALU_LUT is false"), "{e}");
+            let bytes = lut.encode(&alu(op)).unwrap();
+            // alu_opcode is bits 110:108, the same as on VTA's default config.
+            assert_eq!((u128::from_le_bytes(bytes) >> 108) & 7, u128::from(code));
+            assert_eq!(lut.decode(&bytes), Ok(alu(op)));
+            assert_eq!(plain.decode(&bytes), Err(IsaError::AluLutUnsupported(op)));
+        }
+        // Every other instruction encodes the same with and without the table.
+        for op in AluOp::ALL {
+            assert_eq!(plain.encode(&alu(op)), lut.encode(&alu(op)));
+        }
+        let mut seven = lut.encode(&alu(AluOp::Min)).unwrap();
+        seven[13] |= 7 << 4; // alu_opcode = 7 (bits 110:108 are bits 6:4 of byte 13)
+        assert_eq!(lut.decode(&seven), Err(IsaError::UnknownAluOp(7)));
     }
 
     #[test]

@@ -53,6 +53,7 @@
 //! | ACC    | `depth(ACC)`           | LOAD ACC/ACC8, GEMM, ALU (compute) | GEMM, ALU      |
 //! | OUT    | `depth(ACC)`           | (mirror of ACC, section 9)         | STORE          |
 //! | UOP    | `depth(UOP)`           | LOAD UOP (compute)                 | GEMM, ALU      |
+//! | TABLE  | 256 entries of 8 bits (only with `ALU_LUT`) | ALU LUTW (compute)   | ALU LUT        |
 //!
 //! Scratchpads keep their contents across runs. Their contents after device reset are
 //! unspecified (the simulator starts with zeros); programs must write before they read.
@@ -61,8 +62,8 @@
 //!
 //! A run is started with a byte address and a count of 128-bit instructions. The stream is
 //! decoded with [`crate::Codec::decode`]: an unknown opcode, memory type or ALU opcode, or an
-//! instruction refused by [`crate::Codec::check`] (e.g. ALU MUL when `ALU_MUL` is false, a
-//! STORE of a buffer other than OUT, a pad on STORE, `uop_end > depth(UOP)`) is an error
+//! instruction refused by [`crate::Codec::check`] (e.g. ALU MUL when `ALU_MUL` is false, ALU
+//! LUT or LUTW when `ALU_LUT` is false, a STORE of a buffer other than OUT, a pad on STORE, `uop_end > depth(UOP)`) is an error
 //! naming the instruction index. A STORE must not overwrite the instruction stream of the
 //! running program (the result is unspecified). Further static errors, reported before any
 //! instruction executes:
@@ -194,7 +195,8 @@
 //! ```
 //!
 //! - Indices are computed exactly (no truncation to a field width, no wrap). `dst` indexes
-//!   ACC; `src` indexes INP for GEMM and ACC for ALU; `wgt` indexes WGT. An index `>=` the
+//!   ACC (TABLE for ALU LUTW without `reset_reg`, section 8.3); `src` indexes INP for GEMM
+//!   and ACC for ALU; `wgt` indexes WGT. An index `>=` the
 //!   depth of its buffer is an error naming the micro-op, `(o, i)`, the index and the buffer.
 //! - Only indices that are used are checked: a reset micro-op uses only `dst`; an ALU
 //!   micro-op with `use_imm` uses `dst` only; ALU never uses `wgt`.
@@ -232,7 +234,48 @@
 //!
 //! For 32-bit ACC the shift amount is the low 6 bits of `y` read as signed (-32..31); for
 //! 16-bit ACC the low 5 bits (-16..15). When `src == dst`, `y` is the lane's old value. The
-//! result updates OUT (section 9).
+//! result updates OUT (section 9). LUT and LUTW follow in section 8.3.
+//!
+//! ### 8.3 The activation table (`ALU_LUT`)
+//!
+//! A config with `ALU_LUT` (config string suffix `_lut`) has one more compute-module memory,
+//! TABLE: `LUT_ENTRIES = 256` signed 8-bit entries, one per int8 value, and two more ALU
+//! operations. Without `ALU_LUT` both are decode errors (section 4), and nothing else
+//! changes: the encoding, and every other instruction's semantics, are VTA's.
+//!
+//! | `alu_opcode` | op   | assembly | effect per micro-op (without `reset_reg`)                    |
+//! |--------------|------|----------|--------------------------------------------------------------|
+//! | 5            | LUT  | `lut`    | every lane `l`: `ACC[dst][l] = sign_extend(TABLE[index(y_l)])` |
+//! | 6            | LUTW | `lutw`   | `TABLE[dst] = low_8(y_(dst mod LANES))`; no ACC row is written |
+//!
+//! where `LANES = BATCH*BLOCK_OUT`, `y` is the ALU operand of section 8.2 (`sign_extend(imm)`
+//! in every lane with `use_imm`, else the row `ACC[src]`), and
+//!
+//! ```text
+//! index(v) = low_8(min(max(v, -128), 127))    # saturate to int8, then its two's-complement byte
+//! ```
+//!
+//! so entry `e` holds the function's value at the int8 `e` reads as (entries 0..=127 for
+//! inputs 0..=127, 128..=255 for -128..=-1), and an accumulator beyond the int8 range reads
+//! the entry of -128 or 127.
+//!
+//! - LUT does not read `ACC[dst]` (`x` of section 8.2); in place is `src == dst`. Its result
+//!   updates OUT (section 9).
+//! - LUTW's `dst` is not an ACC row but a TABLE entry: `dst >= 256` is an error like any
+//!   index past its buffer (section 8), and `dst < depth(ACC)` is not required. It reads
+//!   lane `dst mod LANES` of its operand, so the 256 entries of a table held in
+//!   `ceil(256 / LANES)` ACC rows, entry `e` in lane `e mod LANES` of row `base + e div LANES`
+//!   (the layout a LOAD ACC8 of the table's 256 bytes gives), are written by one LUTW
+//!   whose micro-op `(dst 0, src base)` runs in the loop `iter_out = ceil(256 / LANES)`,
+//!   `iter_in = min(LANES, 256)`, `dst_factor = (LANES, 1)`, `src_factor = (1, 0)`.
+//! - With `reset_reg`, LUT and LUTW are resets like every ALU micro-op: `ACC[dst] = 0`
+//!   (`dst` an ACC row), TABLE unchanged.
+//! - Micro-ops stay sequential (section 8): a LUT sees every earlier LUTW, also within one
+//!   instruction.
+//! - TABLE keeps its contents across runs; after device reset they are unspecified (the
+//!   simulator starts with zeros), so a program writes the entries it reads. Only compute
+//!   touches TABLE, so no token orders its accesses and it adds no races (section 5.5).
+//! - Counters: LUT and LUTW micro-ops count as `alu_uops` (`reset_uops` with `reset_reg`).
 //!
 //! ## 9. The OUT buffer
 //!
@@ -276,7 +319,7 @@
 //! Static (before execution): decode errors (section 4), illegal flags (5.2), FINISH with a
 //! push, no FINISH. Dynamic (naming the instruction index and instruction): LOAD/STORE rows
 //! past the buffer depth, DRAM access outside memory, padding on LOAD UOP, a micro-op index
-//! past its buffer depth, deadlock (5.4), unfinished work or tokens at FINISH (5.4), and in
+//! past its buffer depth (TABLE's 256 entries for LUTW), deadlock (5.4), unfinished work or tokens at FINISH (5.4), and in
 //! the simulator a step or time limit exceeded.
 //!
 //! ## 13. Decisions where VTA's implementations disagree
@@ -287,6 +330,7 @@
 //! | SHR amount                     | low LOG_ACC_WIDTH+1 bits, signed   | whole 32-bit operand (C shift)    | low 5 bits, signed            | low 5 bits; left shift only for a negative immediate |
 //! | SHR by `>= ACC_WIDTH` left     | 0                                  | undefined (C)                     | (cannot occur)                | -                     |
 //! | ALU MUL                        | with `ALU_MUL` (decode error otherwise) | yes                          | no                            | no                    |
+//! | ALU LUT, LUTW (codes 5, 6)     | with `ALU_LUT` (decode error otherwise) | no (ours)                    | no                            | no                    |
 //! | LOAD ACC8                      | yes (sign-extend)                  | yes (int8 inputs, int32 ACC only) | no-op                         | no                    |
 //! | padding on WGT                 | zero tiles                         | zero tiles                        | ignored                       | -                     |
 //! | micro-op index past depth      | error                              | CHECK failure                     | wraps at LOG_DEPTH+1 bits     | -                     |

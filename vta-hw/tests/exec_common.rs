@@ -51,6 +51,14 @@ pub fn extra_configs() -> Vec<(String, HwConfig)> {
                "LOG_BLOCK_IN":0,"LOG_BLOCK_OUT":1,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
                "LOG_WGT_BUFF_SIZE":9,"LOG_ACC_BUFF_SIZE":12"#,
         ),
+        // The activation table (ALU_LUT) with 16-bit ACC and 8 lanes, ACC of 128 rows (fewer
+        // than the table's 256 entries).
+        (
+            "a16lut",
+            r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":4,"LOG_BATCH":1,
+               "LOG_BLOCK_IN":2,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":11,"ALU_LUT":true"#,
+        ),
         // Buffers of a single element (zero-width indices): ACC and WGT of depth 1.
         (
             "depth1",
@@ -140,6 +148,8 @@ pub struct Reference {
     /// `wgt[tile][lane]`, lane `n*BLOCK_IN + k`.
     pub wgt: Vec<Vec<i64>>,
     pub uop: Vec<Uop>,
+    /// The activation table (configs with ALU_LUT; spec 8.3), entries as signed bytes.
+    pub table: Vec<i64>,
     pub counts: Counts,
 }
 
@@ -181,6 +191,7 @@ impl Reference {
             inp: vec![vec![0; lanes(MemType::Inp)]; cfg.depth(MemType::Inp) as usize],
             wgt: vec![vec![0; lanes(MemType::Wgt)]; cfg.depth(MemType::Wgt) as usize],
             uop: vec![Uop::default(); cfg.depth(MemType::Uop) as usize],
+            table: vec![0; isa::config::LUT_ENTRIES as usize],
             counts: Counts::default(),
         }
     }
@@ -198,6 +209,13 @@ impl Reference {
             Insn::Alu(a) => (&a.lp, false, a.use_imm, (0, 0)),
             _ => unreachable!(),
         };
+        // A LUTW's dst is a table entry (spec 8.3).
+        let dst_depth = match insn {
+            Insn::Alu(a) if a.op == AluOp::LutWrite && !lp.reset_reg => {
+                u64::from(isa::config::LUT_ENTRIES)
+            }
+            _ => u64::from(self.cfg.depth(MemType::Acc)),
+        };
         let c = &self.cfg;
         let (da, di, dw) = (
             u64::from(c.depth(MemType::Acc)),
@@ -209,7 +227,9 @@ impl Reference {
             .filter(|&(_, d, s, w)| {
                 let uses_src = !lp.reset_reg && (gemm || !use_imm);
                 let uses_wgt = gemm && !lp.reset_reg;
-                d >= da || (uses_src && s >= if gemm { di } else { da }) || (uses_wgt && w >= dw)
+                d >= dst_depth
+                    || (uses_src && s >= if gemm { di } else { da })
+                    || (uses_wgt && w >= dw)
             })
             .count() as u64
     }
@@ -261,6 +281,18 @@ impl Reference {
                         self.acc[d].iter_mut().for_each(|x| *x = 0);
                         continue;
                     }
+                    if a.op == AluOp::LutWrite {
+                        // Entry d gets the low byte of operand lane d mod LANES.
+                        self.counts.alu_uops += 1;
+                        let lanes = bsz * bo;
+                        let y = if a.use_imm {
+                            i64::from(a.imm)
+                        } else {
+                            self.acc[s][d % lanes]
+                        };
+                        self.table[d] = wrap(i128::from(y), 8);
+                        continue;
+                    }
                     self.counts.alu_uops += 1;
                     let src_row = if a.use_imm {
                         None
@@ -286,6 +318,9 @@ impl Reference {
                                     wrap(i128::from(x) << (-s), aw)
                                 }
                             }
+                            // The entry of y saturated to int8, as its two's-complement byte.
+                            AluOp::Lut => self.table[y.clamp(-128, 127) as u8 as usize],
+                            AluOp::LutWrite => unreachable!("handled above"),
                         };
                     }
                 }
@@ -756,12 +791,14 @@ pub fn randomize(r: &mut Reference, rng: &mut Rng, uops: usize) {
 
 /// A random loop over `uops[0..n_uops]` whose indices stay in range for the given kind
 /// (`gemm`, or ALU reading src unless `use_imm`).
+/// `dst_depth` bounds dst (ACC, or the table for a LUTW).
 fn random_loop(
     r: &Reference,
     rng: &mut Rng,
     n_uops: usize,
     gemm: bool,
     reads_src: bool,
+    dst_depth: u64,
 ) -> (UopLoop, (u16, u16)) {
     let c = &r.cfg;
     let (da, di, dw) = (
@@ -809,7 +846,7 @@ fn random_loop(
             .max()
             .unwrap_or(0)
     };
-    let (dfo, dfi) = span(rng, max(|u| u.dst_idx), da);
+    let (dfo, dfi) = span(rng, max(|u| u.dst_idx), dst_depth);
     let (sfo, sfi) = if gemm {
         span(rng, max(|u| u.src_idx), di)
     } else if reads_src {
@@ -847,7 +884,8 @@ pub fn random_insn(r: &Reference, rng: &mut Rng, n_uops: usize) -> Insn {
         let gemm = rng.chance(45);
         let reset = rng.chance(8);
         let insn = if gemm {
-            let (mut lp, wf) = random_loop(r, rng, n_uops, true, true);
+            let da = u64::from(c.depth(MemType::Acc));
+            let (mut lp, wf) = random_loop(r, rng, n_uops, true, true, da);
             lp.reset_reg = reset;
             Insn::Gemm(GemmInsn {
                 deps: DepFlags::NONE,
@@ -856,14 +894,26 @@ pub fn random_insn(r: &Reference, rng: &mut Rng, n_uops: usize) -> Insn {
                 wgt_factor_in: wf.1,
             })
         } else {
-            let ops: &[AluOp] = if c.alu_mul {
-                &AluOp::ALL
+            let mut ops: Vec<AluOp> = if c.alu_mul {
+                AluOp::ALL.to_vec()
             } else {
-                &AluOp::ALL[..4]
+                AluOp::ALL[..4].to_vec()
             };
+            if c.alu_lut {
+                // About as often as all the others together.
+                let n = ops.len() / 2;
+                for _ in 0..n {
+                    ops.extend(AluOp::TABLE);
+                }
+            }
             let op = ops[rng.below(ops.len() as u64) as usize];
             let use_imm = rng.chance(50);
-            let (mut lp, _) = random_loop(r, rng, n_uops, false, !use_imm && !reset);
+            let dst_depth = if op == AluOp::LutWrite && !reset {
+                u64::from(isa::config::LUT_ENTRIES)
+            } else {
+                u64::from(c.depth(MemType::Acc))
+            };
+            let (mut lp, _) = random_loop(r, rng, n_uops, false, !use_imm && !reset, dst_depth);
             lp.reset_reg = reset;
             let imm = match op {
                 AluOp::Shr if rng.chance(80) => rng.range(0, 80) as i16 - 40,

@@ -50,12 +50,24 @@ fn one_memory_each_for_uop_acc_and_out() {
             let decls = v.matches(&format!(" {mem} [0:")).count();
             assert_eq!(decls, 1, "{name}: {mem} declared {decls} times");
         }
-        // No other memory anywhere (INP and WGT live outside).
+        // No other memory anywhere (INP and WGT live outside), but the activation table's
+        // 256 x 8 memory per lane with ALU_LUT.
         let mems = v
             .lines()
             .filter(|l| l.trim_start().starts_with("reg ") && l.contains(" [0:"))
             .count();
-        assert_eq!(mems, 3, "{name}: extra memories");
+        let tables = if cfg.alu_lut {
+            (cfg.batch() * cfg.block_out()) as usize
+        } else {
+            0
+        };
+        assert_eq!(mems, 3 + tables, "{name}: extra memories");
+        for l in 0..tables {
+            assert!(
+                v.contains(&format!(" lut_mem{l} [0:255];")),
+                "{name}: lut_mem{l}"
+            );
+        }
         // One read port each: ACC is read in exactly one always block.
         assert_eq!(
             v.matches("<= acc_mem[").count(),

@@ -400,6 +400,7 @@ config_tests!(i4w4a16, "i4w4a16", 8, 200);
 config_tests!(i8w4nomul, "i8w4nomul", 6, 160);
 config_tests!(i16w16a16, "i16w16a16", 8, 200);
 config_tests!(i4w8bi1, "i4w8bi1", 6, 160);
+config_tests!(a16lut, "a16lut", 8, 200);
 
 #[test]
 fn depth1_random_programs() {

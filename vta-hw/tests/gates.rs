@@ -7,7 +7,7 @@ mod common;
 
 use common::{preset, work_dir};
 
-const PRESETS: [&str; 5] = ["default", "batched", "rect", "wide-bus", "small"];
+const PRESETS: [&str; 6] = ["default", "batched", "rect", "wide-bus", "small", "lut"];
 
 fn lint(name: &str) {
     lint_config(name, &preset(name));
@@ -40,6 +40,10 @@ fn lint_wide_bus() {
 #[test]
 fn lint_small() {
     lint("small");
+}
+#[test]
+fn lint_lut() {
+    lint("lut");
 }
 
 /// Configs at the edges (one-byte elements; int4 with 16-bit accumulators, no MUL, a
@@ -132,4 +136,14 @@ fn memories_wide_bus() {
 #[test]
 fn memories_small() {
     memories_gate("small");
+}
+#[test]
+fn memories_lut() {
+    memories_gate("lut");
+    // The activation table: one memory per lane.
+    let mems = yosys_memories("lut");
+    for l in 0..16 {
+        let want = format!("vta_exec/lut_mem{l}");
+        assert!(mems.contains(&want), "no memory {want} in {mems:?}");
+    }
 }

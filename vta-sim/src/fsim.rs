@@ -3,16 +3,21 @@
 
 use std::time::Instant;
 
+use isa::config::LUT_ENTRIES;
 use isa::tokens::{self, DepFlag};
 use isa::INSN_BYTES;
 use isa::{
-    AluInsn, Codec, GemmInsn, HwConfig, Insn, MemInsn, MemType, Module, StreamError, Uop, UopLoop,
+    AluInsn, AluOp, Codec, GemmInsn, HwConfig, Insn, MemInsn, MemType, Module, StreamError, Uop,
+    UopLoop,
 };
 
 use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
 use crate::kernels::{self, Loop, Shape};
 use crate::mem::Memory;
 use crate::races::RaceDetector;
+
+/// Entries of the activation table.
+const TABLE_LEN: usize = LUT_ENTRIES as usize;
 use crate::Counters;
 use isa::lanes;
 
@@ -34,6 +39,8 @@ pub struct Fsim {
     /// `depth(ACC) * BATCH * BLOCK_OUT` lanes, each a sign-extended ACC_WIDTH-bit value.
     acc: Vec<i32>,
     uop: Vec<Uop>,
+    /// The activation table of configs with `ALU_LUT` (spec 8.3), indexed by [`lut_index`].
+    table: [i8; TABLE_LEN],
     /// Reused DMA row buffer.
     row: Vec<u8>,
     /// Reused buffer of WGT lanes in natural order.
@@ -157,6 +164,7 @@ impl Fsim {
             wgt: vec![0; depth.wgt as usize * sh.wgt_lanes],
             acc: vec![0; depth.acc as usize * sh.acc_lanes],
             uop: vec![Uop::default(); depth.uop as usize],
+            table: [0; TABLE_LEN],
             row: Vec::new(),
             lanes: Vec::new(),
             check_races: false,
@@ -180,6 +188,7 @@ impl Fsim {
         self.wgt.fill(0);
         self.acc.fill(0);
         self.uop.fill(Uop::default());
+        self.table.fill(0);
     }
 
     /// INP row `idx`: `BATCH * BLOCK_IN` lanes, batch-major.
@@ -213,6 +222,12 @@ impl Fsim {
     /// Micro-op `idx` of the UOP buffer.
     pub fn uop(&self, idx: u32) -> Uop {
         self.uop[idx as usize]
+    }
+
+    /// The activation table (configs with `ALU_LUT`; spec 8.3): entry `e` is the value for
+    /// the int8 input `e as u8 as i8`.
+    pub fn table(&self) -> &[i8; TABLE_LEN] {
+        &self.table
     }
 
     /// Fetches `insn_count` instructions at byte address `insn_addr`, decodes them and runs
@@ -707,14 +722,17 @@ impl Fsim {
         result
     }
 
-    /// Range-checks every index the loop will form (dst always; src/wgt unless reset or
-    /// immediate) and reports the first out-of-range one in execution order.
+    /// Range-checks every index the loop will form (dst always, in ACC unless `dst` names
+    /// another buffer; src/wgt unless reset or immediate) and reports the first out-of-range
+    /// one in execution order.
     fn check_indices(
         &self,
         lp: &UopLoop,
+        dst: Option<(&'static str, u32)>,
         src: Option<(&'static str, u32)>,
         wgt: Option<(u16, u16)>,
     ) -> Result<(), Fault> {
+        let (dst_buffer, dst_depth) = dst.unwrap_or(("ACC", self.depth.acc));
         let (io, ii) = (u64::from(lp.iter_out), u64::from(lp.iter_in));
         let mut worst: Option<(u64, u64, u32, Fault)> = None;
         for u in lp.uop_bgn..lp.uop_end {
@@ -722,10 +740,10 @@ impl Fsim {
             let fields = [
                 Some((
                     "dst",
-                    "ACC",
+                    dst_buffer,
                     uop.dst_idx,
                     (lp.dst_factor_out, lp.dst_factor_in),
-                    self.depth.acc,
+                    dst_depth,
                 )),
                 src.map(|(buffer, depth)| {
                     (
@@ -789,11 +807,12 @@ impl Fsim {
         let uops = &self.uop[usize::from(lp.uop_bgn)..usize::from(lp.uop_end)];
         let l = Self::loop_of(lp, (g.wgt_factor_out, g.wgt_factor_in));
         if lp.reset_reg {
-            self.check_indices(lp, None, None)?;
+            self.check_indices(lp, None, None, None)?;
             kernels::reset(&self.sh, &mut self.acc, uops, &l);
         } else {
             self.check_indices(
                 lp,
+                None,
                 Some(("INP", self.depth.inp)),
                 Some((g.wgt_factor_out, g.wgt_factor_in)),
             )?;
@@ -811,23 +830,82 @@ impl Fsim {
         }
         let uops = &self.uop[usize::from(lp.uop_bgn)..usize::from(lp.uop_end)];
         let l = Self::loop_of(lp, (0, 0));
+        let imm = a.use_imm.then_some(i32::from(a.imm));
+        let src = (!a.use_imm).then_some(("ACC", self.depth.acc));
         if lp.reset_reg {
-            self.check_indices(lp, None, None)?;
+            self.check_indices(lp, None, None, None)?;
             kernels::reset(&self.sh, &mut self.acc, uops, &l);
-        } else if a.use_imm {
-            self.check_indices(lp, None, None)?;
-            kernels::alu(
-                &self.sh,
-                &mut self.acc,
-                uops,
-                &l,
-                a.op,
-                Some(i32::from(a.imm)),
-            );
+        } else if a.op == AluOp::Lut {
+            self.check_indices(lp, None, src, None)?;
+            lut_lookup(&self.sh, &mut self.acc, &self.table, uops, &l, imm);
+        } else if a.op == AluOp::LutWrite {
+            self.check_indices(lp, Some(("TABLE", LUT_ENTRIES)), src, None)?;
+            lut_write(&self.sh, &self.acc, &mut self.table, uops, &l, imm);
         } else {
-            self.check_indices(lp, Some(("ACC", self.depth.acc)), None)?;
-            kernels::alu(&self.sh, &mut self.acc, uops, &l, a.op, None);
+            self.check_indices(lp, None, src, None)?;
+            kernels::alu(&self.sh, &mut self.acc, uops, &l, a.op, imm);
         }
         Ok(n)
+    }
+}
+
+/// `index(v)` of spec 8.3: `v` saturated to int8, as its two's-complement byte.
+fn lut_index(v: i32) -> usize {
+    usize::from(v.clamp(-128, 127) as i8 as u8)
+}
+
+/// ALU LUT (spec 8.3): every lane of `acc[dst]` becomes the table entry of the same lane of
+/// the operand (`imm`, or `acc[src]`).
+fn lut_lookup(
+    sh: &Shape,
+    acc: &mut [i32],
+    table: &[i8; TABLE_LEN],
+    uops: &[Uop],
+    lp: &Loop,
+    imm: Option<i32>,
+) {
+    let al = sh.acc_lanes;
+    let mut y = vec![0i32; al];
+    for o in 0..lp.iter_out {
+        for i in 0..lp.iter_in {
+            for u in uops {
+                let d = u.dst_idx as usize + o * lp.dst.0 + i * lp.dst.1;
+                match imm {
+                    Some(v) => y.fill(v),
+                    None => {
+                        let s = u.src_idx as usize + o * lp.src.0 + i * lp.src.1;
+                        y.copy_from_slice(&acc[s * al..][..al]);
+                    }
+                }
+                for (x, &v) in acc[d * al..][..al].iter_mut().zip(&y) {
+                    *x = i32::from(table[lut_index(v)]);
+                }
+            }
+        }
+    }
+}
+
+/// ALU LUTW (spec 8.3): table entry `dst` becomes the low 8 bits of lane `dst mod lanes` of
+/// the operand (`imm`, or `acc[src]`).
+fn lut_write(
+    sh: &Shape,
+    acc: &[i32],
+    table: &mut [i8; TABLE_LEN],
+    uops: &[Uop],
+    lp: &Loop,
+    imm: Option<i32>,
+) {
+    let al = sh.acc_lanes;
+    for o in 0..lp.iter_out {
+        for i in 0..lp.iter_in {
+            for u in uops {
+                let e = u.dst_idx as usize + o * lp.dst.0 + i * lp.dst.1;
+                let v = imm.unwrap_or_else(|| {
+                    let s = u.src_idx as usize + o * lp.src.0 + i * lp.src.1;
+                    acc[s * al + e % al]
+                });
+                table[e] = v as i8;
+            }
+        }
     }
 }

@@ -159,6 +159,7 @@ pub(crate) fn alu(
                 }
             })
         }
+        AluOp::Lut | AluOp::LutWrite => unreachable!("Fsim::alu runs the table operations"),
     }
 }
 

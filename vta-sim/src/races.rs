@@ -14,12 +14,14 @@
 //! The shared locations: INP and WGT rows (written by load, read by GEMM), ACC rows (written
 //! by compute, read by STORE as OUT rows), and DRAM (written by STORE, read by the loads of
 //! both load and compute), in granules of the smallest DRAM element of INP, WGT, ACC and OUT.
-//! The micro-op buffer is written and read by compute alone. And FINISH, after which the host
-//! reads the results, must come after every instruction of load and store.
+//! The micro-op buffer and the activation table (`ALU_LUT`) are written and read by compute
+//! alone, so they cannot race and are not tracked; an ALU LUTW writes only the table (its
+//! `dst` is a table entry, not an ACC row). And FINISH, after which the host reads the
+//! results, must come after every instruction of load and store.
 
 use std::collections::{HashMap, VecDeque};
 
-use isa::{HwConfig, Insn, MemInsn, MemType, Module, Queue, Uop};
+use isa::{AluOp, HwConfig, Insn, MemInsn, MemType, Module, Queue, Uop};
 
 /// A vector clock: per module, how many of its instructions happened before.
 type Clock = [u64; 3];
@@ -271,6 +273,7 @@ impl RaceDetector {
             }
             Insn::Alu(a) => {
                 let lp = &a.lp;
+                let writes_acc = lp.reset_reg || a.op != AluOp::LutWrite;
                 for i0 in 0..u64::from(lp.iter_out) {
                     for i1 in 0..u64::from(lp.iter_in) {
                         for u in uops {
@@ -281,8 +284,10 @@ impl RaceDetector {
                                 let src = at(u.src_idx, (lp.src_factor_out, lp.src_factor_in));
                                 self.access(m, Location::Acc(src), false);
                             }
-                            let dst = at(u.dst_idx, (lp.dst_factor_out, lp.dst_factor_in));
-                            self.access(m, Location::Acc(dst), true);
+                            if writes_acc {
+                                let dst = at(u.dst_idx, (lp.dst_factor_out, lp.dst_factor_in));
+                                self.access(m, Location::Acc(dst), true);
+                            }
                         }
                     }
                 }

@@ -807,6 +807,183 @@ fn alu_src_past_depth_is_an_error_but_not_with_an_immediate() {
     ]);
 }
 
+// ----------------------------------------------------------------- ALU activation table (8.3)
+
+/// The small preset (1x4x4, 4 lanes per ACC row) with the activation table.
+fn small_lut() -> HwConfig {
+    HwConfig {
+        alu_lut: true,
+        ..small()
+    }
+}
+
+/// Loads `table` (256 bytes at 0x5000) as 64 ACC8 rows from row 100 and writes it into the
+/// activation table with one LUTW (micro-op 0: dst 0, src 100; 64 x 4 iterations).
+fn write_table(r: &mut Rig, table: &[i8; 256]) -> Vec<Insn> {
+    let bytes: Vec<u8> = table.iter().map(|&v| v as u8).collect();
+    r.put(0x5000, &bytes);
+    r.put_uops(0x4000, &[(0, 100, 0)]);
+    let mut l = lp(false, (0, 1), (64, 4));
+    (l.dst_factor_out, l.dst_factor_in, l.src_factor_out) = (4, 1, 1);
+    vec![
+        Insn::Load(mem(
+            MemType::Acc8,
+            100,
+            r.ea(MemType::Acc8, 0x5000),
+            1,
+            64,
+            64,
+        )),
+        r.load_uops(0x4000, 1),
+        alu(AluOp::LutWrite, None, l),
+    ]
+}
+
+/// A table that is no simple function of the index: entry e = (e * 37 + 11) mod 256.
+fn scrambled_table() -> [i8; 256] {
+    std::array::from_fn(|e| ((e * 37 + 11) % 256) as u8 as i8)
+}
+
+#[test]
+fn lutw_writes_the_table_from_acc8_rows_and_lut_looks_up_saturated_values() {
+    let mut r = Rig::new(small_lut());
+    let t = scrambled_table();
+    let mut insns = write_table(&mut r, &t);
+    // Row 0 (dst) is overwritten from row 1 (src): values inside, at and beyond int8.
+    let src = [-129, 127, 300, -1];
+    r.put(0x3000, &i32s(&[[7, 7, 7, 7], src].concat()));
+    r.put_uops(0x4100, &[(0, 1, 0)]);
+    insns.extend([
+        Insn::Load(mem(MemType::Acc, 0, r.ea(MemType::Acc, 0x3000), 1, 2, 2)),
+        Insn::Load(mem(MemType::Uop, 1, r.ea(MemType::Uop, 0x4100), 1, 1, 1)),
+        alu(AluOp::Lut, None, lp(false, (1, 2), (1, 1))),
+        finish(),
+    ]);
+    let c = r.run(&insns);
+    assert_eq!(r.sim.table(), &t);
+    let entry = |v: i8| i32::from(t[usize::from(v as u8)]);
+    assert_eq!(
+        r.sim.acc_row(0),
+        &[entry(-128), entry(127), entry(127), entry(-1)]
+    );
+    assert_eq!(r.sim.acc_row(1), &src, "the operand row is not written");
+    assert_eq!(c.alu_uops, 256 + 1);
+}
+
+#[test]
+fn lut_with_an_immediate_and_lutw_of_one_entry_with_an_immediate() {
+    let mut r = Rig::new(small_lut());
+    r.put_uops(0x4000, &[(3, 0, 0), (0xfe, 0, 0)]);
+    r.run(&[
+        r.load_uops(0x4000, 2),
+        // TABLE[0xfe] = low 8 bits of 0x1_85 = -123; row 3 = TABLE[index(-2)] = TABLE[0xfe].
+        alu(AluOp::LutWrite, Some(0x185), lp(false, (1, 2), (1, 1))),
+        alu(AluOp::Lut, Some(-2), lp(false, (0, 1), (1, 1))),
+        finish(),
+    ]);
+    assert_eq!(r.sim.table()[0xfe], -123);
+    assert_eq!(r.sim.acc_row(3), &[-123; 4]);
+}
+
+#[test]
+fn lutw_dst_is_a_table_entry_checked_against_256_not_acc() {
+    let mut r = Rig::new(small_lut());
+    // Entries 200..=255 exist; entry 256 does not, although ACC has 512 rows.
+    r.put_uops(0x4000, &[(200, 0, 0)]);
+    let mut l = lp(false, (0, 1), (1, 57));
+    l.dst_factor_in = 1;
+    let e = r
+        .try_run(&[
+            r.load_uops(0x4000, 1),
+            alu(AluOp::LutWrite, Some(1), l),
+            finish(),
+        ])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("dst index 256 is past the TABLE buffer's 256 rows"),
+        "{e}"
+    );
+    // With reset_reg it is an ordinary ALU reset of ACC rows.
+    l.reset_reg = true;
+    let c = r.run(&[
+        r.load_uops(0x4000, 1),
+        alu(AluOp::LutWrite, Some(1), l),
+        finish(),
+    ]);
+    assert_eq!((c.reset_uops, c.alu_uops), (57, 0));
+    assert_eq!(r.sim.table(), &[0; 256], "a reset leaves the table alone");
+}
+
+#[test]
+fn table_ops_are_decode_errors_without_alu_lut() {
+    let mut r = Rig::new(small());
+    r.put_uops(0x4000, &[(0, 0, 0)]);
+    for op in [AluOp::Lut, AluOp::LutWrite] {
+        let insns = [alu(op, Some(1), lp(false, (0, 1), (1, 1))), finish()];
+        let e = r.sim.run_insns(&mut r.dram, &insns, &Limits::default());
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("ALU_LUT is false"), "{e}");
+    }
+}
+
+#[test]
+fn the_table_persists_across_runs_and_clear_zeroes_it() {
+    let mut r = Rig::new(small_lut());
+    let t = scrambled_table();
+    let mut insns = write_table(&mut r, &t);
+    insns.push(finish());
+    r.run(&insns);
+    r.put(0x3000, &i32s(&[5, -5, 0, 127]));
+    r.put_uops(0x4000, &[(0, 0, 0)]);
+    r.run(&[
+        Insn::Load(mem(MemType::Acc, 0, r.ea(MemType::Acc, 0x3000), 1, 1, 1)),
+        r.load_uops(0x4000, 1),
+        alu(AluOp::Lut, None, lp(false, (0, 1), (1, 1))),
+        finish(),
+    ]);
+    let entry = |v: i8| i32::from(t[usize::from(v as u8)]);
+    assert_eq!(
+        r.sim.acc_row(0),
+        &[entry(5), entry(-5), entry(0), entry(127)]
+    );
+    r.sim.clear();
+    assert_eq!(r.sim.table(), &[0; 256]);
+}
+
+#[test]
+fn a_table_write_races_with_no_store_but_a_lookup_into_a_stored_row_does() {
+    // compute: ADD into row 0, hand it to store, then a table op on dst 0 without waiting for
+    // the store's token. LUTW's dst 0 is a table entry (compute-only state): no race; LUT
+    // writes ACC row 0 while the STORE may still read it: a race.
+    let mut r = Rig::new(small_lut());
+    r.sim.set_race_check(true);
+    r.put_uops(0, &[(0, 0, 0)]);
+    let out = r.ea(MemType::Out, 4096);
+    let uops = r.load_uops(0, 1);
+    let prog = |op| {
+        vec![
+            uops,
+            with(
+                alu(AluOp::Add, Some(1), lp(false, (0, 1), (1, 1))),
+                "push_next",
+            ),
+            with(
+                Insn::Store(mem(MemType::Out, 0, out, 1, 1, 1)),
+                "pop_prev push_prev",
+            ),
+            alu(op, Some(3), lp(false, (0, 1), (1, 1))),
+            with(finish(), "pop_next"),
+        ]
+    };
+    r.run(&prog(AluOp::LutWrite));
+    let e = r.try_run(&prog(AluOp::Lut)).unwrap_err();
+    assert!(
+        matches!(e, FsimError::Race { .. }) && e.to_string().contains("race on ACC/OUT row 0"),
+        "{e}"
+    );
+}
+
 #[test]
 fn acc16_wraps_everything_at_16_bits() {
     let c = acc16();

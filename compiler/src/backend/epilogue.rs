@@ -210,6 +210,7 @@ pub fn simulate(ep: &Epilogue, acc: i32, c: usize) -> i32 {
                     x.wrapping_shl((-s) as u32)
                 }
             }
+            AluOp::Lut | AluOp::LutWrite => unreachable!("epilogues use no table operations"),
         }
     })
 }

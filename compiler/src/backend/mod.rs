@@ -57,8 +57,9 @@
 //!   multiplier is not a power of two.
 //! - **Concat** and channel **Slice** (Split): copies of whole channel blocks (see
 //!   [`concat`](mod@concat)); refused when an input or the slice does not start at a block boundary.
-//! - **Table** activations: refused (the ALU has no lookup table, see [`table`]): they run on
-//!   the CPU.
+//! - **Table** activations (any elementwise int8 -> int8 function as its 256 values): on the
+//!   ALU's activation lookup table of configs with `ALU_LUT` (see [`table`], [`lut`]);
+//!   refused otherwise: they run on the CPU.
 //!
 //! # Structure
 //!
@@ -66,8 +67,8 @@
 //! - [`epilogue`]: requantization as ALU instructions.
 //! - [`tiling`]: convolution geometry, tilings and the cost model that chooses them.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`]: the lowerings; [`net`]: programs of
-//!   several layers.
+//! - `conv`, [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`], [`lut`]: the
+//!   lowerings; [`net`]: programs of several layers.
 //!
 //! # Chaining
 //!
@@ -86,6 +87,7 @@ pub mod eltwise;
 pub mod emit;
 pub mod epilogue;
 pub mod layout;
+pub mod lut;
 pub mod net;
 pub mod pointwise;
 pub mod table;

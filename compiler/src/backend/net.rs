@@ -15,6 +15,7 @@ use super::eltwise;
 use super::emit::Ctx;
 use super::epilogue::{self, Epilogue};
 use super::layout::{pack_acc_rows, ActLayout, WeightLayout};
+use super::lut;
 use super::tiling::{self, ConvGeom, CostEstimate, Tiling};
 use super::{check_config, dense_as_conv, BackendError, RunError};
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
@@ -37,6 +38,8 @@ pub enum LayerKind {
     Upsample,
     Concat,
     Slice,
+    /// An elementwise function on the activation table ([`super::lut`]).
+    TableActivation,
 }
 
 /// How one layer was compiled.
@@ -444,6 +447,37 @@ impl NetBuilder {
             eltwise::emit_global_avg_pool(&mut self.ctx, layer, &ep, shape, input, out, consts)?;
         self.end(
             self.eltwise_info(&layer.name, LayerKind::GlobalAvgPool, tiles),
+            k0,
+        );
+        Ok(y)
+    }
+
+    /// Adds an elementwise int8 -> int8 function on the ALU's activation table (configs with
+    /// `ALU_LUT`; refused otherwise, for the CPU) reading `x`.
+    pub fn table_activation(
+        &mut self,
+        layer: &lut::TableActivation,
+        x: Tensor,
+    ) -> Result<Tensor, BackendError> {
+        let cfg = self.ctx.cfg.clone();
+        lut::check(&self.ctx, &layer.name)?;
+        let shape = self.shape(x);
+        let lanes = (cfg.batch() * cfg.block_out()) as usize;
+        let input = self.bind(x, cfg.block_out() as usize, &layer.name)?;
+        let bytes = layer.segment_bytes(lanes);
+        let tname = self.unique(&format!("{}.table", layer.name));
+        let table = self.ctx.b.buffer(
+            &tname,
+            DType::I8,
+            vec![bytes.len()],
+            Role::default(),
+            Some(bytes),
+        );
+        let (y, out) = self.produce(&format!("{}.out", layer.name), shape);
+        let k0 = self.begin();
+        let tiles = lut::emit(&mut self.ctx, layer, shape, input, out, table)?;
+        self.end(
+            self.eltwise_info(&layer.name, LayerKind::TableActivation, tiles),
             k0,
         );
         Ok(y)

@@ -1,21 +1,33 @@
-//! Table activations ([`QTable`]) on the accelerator: the stock ALU has no lookup operation,
-//! so the back end refuses the layer and it runs on the CPU, by lookup, exactly. An ALU with
-//! an activation lookup table maps this layer here.
+//! Table activations ([`QTable`]) on the accelerator: with the ALU's activation lookup table
+//! (configs with `ALU_LUT`) the layer runs there, bit-exact, through [`super::lut`]; the stock
+//! ALU has no lookup operation, so then the back end refuses the layer and it runs on the
+//! CPU, by lookup, exactly.
 
+use super::lut::TableActivation;
 use super::net::{NetBuilder, Tensor};
 use super::BackendError;
 use crate::qlayer::QTable;
 
 impl NetBuilder {
-    /// Adds a table activation reading `x`: refused, since this ALU has no lookup table.
-    pub fn table(&mut self, layer: &QTable, _x: Tensor) -> Result<Tensor, BackendError> {
-        Err(BackendError::Unsupported {
-            layer: layer.name.clone(),
-            config: self.config().config_string(),
-            reason: format!(
-                "the ALU has no activation lookup table for {} (the table runs on the CPU)",
-                layer.function
-            ),
-        })
+    /// Adds a table activation reading `x`: on the activation lookup table when the config
+    /// has one, else refused.
+    pub fn table(&mut self, layer: &QTable, x: Tensor) -> Result<Tensor, BackendError> {
+        if !self.config().alu_lut {
+            return Err(BackendError::Unsupported {
+                layer: layer.name.clone(),
+                config: self.config().config_string(),
+                reason: format!(
+                    "the ALU has no activation lookup table for {} (the table runs on the CPU; \
+                     a config with ALU_LUT, such as the preset 'lut', runs it on the accelerator)",
+                    layer.function
+                ),
+            });
+        }
+        let t =
+            TableActivation::from_qtable(layer).map_err(|reason| BackendError::InvalidLayer {
+                layer: layer.name.clone(),
+                reason,
+            })?;
+        self.table_activation(&t, x)
     }
 }

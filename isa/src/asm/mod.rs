@@ -102,9 +102,10 @@
 //! - `uops=BEGIN..END` is `uop_bgn` and `uop_end` (exclusive); `iter=OUT,IN` is
 //!   `iter_out,iter_in`; `dst=`, `src=` and `wgt=` are the `*_factor_out,*_factor_in` pairs of
 //!   the micro-op loop and default to `0,0`. `uops=` and `iter=` are required.
-//! - `OP` is `min`, `max`, `add`, `shr` or `mul`. `imm=V` (signed 16 bits) makes the second
-//!   operand the immediate (`use_imm = 1`); without it the second operand is the tensor at
-//!   `src` (`use_imm = 0`). `rawimm=V` keeps `use_imm = 0` but sets the unused `imm` field, so
+//! - `OP` is `min`, `max`, `add`, `shr` or `mul`, or on a config with the activation table
+//!   (`ALU_LUT`) `lut` (table lookup) or `lutw` (table write), see [`crate::spec`] 8.3.
+//!   `imm=V` (signed 16 bits) makes the second operand the immediate (`use_imm = 1`); without
+//!   it the second operand is the tensor at `src` (`use_imm = 0`). `rawimm=V` keeps `use_imm = 0` but sets the unused `imm` field, so
 //!   that any decoded instruction prints exactly.
 //! - `reset` sets `reset_reg` (GEMM and ALU).
 //! - `FLAGS` are the dependency-token flags `pop_prev`, `pop_next`, `push_prev` and
@@ -114,7 +115,7 @@
 //! the config's layout ([`crate::layout::Layout::range`]; the message gives the range and the
 //! field's width), and every instruction against the config as it is parsed
 //! ([`crate::Codec::encode`]): an SRAM index beyond its buffer, a STORE from a buffer other
-//! than OUT or an ALU `mul` on a config without it is an error at the operand or word the
+//! than OUT or an ALU `mul`, `lut` or `lutw` on a config without it is an error at the operand or word the
 //! problem is about ([`crate::IsaError::field`]).
 //!
 //! The parser and the printer both follow one table of this syntax (mnemonics, the word after

@@ -2,8 +2,10 @@
 //!
 //! Ports: `x` (the lane's old ACC value), `y` (the ALU operand: immediate or `ACC[src]`), `d`
 //! (the GEMM dot product, sign-extended), `gemm`, `clear` (`reset_reg`), `op`
-//! (`alu_opcode`); output `r`, the lane's new value for every operation but MUL,
-//! combinational.
+//! (`alu_opcode`), and with `ALU_LUT` `t` (the lane's activation-table entry, read by the
+//! core one stage earlier); output `r`, the lane's new value for every operation but MUL,
+//! combinational. LUT's result is `t` sign-extended; LUTW writes no ACC row, so its `r` is
+//! never used.
 //!
 //! With ALU MUL, the product takes [`MUL_EXTRA_STAGES`] more cycles so that no path runs from
 //! the ACC read through a multiplier: `mul_load` (stage W: the micro-op is a MUL) registers
@@ -22,7 +24,11 @@ pub(super) const MUL_EXTRA_STAGES: u32 = 2;
 pub(super) fn lane_module(p: &ExecParams) -> Module {
     let aw = p.acc_width;
     let log_aw = aw.trailing_zeros();
-    let name = format!("vta_exec_lane_a{aw}{}", if p.alu_mul { "_mul" } else { "" });
+    let name = format!(
+        "vta_exec_lane_a{aw}{}{}",
+        if p.alu_mul { "_mul" } else { "" },
+        if p.alu_lut { "_lut" } else { "" }
+    );
     let m = ModuleBuilder::new(&name);
     let x = m.input("x", aw);
     let y = m.input("y", aw);
@@ -43,12 +49,16 @@ pub(super) fn lane_module(p: &ExecParams) -> Module {
     let right = xs.shr_by(s.slice(log_aw - 1, 0)).as_unsigned();
     let left = x.shl_by(-s);
     let shr = m.named("shr", m.mux(s.msb(), left, right));
-    let arms = [
+    let mut arms = vec![
         (AluOp::Min as u64, min),
         (AluOp::Max as u64, max),
         (AluOp::Add as u64, sum),
         (AluOp::Shr as u64, shr),
     ];
+    if p.alu_lut {
+        let t = m.input("t", 8);
+        arms.push((AluOp::Lut as u64, t.as_signed().sext(aw).as_unsigned()));
+    }
     let alu = m.case(op, &arms, sum);
     let r = m.mux(gemm, sum, alu);
     m.output_from("r", m.mux(clear, m.zero(aw), r));

@@ -46,6 +46,15 @@
 //! | W+1 | ACC and OUT write, event pulses |
 //! | W+2 | `done` pulse (for the instruction's last micro-op) |
 //!
+//! The activation table (configs with `ALU_LUT`, [`isa::spec`] 8.3) works in stage W-1, on
+//! the operand row about to enter the ALU operand register: a LUTW writes its entry (the
+//! low byte of operand lane `dst mod LANES`) and a LUT reads, per lane, the entry of the
+//! operand saturated to int8; the entry arrives in stage W, where the lane sign-extends it.
+//! A LUTW micro-op has no ACC write (`we` stays low) and checks its `dst` against the 256
+//! entries instead of ACC. LUT and LUTW take no extra cycle: they issue at the rates of the
+//! other ALU operations (one per cycle with an immediate, every other cycle with a tensor
+//! operand), and since both act in stage W-1 a LUT sees every earlier LUTW.
+//!
 //! ALU MUL (configs with `ALU_MUL`) takes [`ExecTiming::mul_extra`] = 2 more cycles: stage W
 //! registers its operands, W+1 its three partial products (DSP48E1 with input and product
 //! registers), W+2 adds them into the result register; ACC write in W+3, `done` in W+4.
@@ -71,7 +80,9 @@
 //! # Resources
 //!
 //! Exactly one memory each for UOP (1 write, 1 read port), ACC (1 write, 1 read) and OUT
-//! (1 write, 1 read), so each maps to one set of block RAMs in simple dual-port mode.
+//! (1 write, 1 read), so each maps to one set of block RAMs in simple dual-port mode. With
+//! `ALU_LUT`, the activation table is one 256 x 8 memory per lane (`lut_mem*`, 1 write port
+//! shared by all, 1 read port each), so that every lane looks up in the same cycle.
 //!
 //! GEMM multipliers: when the operand widths allow ([`ExecParams::packed`]; int8 x int8 on
 //! the default config), two products that share an input lane, `a*w1` and `a*w2` for output
@@ -130,6 +141,8 @@ pub struct ExecParams {
     /// Width of a micro-op's `src_idx` field (the wider of the INP and ACC indices).
     pub src_bits: u32,
     pub alu_mul: bool,
+    /// The activation table and the LUT/LUTW operations (`ALU_LUT`).
+    pub alu_lut: bool,
     /// GEMM products are packed two per multiplier (see the module docs).
     pub packed: bool,
     /// Levels of each adder tree: `log2(BLOCK_IN)`.
@@ -167,6 +180,7 @@ impl ExecParams {
             depth_acc: cfg.depth(MemType::Acc),
             src_bits: cfg.uop_src_bits().max(1),
             alu_mul: cfg.alu_mul,
+            alu_lut: cfg.alu_lut,
             packed,
             tree_levels,
             dot_width: (s + tree_levels).min(cfg.acc_width()),

@@ -156,6 +156,15 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let i_imm = load("i_imm", dec_imm);
     // A tensor ALU micro-op reads ACC twice (dst and src).
     let i_tensor = load("i_tensor", is_alu & !dec_use_imm & !dec_reset);
+    // Table operations (ALU_LUT): a LUT reads the table, a LUTW writes it and no ACC row.
+    let table_ops = p.alu_lut.then(|| {
+        let lut = load("i_lut", is_alu & dec_op.eq(AluOp::Lut as u64) & !dec_reset);
+        let lutw = load(
+            "i_lutw",
+            is_alu & dec_op.eq(AluOp::LutWrite as u64) & !dec_reset,
+        );
+        (lut, lutw)
+    });
     // Micro-ops of an ALU MUL take the multiplier pipeline (`mul_extra` more cycles).
     let i_mul = (e > 0).then(|| {
         let is_mul = dec_op.eq(AluOp::Mul as u64);
@@ -270,6 +279,12 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let op = Staged::new(&m, "op", i_op, 0, w, false);
     let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w - 1, false);
     let imm = Staged::new(&m, "imm", i_imm, 0, w - 1, false);
+    let lut = table_ops.map(|(i_lut, i_lutw)| {
+        (
+            Staged::new(&m, "lut", i_lut, 0, w - 1, false),
+            Staged::new(&m, "lutw", i_lutw, 0, w, false),
+        )
+    });
     let offs: Vec<Staged> = ["dst_off", "src_off", "wgt_off"]
         .iter()
         .zip(&offsets)
@@ -296,9 +311,22 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let uses_src = !c1 & (g1 | !use_imm.at(1));
     let uses_wgt = g1 & !c1;
     let src_bad = m.mux(g1, src_x.ge(p.depth_inp), src_x.ge(p.depth_acc));
-    let bad = dst_x.ge(p.depth_acc) | (uses_src & src_bad) | (uses_wgt & wgt_x.ge(p.depth_wgt));
+    // A LUTW's dst is a table entry (spec 8.3), checked against the table instead of ACC.
+    let dst_bad = match &lut {
+        Some((_, lutw)) => m.mux(
+            lutw.at(1),
+            dst_x.ge(isa::config::LUT_ENTRIES),
+            dst_x.ge(p.depth_acc),
+        ),
+        None => dst_x.ge(p.depth_acc),
+    };
+    let bad = dst_bad | (uses_src & src_bad) | (uses_wgt & wgt_x.ge(p.depth_wgt));
     let faulty = Staged::new(&m, "fault", m.named("bad_index", bad), 1, w + e, false);
     let dst = Staged::new(&m, "dst", dst_x.trunc(p.a_acc), 1, w + e, false);
+    // The table entry a LUTW writes: its (range-checked) dst.
+    let entry = lut
+        .as_ref()
+        .map(|_| Staged::new(&m, "lut_entry", dst_x.trunc(LUT_ADDR_BITS), 1, w - 1, false));
     let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 1, false);
     let wgt = Staged::new(&m, "wgt", wgt_x.trunc(p.a_wgt), 1, 2, false);
 
@@ -330,6 +358,9 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     // MUL's from stage W+mul_extra (the slot that would collide with it stays empty).
     // `we` marks a result that is written, `wdst` its row; `res1`, `res2` follow them.
     let mut we_w = v.at(w) & !faulty.at(w);
+    if let Some((_, lutw)) = &lut {
+        we_w = we_w & !lutw.at(w);
+    }
     let mut wdst_w = dst.at(w);
     if let Some(mul) = &mul {
         let mul_done = mul.at(w + e);
@@ -369,6 +400,31 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
     });
     let y_row = m.reg_noreset("y_row", acc_bits);
+    // The operand entering `y_row` (stage W-1); `src_row` is assigned below.
+    let src_row = m.wire("src_row", acc_bits);
+    let imm_row = m.pack(&vec![
+        imm.at(w - 1)
+            .as_signed()
+            .sext(p.acc_width)
+            .as_unsigned();
+        lanes as usize
+    ]);
+    let y_next = m.named("y_next", m.mux(use_imm.at(w - 1), imm_row, src_row));
+    let entries = lut
+        .as_ref()
+        .zip(entry.as_ref())
+        .map(|((lut, lutw), entry)| {
+            table(
+                &m,
+                p,
+                &TableCtl {
+                    y_next,
+                    lookup: v.at(w - 1) & lut.at(w - 1),
+                    write: v.at(w - 1) & lutw.at(w - 1) & !faulty.at(w - 1),
+                    entry: entry.at(w - 1),
+                },
+            )
+        });
 
     // Stage W: the lanes.
     let mut results = vec![];
@@ -382,6 +438,9 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         lane.connect("gemm", gemm.at(w));
         lane.connect("clear", clear.at(w));
         lane.connect("op", op.at(w));
+        if let Some(entries) = &entries {
+            lane.connect("t", entries[l as usize]);
+        }
         results.push(lane.output("r"));
         if let Some(mul) = &mul {
             lane.connect("mul_load", mul.at(w));
@@ -397,19 +456,13 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     };
     m.next_when(res1, we.at(w), result);
 
-    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
+    let mut src_fwd = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
     if let Some(hit) = src_in_mul {
-        src_row = m.mux(hit, m.pack(&products), src_row);
+        src_fwd = m.mux(hit, m.pack(&products), src_fwd);
     }
-    let imm_row = m.pack(&vec![
-        imm.at(w - 1)
-            .as_signed()
-            .sext(p.acc_width)
-            .as_unsigned();
-        lanes as usize
-    ]);
+    m.assign(src_row, src_fwd);
     let alu_w1 = v.at(w - 1) & !gemm.at(w - 1) & !clear.at(w - 1);
-    m.next_when(y_row, alu_w1, m.mux(use_imm.at(w - 1), imm_row, src_row));
+    m.next_when(y_row, alu_w1, y_next);
 
     // Stage W+1: write ACC and its OUT mirror; the shell's LOAD ACC writes when idle.
     let wr = we.at(wb);
@@ -447,4 +500,58 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     m.assign(busy, any);
 
     m.finish().expect("vta_exec is well formed")
+}
+
+/// Bits of an activation-table address.
+const LUT_ADDR_BITS: u32 = isa::config::LUT_ENTRIES.trailing_zeros();
+
+/// The stage W-1 signals the activation table works from.
+struct TableCtl<'a> {
+    /// The ALU operand row about to enter `y_row`.
+    y_next: Sig<'a>,
+    /// A LUT micro-op: every lane reads its entry.
+    lookup: Sig<'a>,
+    /// A LUTW micro-op that is not faulty: entry `entry` is written.
+    write: Sig<'a>,
+    entry: Sig<'a>,
+}
+
+/// The activation table (spec 8.3) as one 256 x 8 memory per lane, all written alike (the
+/// low byte of operand lane `entry mod LANES` at `entry`, one entry per LUTW micro-op) and
+/// each read by its lane at the operand saturated to int8. Both happen in stage W-1, so a
+/// LUT sees every earlier LUTW; the entries read arrive in stage W. Returns them, one 8-bit
+/// signal per lane.
+fn table<'a>(m: &'a ModuleBuilder, p: &ExecParams, c: &TableCtl<'a>) -> Vec<Sig<'a>> {
+    let lanes = p.lanes();
+    let entries = isa::config::LUT_ENTRIES;
+    let operand: Vec<Sig> = c.y_next.lanes(p.acc_width);
+    // Entries 0..256 reach lanes 0..min(LANES, 256).
+    let sel_bits = lanes.min(entries).trailing_zeros();
+    let data = if sel_bits == 0 {
+        operand[0].slice(7, 0)
+    } else {
+        let low: Vec<Sig> = operand[..lanes.min(entries) as usize]
+            .iter()
+            .map(|y| y.slice(7, 0))
+            .collect();
+        m.index(c.entry.slice(sel_bits - 1, 0), &low)
+    };
+    let data = m.named("lut_wdata", data);
+    operand
+        .iter()
+        .enumerate()
+        .map(|(l, y)| {
+            let mem = m.mem(&format!("lut_mem{l}"), 8, entries);
+            mem.write(c.write, c.entry, data);
+            // index(y) = y saturated to int8, as its two's-complement byte.
+            let high = y.slice(p.acc_width - 1, 7);
+            let in_range = high.all() | !high.any();
+            let limit = m.mux(y.msb(), m.lit(0x80, 8), m.lit(0x7f, 8));
+            let index = m.named(
+                &format!("lut_index{l}"),
+                m.mux(in_range, y.slice(7, 0), limit),
+            );
+            mem.read_en(c.lookup, index)
+        })
+        .collect()
 }
