@@ -54,8 +54,8 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Serve a simulated device to other machines' `--backend remote://HOST:PORT` runs
     Serve(cmd::serve::ServeArgs),
-    /// Design-space exploration: sweep configs for a network on an FPGA part; cycles,
-    /// resources, fit, the Pareto front; CSV, JSON and an SVG plot
+    /// Explore designs: sweep configs for a network on an FPGA part (cycles, resources, fit,
+    /// Pareto front, plot)
     Dse(Box<cmd::dse::DseArgs>),
 }
 

@@ -67,7 +67,7 @@ fn a_digits_sweep_marks_the_fit_validates_the_model_and_resumes_from_its_cache()
         &dir,
         &big,
         "test fixture (made-up figures)",
-        60000,
+        45000,
         40000,
         560,
         120.0,
@@ -106,7 +106,7 @@ fn a_digits_sweep_marks_the_fit_validates_the_model_and_resumes_from_its_cache()
     );
     assert!(text.contains("no: DSP 560 > 220"), "{text}");
     assert!(
-        text.contains("2 compiled, 0 synthesized, 1 RTL run(s)"),
+        text.contains("3 compiled, 0 synthesized, 1 RTL run(s)"),
         "{text}"
     );
     let doc: serde_json::Value =

@@ -182,12 +182,10 @@ struct Context<'a> {
     rtl_runs: AtomicUsize,
 }
 
-/// Evaluates every config of `plan` (made from `combinations` combinations) for `network`
-/// on `target`, its resources from `estimator` (normally [`Target::estimator`]).
-#[allow(clippy::too_many_arguments)]
+/// Evaluates every config of `plan` for `network` on `target`, its resources from
+/// `estimator` (normally [`Target::estimator`]).
 pub fn explore(
     plan: &Plan,
-    combinations: usize,
     network: &Network,
     target: &Target,
     estimator: &dyn Estimator,
@@ -246,7 +244,7 @@ pub fn explore(
         target: target.clone(),
         tool: estimator.tool(),
         cycle_source: opts.cycles,
-        combinations,
+        combinations: plan.combinations,
         points,
         skipped: plan.skipped.clone(),
         elapsed: start.elapsed(),

@@ -308,11 +308,6 @@ impl Axes {
         self.0.iter().map(|(p, v)| (*p, v.as_slice()))
     }
 
-    /// Combinations before validation.
-    pub fn combinations(&self) -> usize {
-        self.0.values().map(Vec::len).product()
-    }
-
     /// Reads axes from a sweep file's text (JSON, or TOML when `toml`): an object of axis
     /// keys (see [`Param::key`]) to a number, a list of numbers or a value string such as
     /// `"8..32"`, plus optionally `"base"`: a config file or preset. Returns the axes and
@@ -384,6 +379,8 @@ pub struct Skipped {
 /// The sweep expanded.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// Combinations of the axes' values, valid or not.
+    pub combinations: usize,
     /// Valid configs, in expansion order (the last axis fastest).
     pub configs: Vec<HwConfig>,
     pub skipped: Vec<Skipped>,
@@ -392,11 +389,12 @@ pub struct Plan {
 /// Every combination of `axes` over `base`, validated.
 pub fn expand(base: &HwConfig, axes: &Axes) -> Plan {
     let axes: Vec<(Param, &[u32])> = axes.iter().collect();
+    let total: usize = axes.iter().map(|(_, v)| v.len()).product();
     let mut plan = Plan {
+        combinations: total,
         configs: Vec::new(),
         skipped: Vec::new(),
     };
-    let total: usize = axes.iter().map(|(_, v)| v.len()).product();
     for n in 0..total {
         // Mixed radix, the last axis fastest.
         let mut digits = vec![0; axes.len()];

@@ -89,17 +89,7 @@ fn sweep(
         fresh,
     };
     let counts = Counts::default();
-    let x = explore(
-        &plan,
-        axes.combinations(),
-        network,
-        &target,
-        estimator,
-        cache,
-        &opts,
-        &counts,
-    )
-    .unwrap();
+    let x = explore(&plan, network, &target, estimator, cache, &opts, &counts).unwrap();
     (x, counts)
 }
 

@@ -225,9 +225,10 @@ impl Observer for Bars {
 }
 
 /// The configs a sweep would evaluate, and the combinations it skips.
-fn dry_run(plan: &sweep::Plan, combinations: usize, target: &Target) -> String {
+fn dry_run(plan: &sweep::Plan, target: &Target) -> String {
     let mut text = format!(
-        "{combinations} combinations: {} valid, {} skipped\n",
+        "{} combinations: {} valid, {} skipped\n",
+        plan.combinations,
         plan.configs.len(),
         plan.skipped.len()
     );
@@ -277,7 +278,7 @@ pub fn run(a: DseArgs) -> Result<String> {
     let base = super::load_config(Some(&base_spec))?;
     let plan = sweep::expand(&base, &axes);
     if a.dry_run {
-        return Ok(dry_run(&plan, axes.combinations(), &target));
+        return Ok(dry_run(&plan, &target));
     }
     let cache = match a.cache.clone().or_else(Cache::default_root) {
         Some(dir) => Cache::new(dir),
@@ -304,7 +305,7 @@ pub fn run(a: DseArgs) -> Result<String> {
             ))
             .collect::<Vec<_>>()
             .join("; "),
-        axes.combinations(),
+        plan.combinations,
         plan.configs.len(),
         target.name,
         cache.root().display()
@@ -326,7 +327,6 @@ pub fn run(a: DseArgs) -> Result<String> {
     let estimator = target.estimator();
     let x = explore(
         &plan,
-        axes.combinations(),
         &network,
         &target,
         estimator.as_ref(),
