@@ -54,6 +54,9 @@ enum Command {
     Demo(cmd::demo::DemoArgs),
     /// Serve a simulated device to other machines' `--backend remote://HOST:PORT` runs
     Serve(cmd::serve::ServeArgs),
+    /// Explore designs: sweep configs for a network on an FPGA part (cycles, resources, fit,
+    /// Pareto front, plot)
+    Dse(Box<cmd::dse::DseArgs>),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,7 @@ fn main() -> ExitCode {
         Command::Demo(d) => cmd::demo::run(d),
         Command::Hw(h) => cmd::hw::run(h),
         Command::Serve(s) => cmd::serve::run(s),
+        Command::Dse(d) => cmd::dse::run(*d),
     };
     match result {
         Ok(text) => {

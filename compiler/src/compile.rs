@@ -85,6 +85,69 @@ pub struct StepReport {
     pub report: LayerReport,
 }
 
+/// A model imported and, when it is a float model, calibrated: the config-independent first
+/// half of compiling ([`Compiled::compile_imported`] does the rest for a config).
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub graph: crate::graph::Graph,
+    /// The calibration ranges of a float model (`None` for a quantized one).
+    pub stats: Option<quant::calibrate::Stats>,
+    /// The model's name, for messages.
+    pub source: String,
+    /// Import and calibration times (the other phases zero).
+    pub times: CompileTimes,
+}
+
+impl Imported {
+    /// Decodes and imports `onnx` (`source` names it in errors) and calibrates a float model
+    /// on `calibration` (see [`Compiled::compile`]); `stage` hears `importing` and
+    /// `calibrating ...`.
+    pub fn new(
+        onnx: &[u8],
+        source: &str,
+        calibration: &[ndarray::ArrayD<f32>],
+        opts: &FrontendOptions,
+        stage: &mut dyn FnMut(&str),
+    ) -> Result<Imported, Error> {
+        let mut times = CompileTimes::default();
+        let t = Instant::now();
+        stage("importing");
+        let graph = import_graph(onnx, source, opts.memory_budget)?;
+        times.import = t.elapsed();
+
+        let t = Instant::now();
+        let stats = if !quant::is_quantized(&graph) && opts.offload {
+            if calibration.is_empty() {
+                return Err(FrontendError::Calibration {
+                    file: source.to_string(),
+                    message: "the model is a float model: post-training quantization needs \
+                              calibration inputs (one or more .npy samples of the model's input)"
+                        .into(),
+                }
+                .into());
+            }
+            stage("calibrating (running the float model on the calibration inputs)");
+            Some(
+                quant::calibrate::calibrate(&graph, calibration).map_err(|message| {
+                    FrontendError::Calibration {
+                        file: source.to_string(),
+                        message,
+                    }
+                })?,
+            )
+        } else {
+            None
+        };
+        times.calibration = t.elapsed();
+        Ok(Imported {
+            graph,
+            stats,
+            source: source.to_string(),
+            times,
+        })
+    }
+}
+
 /// A compiled model ([`Compiled::model`], what the file holds and `vta run` runs) and the
 /// compile report. Dereferences to the model.
 #[derive(Debug, Clone)]
@@ -141,40 +204,25 @@ impl Compiled {
         backend: &BackendOptions,
         stage: &mut dyn FnMut(&str),
     ) -> Result<Compiled, Error> {
-        let mut times = CompileTimes::default();
-        let t = Instant::now();
-        stage("importing");
-        let g = import_graph(&onnx, source, opts.memory_budget)?;
-        times.import = t.elapsed();
+        let imported = Imported::new(&onnx, source, calibration, opts, stage)?;
+        Self::compile_imported(&imported, cfg, opts, backend, stage)
+    }
 
-        let t = Instant::now();
-        let stats = if !quant::is_quantized(&g) && opts.offload {
-            if calibration.is_empty() {
-                return Err(FrontendError::Calibration {
-                    file: source.to_string(),
-                    message: "the model is a float model: post-training quantization needs \
-                              calibration inputs (one or more .npy samples of the model's input)"
-                        .into(),
-                }
-                .into());
-            }
-            stage("calibrating (running the float model on the calibration inputs)");
-            Some(
-                quant::calibrate::calibrate(&g, calibration).map_err(|message| {
-                    FrontendError::Calibration {
-                        file: source.to_string(),
-                        message,
-                    }
-                })?,
-            )
-        } else {
-            None
-        };
-        times.calibration = t.elapsed();
-
+    /// Compiles an imported (and calibrated) model for `cfg`: what [`Compiled::compile_observed`]
+    /// does after [`Imported::new`], so that one import serves many configs (design-space
+    /// exploration compiles the same network for every config of a sweep).
+    pub fn compile_imported(
+        imported: &Imported,
+        cfg: &HwConfig,
+        opts: &FrontendOptions,
+        backend: &BackendOptions,
+        stage: &mut dyn FnMut(&str),
+    ) -> Result<Compiled, Error> {
+        let (g, stats, source) = (&imported.graph, imported.stats.as_ref(), &imported.source);
+        let mut times = imported.times;
         let t = Instant::now();
         stage("quantizing and lowering");
-        let (plan, support) = quant::plan_graph_with_stats(&g, stats.as_ref(), cfg, opts)?;
+        let (plan, support) = quant::plan_graph_with_stats(g, stats, cfg, opts)?;
         times.lowering = t.elapsed();
 
         let t = Instant::now();
@@ -228,14 +276,14 @@ impl Compiled {
         let mut c = Compiled {
             model: Model {
                 config: cfg.clone(),
-                source: source.to_string(),
+                source: source.clone(),
                 plan,
                 accel: grouped.accel,
                 launches: grouped.launches,
             },
             support,
             steps: reports,
-            calibration_samples: stats.as_ref().map(|s| s.samples),
+            calibration_samples: stats.map(|s| s.samples),
             times,
         };
         c.mark_refused();

@@ -7,6 +7,7 @@ pub mod compile;
 pub mod config;
 pub mod demo;
 pub mod disasm;
+pub mod dse;
 pub mod hw;
 pub mod json;
 pub mod openflow;

@@ -74,7 +74,7 @@ impl Gear {
 
 /// Entries of the row-descriptor FIFO of the `E < B` gearboxes: how many rows a request
 /// generator may run ahead of the data.
-const DESC_DEPTH: u32 = 4;
+pub const DESC_DEPTH: u32 = 4;
 
 /// The beat-level request for a row of `n` elements starting at element address
 /// `elem_addr` (32 bits): (beat-aligned byte address, beats, slot of the first element

@@ -1,0 +1,530 @@
+//! The analytic cycle model: the cycles an instruction stream takes on the accelerator,
+//! estimated in milliseconds instead of the RTL simulator's seconds.
+//!
+//! It is an instruction-level discrete-event simulation of the hardware `vta_hw` builds:
+//!
+//! * **fetch** reads the stream in chunks of [`CHUNK`] instructions into a buffer of
+//!   [`BUFFER_DEPTH`] and dispatches one instruction per cycle, in order, to the load,
+//!   compute or store command queue (`CMD_QUEUE_DEPTH` deep), stalling on a full queue;
+//! * each **module** takes its queue's head when the tokens it pops are there (spec 5.3),
+//!   does the work and pushes its tokens when the work is complete;
+//! * a **LOAD** (of INP and WGT on the load module; UOP, ACC and ACC8 on compute) reads one
+//!   request per DRAM row, split into AXI bursts (at most 256 beats, never across 4 KiB),
+//!   with at most [`MAX_OUTSTANDING_READS`] bursts in flight (at most the unpacker's
+//!   descriptor depth of rows when elements are narrower than the bus), and writes the
+//!   padded rectangle at one element per cycle; the **read channel** (one beat per cycle) is
+//!   shared by fetch and both modules' loads ([`channel`]);
+//! * a **STORE** reads OUT at one element per cycle and writes one burst per row on the write
+//!   channel, done when every write is answered;
+//! * **GEMM and ALU** go to the execution core, which issues one micro-op per cycle (a
+//!   tensor-operand ALU micro-op every other cycle, an ALU MUL every `1 + mul_extra`), takes
+//!   the next instruction as the last micro-op of the current one issues, and finishes an
+//!   instruction its pipeline depth ([`vta_hw::exec::exec_timing`]) after its last issue. An
+//!   instruction that pushes tokens waits for that; LOADs, FINISH and syncs that push wait
+//!   for an idle core.
+//!
+//! Everything the stream does is known from the instructions alone (no data-dependent
+//! control), so a run is simulated without touching any data. The constants the RTL does
+//! not fix in the instruction's terms (cycles of DMA set-up and wind-down, of launching a
+//! run) are [`Calibration`]: fitted to RTL runs, with the error on those runs in the
+//! README, and checked by `vta dse --validate`. Not modelled: the token queues' capacity
+//! (1024 by default, never reached by compiled programs) and the compute shell's limit of 15
+//! instructions in flight in the core.
+
+mod channel;
+
+use isa::tokens::{queues, Queue};
+use isa::{AluOp, HwConfig, Insn, MemInsn, MemType, Module, UopLoop};
+use vta_hw::dma::{Gear, DESC_DEPTH, ROUTE_DEPTH};
+use vta_hw::exec::{exec_timing, ExecTiming};
+use vta_hw::fetch::{BUFFER_DEPTH, CHUNK};
+use vta_hw::top::{MAX_BURST_BEATS, MAX_OUTSTANDING_READS, MAX_OUTSTANDING_WRITES};
+pub use vta_sim::rtl::MemTiming;
+
+use channel::Channel;
+
+/// The model's constants that the instruction stream does not determine, in cycles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Calibration {
+    /// From a DMA engine's start to its first request reaching the memory (request
+    /// generator, arbiter, AXI master).
+    pub dma_request: u64,
+    /// From a load's last data beat (or padding write) to the instruction's completion.
+    pub load_tail: u64,
+    /// From a store's start to its first write beat (OUT read, packer).
+    pub store_setup: u64,
+    /// Around a run: from the start register to the first fetch request, and from FINISH
+    /// to the cycle counter stopping.
+    pub run_overhead: u64,
+}
+
+/// The constants in use: fitted to RTL runs of the digits CNN and of ResNet-18 layers on
+/// several configs (see the README's "Design-space exploration").
+pub const CALIBRATION: Calibration = Calibration {
+    dma_request: 1,
+    load_tail: 2,
+    store_setup: 3,
+    run_overhead: 6,
+};
+
+/// Why a stream cannot be timed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimingError {
+    /// Every module waits on a token that is never pushed (the RTL would hang).
+    #[error("the program deadlocks: {0}")]
+    Deadlock(String),
+    /// A flag the instruction's module cannot have.
+    #[error("instruction {index}: {flag} is not a legal flag on the {module} module")]
+    IllegalFlag {
+        index: usize,
+        flag: String,
+        module: &'static str,
+    },
+    /// A stream without FINISH never ends.
+    #[error("the program has no FINISH instruction")]
+    NoFinish,
+}
+
+/// Cycles `insns` take on the accelerator `cfg` with memory timing `mem`, from the start
+/// register to FINISH (the RTL's cycle counter).
+pub fn cycles(
+    cfg: &HwConfig,
+    insns: &[Insn],
+    mem: &MemTiming,
+    cal: &Calibration,
+) -> Result<u64, TimingError> {
+    Sim::new(cfg, insns, mem, cal)?.run()
+}
+
+/// One instruction, decoded for the simulation.
+struct Entry {
+    module: Module,
+    pops: Vec<Queue>,
+    pushes: Vec<Queue>,
+}
+
+/// The simulation state (see the module docs).
+struct Sim<'a> {
+    cfg: &'a HwConfig,
+    insns: &'a [Insn],
+    entries: Vec<Entry>,
+    mem: MemTiming,
+    cal: Calibration,
+    exec: ExecTiming,
+    read: Channel,
+    /// Per module, its instructions' indices in stream order and how many it has taken.
+    lists: [Vec<usize>; 3],
+    taken: [usize; 3],
+    /// Per module, the first cycle it can take its next instruction.
+    free: [u64; 3],
+    /// Per instruction, when fetch dispatched it and when its module took it.
+    dispatched: Vec<Option<u64>>,
+    took: Vec<Option<u64>>,
+    /// Position of each instruction in its module's list.
+    position: Vec<usize>,
+    /// Fetch: the next instruction to dispatch, and when each chunk's data is in.
+    next_dispatch: usize,
+    chunk_ready: Vec<Option<u64>>,
+    /// Per token queue, the cycles of its pushes so far, and how many were popped.
+    pushes: [Vec<u64>; 4],
+    popped: [usize; 4],
+    /// The execution core: when it accepts its next instruction, and when the last one
+    /// handed to it is done.
+    core_accept: u64,
+    core_done: u64,
+    /// When FINISH completed.
+    finished: Option<u64>,
+}
+
+/// An actor's next action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Actor {
+    Fetch,
+    Module(Module),
+}
+
+impl<'a> Sim<'a> {
+    fn new(
+        cfg: &'a HwConfig,
+        insns: &'a [Insn],
+        mem: &MemTiming,
+        cal: &Calibration,
+    ) -> Result<Sim<'a>, TimingError> {
+        if !insns.iter().any(|i| matches!(i, Insn::Finish(_))) {
+            return Err(TimingError::NoFinish);
+        }
+        let mut entries = Vec::with_capacity(insns.len());
+        let mut lists: [Vec<usize>; 3] = Default::default();
+        let mut position = Vec::with_capacity(insns.len());
+        for (index, insn) in insns.iter().enumerate() {
+            let module = insn.module();
+            let (pops, pushes) =
+                queues(module, &insn.deps()).map_err(|flag| TimingError::IllegalFlag {
+                    index,
+                    flag: flag.name().to_string(),
+                    module: module.name(),
+                })?;
+            position.push(lists[module as usize].len());
+            lists[module as usize].push(index);
+            entries.push(Entry {
+                module,
+                pops,
+                pushes,
+            });
+        }
+        let chunks = insns.len().div_ceil(CHUNK as usize);
+        let mut sim = Sim {
+            cfg,
+            insns,
+            entries,
+            mem: *mem,
+            cal: *cal,
+            exec: exec_timing(cfg),
+            read: Channel::new(u64::from(mem.beat_interval)),
+            lists,
+            taken: [0; 3],
+            free: [0; 3],
+            dispatched: vec![None; insns.len()],
+            took: vec![None; insns.len()],
+            position,
+            next_dispatch: 0,
+            chunk_ready: vec![None; chunks],
+            pushes: Default::default(),
+            popped: [0; 4],
+            core_accept: 0,
+            core_done: 0,
+            finished: None,
+        };
+        // The buffer holds BUFFER_DEPTH / CHUNK chunks: those are requested at once.
+        for c in 0..(BUFFER_DEPTH / CHUNK) as usize {
+            sim.request_chunk(c, c as u64);
+        }
+        Ok(sim)
+    }
+
+    fn run(mut self) -> Result<u64, TimingError> {
+        loop {
+            if let Some(end) = self.finished {
+                if self.next_dispatch == self.insns.len()
+                    && Module::ALL
+                        .iter()
+                        .all(|&m| self.taken[m as usize] == self.lists[m as usize].len())
+                {
+                    return Ok(end + 1 + self.cal.run_overhead);
+                }
+            }
+            let next = [
+                Actor::Fetch,
+                Actor::Module(Module::Load),
+                Actor::Module(Module::Compute),
+                Actor::Module(Module::Store),
+            ]
+            .into_iter()
+            .filter_map(|a| self.ready(a).map(|t| (t, a)))
+            .min_by_key(|&(t, _)| t);
+            let Some((t, actor)) = next else {
+                return Err(TimingError::Deadlock(self.blocked()));
+            };
+            self.read.forget_before(t);
+            match actor {
+                Actor::Fetch => self.dispatch(t),
+                Actor::Module(m) => self.take(m, t),
+            }
+        }
+    }
+
+    /// When `actor` can act next; `None` while it waits on another actor (or is done).
+    fn ready(&self, actor: Actor) -> Option<u64> {
+        match actor {
+            Actor::Fetch => {
+                let k = self.next_dispatch;
+                if k == self.insns.len() {
+                    return None;
+                }
+                let arrived = self.arrival(k)?;
+                let after_previous = k
+                    .checked_sub(1)
+                    .map_or(0, |p| self.dispatched[p].expect("dispatched in order") + 1);
+                // Room in the command queue: the instruction CMD_QUEUE_DEPTH places ahead
+                // in the same queue has been taken.
+                let m = self.entries[k].module as usize;
+                let depth = self.cfg.cmd_queue_depth as usize;
+                let room = match self.position[k].checked_sub(depth) {
+                    Some(ahead) => self.took[self.lists[m][ahead]]? + 1,
+                    None => 0,
+                };
+                Some(arrived.max(after_previous).max(room))
+            }
+            Actor::Module(m) => {
+                let i = m as usize;
+                let &k = self.lists[i].get(self.taken[i])?;
+                let mut t = self.free[i].max(self.dispatched[k]? + 1);
+                for &q in &self.entries[k].pops {
+                    let token = *self.pushes[q as usize].get(self.popped[q as usize])?;
+                    t = t.max(token + 1);
+                }
+                Some(t)
+            }
+        }
+    }
+
+    /// What every module waits for, for a deadlock report.
+    fn blocked(&self) -> String {
+        let mut why = Vec::new();
+        for m in Module::ALL {
+            let i = m as usize;
+            let Some(&k) = self.lists[i].get(self.taken[i]) else {
+                continue;
+            };
+            let waits: Vec<&str> = self.entries[k]
+                .pops
+                .iter()
+                .filter(|&&q| self.pushes[q as usize].len() <= self.popped[q as usize])
+                .map(|q| q.name())
+                .collect();
+            if !waits.is_empty() {
+                why.push(format!(
+                    "{} waits at instruction {k} for a {} token",
+                    m.name(),
+                    waits.join(" and ")
+                ));
+            }
+        }
+        if why.is_empty() {
+            "the command queues are full".into()
+        } else {
+            why.join("; ")
+        }
+    }
+
+    /// Fetch asks for chunk `c` at cycle `t` (if it exists).
+    fn request_chunk(&mut self, c: usize, t: u64) {
+        if c >= self.chunk_ready.len() {
+            return;
+        }
+        let first = c * CHUNK as usize;
+        let n = (self.insns.len() - first).min(CHUNK as usize) as u64;
+        let beats = (n * 16).div_ceil(u64::from(self.cfg.axi_data_width / 8));
+        let start = t + self.cal.dma_request + u64::from(self.mem.read_latency);
+        self.chunk_ready[c] = Some(self.read.book(start, beats));
+    }
+
+    /// When instruction `k`'s last byte is in the fetch buffer (its chunk's beats arrive in
+    /// order, ending when the chunk's booking ends), if its chunk has been requested.
+    fn arrival(&self, k: usize) -> Option<u64> {
+        let c = k / CHUNK as usize;
+        let end = self.chunk_ready[c]?;
+        let last = ((c + 1) * CHUNK as usize).min(self.insns.len());
+        let bytes_after = (last - 1 - k) as u64 * 16;
+        let beats_after = bytes_after / u64::from(self.cfg.axi_data_width / 8);
+        Some(end - beats_after * u64::from(self.mem.beat_interval))
+    }
+
+    fn dispatch(&mut self, t: u64) {
+        let k = self.next_dispatch;
+        self.dispatched[k] = Some(t);
+        self.next_dispatch += 1;
+        // With this one dispatched the buffer has room for another chunk.
+        let dispatched = self.next_dispatch;
+        if dispatched % CHUNK as usize == 0 {
+            let c = (dispatched + BUFFER_DEPTH as usize) / CHUNK as usize - 1;
+            self.request_chunk(c, t + 1);
+        }
+    }
+
+    /// Module `m` takes its head instruction at cycle `t`: pops, work, pushes.
+    fn take(&mut self, m: Module, t: u64) {
+        let i = m as usize;
+        let k = self.lists[i][self.taken[i]];
+        self.taken[i] += 1;
+        self.took[k] = Some(t);
+        for q in self.entries[k].pops.clone() {
+            self.popped[q as usize] += 1;
+        }
+        let pushes = !self.entries[k].pushes.is_empty();
+        let launch = t + 1;
+        let (done, free) = match (m, self.insns[k]) {
+            (Module::Load, Insn::Load(mi)) => {
+                let d = self.load(&mi, launch);
+                (d, d + 1)
+            }
+            (Module::Store, Insn::Store(mi)) => {
+                let d = self.store(&mi, launch);
+                (d, d + 1)
+            }
+            (Module::Compute, Insn::Gemm(g)) => self.execute(launch, &g.lp, Rate::Gemm, pushes),
+            (Module::Compute, Insn::Alu(a)) => {
+                let rate = match (a.op, a.use_imm) {
+                    (AluOp::Mul, _) => Rate::Mul,
+                    (_, true) => Rate::Immediate,
+                    (_, false) => Rate::Tensor,
+                };
+                self.execute(launch, &a.lp, rate, pushes)
+            }
+            (Module::Compute, Insn::Load(mi)) if mi.x_size == 0 && !pushes => (launch, launch + 1),
+            (Module::Compute, insn) => {
+                // LOAD UOP/ACC/ACC8, FINISH and pushing syncs wait for an idle core.
+                let start = launch.max(self.core_done + 1);
+                let d = match insn {
+                    Insn::Load(mi) => self.load(&mi, start),
+                    _ => start,
+                };
+                if matches!(insn, Insn::Finish(_)) {
+                    self.finished = Some(d);
+                }
+                (d, d + 1)
+            }
+            // A sync, or an instruction the module does not execute (the decoder treats it as
+            // a sync): only its tokens act.
+            _ => (launch, launch + 1),
+        };
+        for q in self.entries[k].pushes.clone() {
+            self.pushes[q as usize].push(done);
+        }
+        self.free[i] = free;
+    }
+
+    /// A GEMM or ALU instruction handed to the core from `launch`: (done, module free).
+    fn execute(&mut self, launch: u64, lp: &UopLoop, rate: Rate, pushes: bool) -> (u64, u64) {
+        let n = u64::from(lp.iter_out)
+            * u64::from(lp.iter_in)
+            * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn));
+        let x = &self.exec;
+        let (span, latency) = match (rate, n) {
+            (_, 0) => (1, x.done_latency),
+            (Rate::Gemm | Rate::Immediate, n) => (n, x.done_latency),
+            (Rate::Tensor, n) => (2 * n - 1, x.done_latency),
+            (Rate::Mul, n) => (
+                1 + (n - 1) * (1 + u64::from(x.mul_extra)),
+                x.mul_done_latency,
+            ),
+        };
+        let handoff = launch.max(self.core_accept);
+        self.core_accept = handoff + span;
+        let done = handoff + span + u64::from(latency);
+        self.core_done = self.core_done.max(done);
+        if pushes {
+            // The token means "done": the module waits for the core.
+            (done, done + 1)
+        } else {
+            (handoff, handoff + 1)
+        }
+    }
+
+    /// A LOAD's data movement started at `start`; returns its completion cycle.
+    fn load(&mut self, mi: &MemInsn, start: u64) -> u64 {
+        if mi.x_size == 0 {
+            return start;
+        }
+        let gear = Gear {
+            elem_bits: self.cfg.elem_bits(mi.memory_type),
+            bus_bits: self.cfg.axi_data_width,
+        };
+        let rows = self.rows(mi, gear);
+        // Rows in flight: the memory's bursts, and for narrow elements the unpacker's
+        // descriptors; each holds its slot for the latency plus its beats.
+        let inflight = if gear.wide() {
+            MAX_OUTSTANDING_READS.min(ROUTE_DEPTH)
+        } else {
+            MAX_OUTSTANDING_READS.min(DESC_DEPTH)
+        } as u64;
+        let latency = u64::from(self.mem.read_latency);
+        let interval = u64::from(self.mem.beat_interval);
+        // Requests go out from `issue`; each burst holds a slot from its request to its last
+        // beat, so the data takes at least the slots' turnover.
+        let issue = start + self.cal.dma_request;
+        let turnover = (latency + rows.beats_per_row * interval) * rows.count / inflight;
+        let channel_end = self.read.book(issue + latency, rows.beats);
+        let data_end = channel_end.max(issue + turnover);
+        // The writer: one element per cycle over the padded rectangle, the data elements
+        // no sooner than they arrive.
+        let cols = u64::from(mi.x_pad_0) + u64::from(mi.x_size) + u64::from(mi.x_pad_1);
+        let all_rows = u64::from(mi.y_pad_0) + u64::from(mi.y_size) + u64::from(mi.y_pad_1);
+        let after_data = u64::from(mi.x_pad_1) + u64::from(mi.y_pad_1) * cols;
+        let writer_end = (start + cols * all_rows).max(data_end + after_data);
+        writer_end + self.cal.load_tail
+    }
+
+    /// Beats and rows of a LOAD's or STORE's DRAM rows, as the engines request them
+    /// (`vta_hw::dma::row_request`).
+    fn rows(&self, mi: &MemInsn, gear: Gear) -> Rows {
+        let (x, y) = (u64::from(mi.x_size), u64::from(mi.y_size));
+        let beat_bytes = u64::from(gear.bus_bits / 8);
+        let elem_bytes = u64::from(gear.elem_bits / 8);
+        let bursts_in = |byte_addr: u64, beats: u64| -> u64 {
+            // Split at 4 KiB boundaries and at MAX_BURST_BEATS.
+            let mut n = 0;
+            let (mut a, mut left) = (byte_addr, beats);
+            while left > 0 {
+                let to_page = (4096 - a % 4096) / beat_bytes;
+                let b = left.min(to_page).min(u64::from(MAX_BURST_BEATS));
+                n += 1;
+                left -= b;
+                a += b * beat_bytes;
+            }
+            n
+        };
+        let mut beats = 0;
+        let mut bursts = 0;
+        for r in 0..y {
+            let elem = u64::from(mi.dram_base) + r * u64::from(mi.x_stride);
+            let (addr, b) = if gear.wide() {
+                (elem * elem_bytes, x * u64::from(gear.beats_per_elem()))
+            } else {
+                let k = u64::from(gear.elems_per_beat());
+                let skip = elem % k;
+                ((elem - skip) * elem_bytes, (skip + x + k - 1) / k)
+            };
+            beats += b;
+            bursts += bursts_in(addr, b);
+        }
+        Rows {
+            count: bursts.max(1),
+            beats,
+            beats_per_row: beats / bursts.max(1),
+        }
+    }
+
+    /// A STORE started at `start`; returns its completion (every write answered). The store
+    /// module is the only writer, and a STORE completes only once its writes are answered,
+    /// so the write channel is always free when one starts.
+    fn store(&mut self, mi: &MemInsn, start: u64) -> u64 {
+        if mi.x_size == 0 {
+            return start;
+        }
+        let gear = Gear {
+            elem_bits: self.cfg.elem_bits(MemType::Out),
+            bus_bits: self.cfg.axi_data_width,
+        };
+        let rows = self.rows(mi, gear);
+        let interval = u64::from(self.mem.beat_interval);
+        let latency = u64::from(self.mem.write_latency);
+        // OUT is read one element per cycle; beats leave one per interval; each burst holds
+        // one of the master's write slots from its first beat to its response.
+        let reads = u64::from(mi.x_size) * u64::from(mi.y_size);
+        let paced = (rows.beats_per_row * interval + latency) * rows.count
+            / u64::from(MAX_OUTSTANDING_WRITES);
+        start + self.cal.store_setup + reads.max(rows.beats * interval).max(paced) + latency
+    }
+}
+
+/// How fast the core issues an instruction's micro-ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rate {
+    Gemm,
+    Immediate,
+    Tensor,
+    Mul,
+}
+
+/// A transfer's bursts.
+struct Rows {
+    /// Bursts (at least 1).
+    count: u64,
+    beats: u64,
+    /// Average beats per burst.
+    beats_per_row: u64,
+}
+
+#[cfg(test)]
+mod tests;

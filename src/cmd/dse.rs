@@ -1,0 +1,362 @@
+//! `vta dse`: design-space exploration. Sweeps accelerator configs for a network on an FPGA
+//! part or board (the `dse` crate does the work), prints the table and the best config that
+//! fits, and writes CSV, JSON and an SVG Pareto plot.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use dse::cache::Cache;
+use dse::explore::{explore, Observer, Options};
+use dse::measure::CycleSource;
+use dse::network::{Network, NetworkSpec};
+use dse::resources::Target;
+use dse::sweep::{self, Axes, Param};
+
+use super::progress::Progress;
+
+/// Help heading of the axis options.
+const AXES: &str = "Sweep axes (without any: block 8,16,32 x wgt-depth 512,1024 x bus 64,128, \
+                    with 2048 INP and ACC rows)";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Net {
+    /// ResNet-18 from `vta zoo` (seed 0), calibrated on one pseudo-random sample
+    Resnet18,
+    /// The embedded trained digits CNN (8x8 inputs), calibrated on its own samples
+    Digits,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Cycles {
+    /// The analytic cycle model (milliseconds per config; its error against the RTL is
+    /// reported with --validate)
+    Model,
+    /// The RTL simulator (exact; seconds per run of a network, and minutes to build the
+    /// Verilator model of each new config)
+    Rtl,
+}
+
+#[derive(Args)]
+pub struct DseArgs {
+    /// Built-in network to compile for every config [default: resnet18]
+    #[arg(long, value_enum, conflicts_with = "model")]
+    net: Option<Net>,
+    /// ResNet-18's input height and width
+    #[arg(long, default_value_t = 224, value_name = "N")]
+    size: usize,
+    /// An ONNX model to compile for every config instead of a built-in network
+    #[arg(long, value_name = "FILE.onnx")]
+    model: Option<PathBuf>,
+    /// Calibration inputs of a float --model (.npy), repeatable (see `vta compile`)
+    #[arg(long, value_name = "X.npy", requires = "model")]
+    calibrate: Vec<PathBuf>,
+    /// FPGA part (xc7z020, xc7z010, xc7z045) [default: xc7z020]
+    #[arg(long, conflicts_with = "board")]
+    part: Option<String>,
+    /// Board instead of a part (pynq-z1, pynq-z2, ultra96-v2, zcu104, kv260, or a board
+    /// file): also checks the clock against what the board gives the fabric, and memory moves
+    /// at most the board's DRAM port width per cycle
+    #[arg(long, value_name = "NAME|FILE")]
+    board: Option<String>,
+    /// Base config: the parameters no axis sweeps come from it [default: default, or the
+    /// sweep file's "base"]
+    #[arg(long, value_name = "FILE|PRESET")]
+    config: Option<String>,
+    /// Sweep file (.json or .toml): axis keys (batch, block, block_in, block_out,
+    /// log_uop_buff, log_inp_buff, log_wgt_buff, log_acc_buff, inp_depth, wgt_depth,
+    /// acc_depth, bus, clock) to values (a number, a list, or a string such as "8..32"), and
+    /// optionally "base"; axes given as options override the file's
+    #[arg(long, value_name = "FILE")]
+    sweep: Option<PathBuf>,
+    /// BATCH values: 1,2 or 1..4 (ranges of the power-of-two axes double)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    batch: Option<String>,
+    /// BLOCK_IN = BLOCK_OUT values (square blocks)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    block: Option<String>,
+    /// BLOCK_IN values
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    block_in: Option<String>,
+    /// BLOCK_OUT values
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    block_out: Option<String>,
+    /// LOG_UOP_BUFF_SIZE values (log2 bytes; ranges step by one: 14..16)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    log_uop_buff: Option<String>,
+    /// LOG_INP_BUFF_SIZE values (log2 bytes)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    log_inp_buff: Option<String>,
+    /// LOG_WGT_BUFF_SIZE values (log2 bytes)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    log_wgt_buff: Option<String>,
+    /// LOG_ACC_BUFF_SIZE values (log2 bytes)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    log_acc_buff: Option<String>,
+    /// INP buffer depths in rows (elements), instead of --log-inp-buff: the bytes follow the
+    /// block (ranges double: 1024..4096)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    inp_depth: Option<String>,
+    /// WGT buffer depths in tiles, instead of --log-wgt-buff
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    wgt_depth: Option<String>,
+    /// ACC buffer depths in rows, instead of --log-acc-buff
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    acc_depth: Option<String>,
+    /// AXI_DATA_WIDTH values (bits: 64..512)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    bus: Option<String>,
+    /// CLOCK_MHZ values (100..200:25 steps by 25; latency scales with it, and yosys does no
+    /// timing analysis, so only a board's fabric limit is checked)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    clock: Option<String>,
+    /// Where every config's cycles come from
+    #[arg(long, value_enum, default_value_t = Cycles::Model)]
+    cycles: Cycles,
+    /// With the cycle model: also run this many configs (the Pareto front's first) on the RTL
+    /// simulator and report the model's error on them
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    validate: usize,
+    /// Configs evaluated at once [default: the number of cores]
+    #[arg(short, long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Measure and synthesize everything again, overwriting the cache
+    #[arg(long)]
+    fresh: bool,
+    /// Cache directory [default: $VTA_CACHE_DIR, else $XDG_CACHE_HOME/vta, else ~/.cache/vta]
+    #[arg(long, value_name = "DIR")]
+    cache: Option<PathBuf>,
+    /// Directory for results.csv, results.json and pareto.svg [default: dse-NETWORK-PART]
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Print the JSON document instead of the table
+    #[arg(long)]
+    json: bool,
+    /// Only list the sweep's configs (with their scratchpads' block RAM) and the skipped
+    /// combinations; measure and synthesize nothing
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl DseArgs {
+    /// The axes given as options, by parameter.
+    fn axis_options(&self) -> [(Param, Option<&String>); 13] {
+        [
+            (Param::Batch, self.batch.as_ref()),
+            (Param::Block, self.block.as_ref()),
+            (Param::BlockIn, self.block_in.as_ref()),
+            (Param::BlockOut, self.block_out.as_ref()),
+            (Param::LogUopBuff, self.log_uop_buff.as_ref()),
+            (Param::LogInpBuff, self.log_inp_buff.as_ref()),
+            (Param::LogWgtBuff, self.log_wgt_buff.as_ref()),
+            (Param::LogAccBuff, self.log_acc_buff.as_ref()),
+            (Param::InpDepth, self.inp_depth.as_ref()),
+            (Param::WgtDepth, self.wgt_depth.as_ref()),
+            (Param::AccDepth, self.acc_depth.as_ref()),
+            (Param::Bus, self.bus.as_ref()),
+            (Param::Clock, self.clock.as_ref()),
+        ]
+    }
+
+    /// The sweep's axes and its base config's spec.
+    fn axes(&self) -> Result<(Axes, String)> {
+        let (axes, file_base) = match &self.sweep {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read the sweep file {}", path.display()))?;
+                let toml = path.extension().is_some_and(|e| e == "toml");
+                Axes::from_file_text(&text, toml, &path.display().to_string())
+                    .map_err(anyhow::Error::msg)?
+            }
+            None => (Axes::default(), None),
+        };
+        let mut options = Axes::default();
+        for (param, text) in self.axis_options() {
+            if let Some(text) = text {
+                let flag = format!("--{}", param.key().replace('_', "-"));
+                let values =
+                    sweep::parse_values(param, text).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+                options
+                    .set(param, values)
+                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+            }
+        }
+        let mut axes = axes.overridden_by(&options);
+        if axes.is_empty() {
+            axes = Axes::default_sweep();
+        }
+        let base = self
+            .config
+            .clone()
+            .or(file_base)
+            .unwrap_or_else(|| "default".into());
+        Ok((axes, base))
+    }
+}
+
+/// The progress bar of each phase.
+struct Bars(Mutex<Option<Progress>>);
+
+impl Observer for Bars {
+    fn planned(&self, phase: &str, work: usize, cached: usize) {
+        let mut bar = self.0.lock().expect("progress lock");
+        // The previous phase's bar is cleared first.
+        *bar = None;
+        if cached > 0 {
+            eprintln!("dse: {phase}: {cached} config(s) from the cache");
+        }
+        if work > 0 {
+            *bar = Some(Progress::bar(&format!("dse: {phase}"), work as u64));
+        }
+    }
+
+    fn stage(&self, config: &str, stage: &str) {
+        if let Some(b) = &*self.0.lock().expect("progress lock") {
+            b.message(&format!("{config}: {stage}"));
+        }
+    }
+
+    fn done(&self, _config: &str, worked: bool) {
+        if let (true, Some(b)) = (worked, &*self.0.lock().expect("progress lock")) {
+            b.inc();
+        }
+    }
+}
+
+/// The configs a sweep would evaluate, and the combinations it skips.
+fn dry_run(plan: &sweep::Plan, target: &Target) -> String {
+    let mut text = format!(
+        "{} combinations: {} valid, {} skipped\n",
+        plan.combinations,
+        plan.configs.len(),
+        plan.skipped.len()
+    );
+    for c in &plan.configs {
+        let bram = dse::resources::scratchpad_bram36(c);
+        text.push_str(&format!(
+            "  {:<30} bus {:>3}, {} MHz: scratchpads {bram} BRAM36{}\n",
+            c.config_string(),
+            c.axi_data_width,
+            c.clock_mhz,
+            if bram > target.capacity.bram36 {
+                format!(" > {} (not synthesized)", target.capacity.bram36)
+            } else {
+                String::new()
+            }
+        ));
+    }
+    for (n, reason) in sweep::skip_summary(&plan.skipped) {
+        text.push_str(&format!("  skipped {n} x {reason}\n"));
+    }
+    text
+}
+
+pub fn run(a: DseArgs) -> Result<String> {
+    let spec = match (&a.model, a.net) {
+        (Some(path), _) => NetworkSpec::File {
+            path: path.clone(),
+            calibration: a.calibrate.clone(),
+        },
+        (None, Some(Net::Digits)) => NetworkSpec::Digits,
+        (None, Some(Net::Resnet18) | None) => NetworkSpec::Resnet18 { size: a.size },
+    };
+    if a.size != 224 && !matches!(spec, NetworkSpec::Resnet18 { .. }) {
+        bail!(
+            "--size applies to ResNet-18 only (the network here is {})",
+            spec.name()
+        );
+    }
+    if a.validate > 0 && a.cycles == Cycles::Rtl {
+        bail!("--validate checks the cycle model against the RTL; with --cycles rtl every config already runs on the RTL");
+    }
+    let target = match (&a.board, &a.part) {
+        (Some(b), _) => Target::board(b)?,
+        (None, p) => Target::part(p.as_deref().unwrap_or("xc7z020"))?,
+    };
+    let (axes, base_spec) = a.axes()?;
+    let base = super::load_config(Some(&base_spec))?;
+    let plan = sweep::expand(&base, &axes);
+    if a.dry_run {
+        return Ok(dry_run(&plan, &target));
+    }
+    let cache = match a.cache.clone().or_else(Cache::default_root) {
+        Some(dir) => Cache::new(dir),
+        None => bail!("no cache directory: give --cache DIR (or set VTA_CACHE_DIR or HOME)"),
+    };
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let out_dir = a.output.clone().unwrap_or_else(|| {
+        let part = target.name.split(' ').next().unwrap_or("part");
+        PathBuf::from(format!("dse-{}-{part}", spec.name()))
+    });
+
+    eprintln!(
+        "dse: {} over {} ({} combinations, {} valid) on {}, {jobs} job(s); cache {}",
+        spec.name(),
+        axes.iter()
+            .map(|(p, v)| format!(
+                "{p} {}",
+                v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            ))
+            .collect::<Vec<_>>()
+            .join("; "),
+        plan.combinations,
+        plan.configs.len(),
+        target.name,
+        cache.root().display()
+    );
+    let network = {
+        let _p = Progress::spinner(&format!("dse: importing and calibrating {}", spec.name()));
+        Network::load(&spec)?
+    };
+    let opts = Options {
+        cycles: match a.cycles {
+            Cycles::Model => CycleSource::Model,
+            Cycles::Rtl => CycleSource::Rtl,
+        },
+        validate: a.validate,
+        jobs,
+        fresh: a.fresh,
+    };
+    let bars = Bars(Mutex::new(None));
+    let estimator = target.estimator();
+    let x = explore(
+        &plan,
+        &network,
+        &target,
+        estimator.as_ref(),
+        &cache,
+        &opts,
+        &bars,
+    )?;
+    drop(bars);
+
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let write = |name: &str, text: String| -> Result<PathBuf> {
+        let path = out_dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
+    };
+    let doc = dse::report::json(&x);
+    let csv = write("results.csv", dse::report::csv(&x))?;
+    let json = write("results.json", format!("{doc:#}\n"))?;
+    let svg = out_dir.join("pareto.svg");
+    dse::plot::write(&x, &svg)?;
+    if a.json {
+        return Ok(super::json::text(&doc));
+    }
+    let mut text = dse::report::summary(&x);
+    text.push_str(&format!(
+        "wrote {}, {} and {}\n",
+        csv.display(),
+        json.display(),
+        svg.display()
+    ));
+    Ok(text)
+}

@@ -1,0 +1,198 @@
+//! End-to-end tests of `vta dse` on the digits CNN. The resource estimates come from a cache
+//! fixture written here (so no yosys runs in CI): the default config's figures are those of
+//! the README's yosys 0.23 run, the 1x32 config's are made up for the test, and both entries
+//! say so in their `tool` field, which the outputs show. Cycles come from the cycle model,
+//! validated against the RTL simulator on the default config (whose Verilator model is
+//! built into the toolkit).
+
+#[path = "support/cli.rs"]
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{fails, ok, scratch, vta};
+
+fn vta_dse(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vta"))
+        .arg("dse")
+        .args(args)
+        .current_dir(dir)
+        .env("VTA_CACHE_DIR", dir.join("cache"))
+        .output()
+        .expect("the vta binary runs")
+}
+
+/// Writes the cache entry of `cfg`'s resource estimate on the xc7 family.
+fn fixture(
+    dir: &Path,
+    cfg: &isa::HwConfig,
+    tool: &str,
+    luts: u64,
+    ffs: u64,
+    dsps: u64,
+    bram36: f64,
+) {
+    let g = vta_hw::generate(cfg).unwrap();
+    let path = dir.join(format!(
+        "cache/fit/{}-xc7.json",
+        dse::resources::rtl_hash(&g.verilog)
+    ));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let doc = serde_json::json!({
+        "config_string": cfg.config_string(),
+        "tool": tool,
+        "luts": luts, "ffs": ffs, "dsps": dsps, "bram36": bram36, "urams": 0,
+    });
+    std::fs::write(path, doc.to_string()).unwrap();
+}
+
+#[test]
+fn a_digits_sweep_marks_the_fit_validates_the_model_and_resumes_from_its_cache() {
+    let dir = scratch("dse_digits");
+    let default = isa::HwConfig::default();
+    let mut big = default.clone();
+    big.log_block_in = 5;
+    big.log_block_out = 5;
+    fixture(
+        &dir,
+        &default,
+        "test fixture (the README's yosys 0.23 figures)",
+        21975,
+        16488,
+        176,
+        108.5,
+    );
+    fixture(
+        &dir,
+        &big,
+        "test fixture (made-up figures)",
+        45000,
+        40000,
+        560,
+        120.0,
+    );
+    // 1x16 and 1x32 on a 64-bit bus; the 96-bit bus is refused by the config validation.
+    let args = [
+        "--net",
+        "digits",
+        "--part",
+        "xc7z020",
+        "--block",
+        "16,32",
+        "--bus",
+        "64,96",
+        "--validate",
+        "1",
+        "--jobs",
+        "2",
+        "-o",
+        "out",
+    ];
+    let text = ok(vta_dse(&dir, &args));
+    assert!(
+        text.starts_with("digits on xc7z020: 4 combinations, 2 valid, 2 skipped; 1 fit;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("2 x AXI_DATA_WIDTH = 96 is not a power of two"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "best config that fits xc7z020: 1x16_i8w8a32_15_15_18_17 (bus 64 bits, 100 MHz)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("no: DSP 560 > 220"), "{text}");
+    assert!(
+        text.contains("3 compiled, 0 synthesized, 1 RTL run(s)"),
+        "{text}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/results.json")).unwrap())
+            .unwrap();
+    let validation = &doc["model_validation"];
+    assert_eq!(validation["configs"], 1, "{doc:#}");
+    let err = validation["mean_abs_error_pct"].as_f64().unwrap();
+    assert!(
+        err < 10.0,
+        "the cycle model is {err:.2}% off the RTL on the digits CNN"
+    );
+    let fitting: Vec<&serde_json::Value> = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["fits"] == true)
+        .collect();
+    assert_eq!(fitting.len(), 1);
+    assert_eq!(fitting[0]["pareto"], true);
+    assert!(fitting[0]["resource_source"]
+        .as_str()
+        .unwrap()
+        .starts_with("test fixture"));
+    let csv = std::fs::read_to_string(dir.join("out/results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    let svg = std::fs::read_to_string(dir.join("out/pareto.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert!(svg.contains("best: 1x16_i8w8a32_15_15_18_17"));
+
+    // The same sweep again does no work; --json prints the document.
+    let json = ok(vta_dse(&dir, &[&args[..], &["--json"]].concat()));
+    let again: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        again["work"],
+        serde_json::json!({"compiled": 0, "synthesized": 0, "rtl_runs": 0})
+    );
+    let (before, after) = (
+        doc["points"].as_array().unwrap(),
+        again["points"].as_array().unwrap(),
+    );
+    assert_eq!(before.len(), after.len());
+    for (a, b) in before.iter().zip(after) {
+        assert_eq!(a["cycles"], b["cycles"]);
+        assert_eq!(a["resources"], b["resources"]);
+        assert_eq!(b["cycles_cached"], true);
+    }
+}
+
+#[test]
+fn bad_sweeps_are_refused_naming_the_problem() {
+    let dir = scratch("dse_bad");
+    let e = fails(vta_dse(&dir, &["--net", "digits", "--block", "8..x"]));
+    assert!(
+        e.contains("--block: block '8..x': 'x' is not a whole number"),
+        "{e}"
+    );
+    let e = fails(vta_dse(
+        &dir,
+        &["--net", "digits", "--block", "8", "--block-in", "16"],
+    ));
+    assert!(
+        e.contains("block_in and block cannot both be swept")
+            || e.contains("block and block_in cannot both be swept"),
+        "{e}"
+    );
+    let e = fails(vta_dse(&dir, &["--net", "digits", "--part", "xc9z999"]));
+    assert!(e.contains("unknown part 'xc9z999'"), "{e}");
+    let e = fails(vta_dse(
+        &dir,
+        &["--net", "digits", "--sweep", "missing.toml"],
+    ));
+    assert!(e.contains("cannot read the sweep file missing.toml"), "{e}");
+    std::fs::write(dir.join("s.json"), r#"{"blok": [8]}"#).unwrap();
+    let e = fails(vta_dse(&dir, &["--net", "digits", "--sweep", "s.json"]));
+    assert!(e.contains("s.json: unknown axis 'blok'"), "{e}");
+    let e = fails(vta_dse(
+        &dir,
+        &["--net", "digits", "--cycles", "rtl", "--validate", "2"],
+    ));
+    assert!(e.contains("--validate checks the cycle model"), "{e}");
+    let e = fails(vta_dse(&dir, &["--net", "digits", "--size", "56"]));
+    assert!(e.contains("--size applies to ResNet-18 only"), "{e}");
+    let help = ok(vta(&["dse", "--help"]));
+    assert!(
+        help.contains("--validate") && help.contains("Sweep axes"),
+        "{help}"
+    );
+}
