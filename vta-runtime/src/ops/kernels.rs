@@ -13,12 +13,14 @@ pub trait Num: Copy + Default + PartialEq + std::fmt::Debug + 'static {
 }
 
 impl Num for f32 {
+    #[inline(always)]
     fn mul_add(acc: f32, a: f32, b: f32) -> f32 {
         acc + a * b
     }
 }
 
 impl Num for i32 {
+    #[inline(always)]
     fn mul_add(acc: i32, a: i32, b: i32) -> i32 {
         acc.wrapping_add(a.wrapping_mul(b))
     }
