@@ -44,6 +44,9 @@ pub struct FsimArgs {
     /// ALU instructions to run, each over a full micro-op buffer
     #[arg(long, default_value_t = vta_sim::bench::BenchSize::default().alu_insns)]
     alu_insns: u32,
+    /// Runs of each program; the fastest (in CPU time of the simulating thread) counts
+    #[arg(long, value_name = "N", default_value_t = vta_sim::bench::BenchSize::default().repeats)]
+    repeat: u32,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -56,20 +59,25 @@ pub fn run(c: BenchCmd) -> Result<String> {
             let size = vta_sim::bench::BenchSize {
                 gemm_insns: a.gemm_insns,
                 alu_insns: a.alu_insns,
+                repeats: a.repeat,
             };
             let f = vta_sim::bench::fsim(&cfg, size)?;
             if a.json {
                 return Ok(super::json::text(&serde_json::json!({
                     "bench": "fsim",
                     "config": f.config,
+                    "gemm_kernel": f.gemm_kernel,
+                    "repeats": f.repeats,
                     "gemm": {
                         "seconds": f.gemm.seconds,
+                        "wall_seconds": f.gemm.wall_seconds,
                         "counters": super::json::counters(f.gemm.counters.iter()),
                         "gmacs_per_second": f.gmacs_per_second(),
                         "uops_per_second": f.gemm_uops_per_second(),
                     },
                     "alu": {
                         "seconds": f.alu.seconds,
+                        "wall_seconds": f.alu.wall_seconds,
                         "counters": super::json::counters(f.alu.counters.iter()),
                         "uops_per_second": f.alu_uops_per_second(),
                         "lanes_per_second": f.alu_lanes_per_second(),

@@ -12,7 +12,7 @@ use isa::{
 };
 
 use crate::error::{buffer_name, describe, Blocked, Deadlock, Fault, FsimError, Limits, Queue};
-use crate::kernels::{self, Loop, Shape};
+use crate::kernels::{self, Loop, Shape, WgtLanes};
 use crate::mem::Memory;
 use crate::races::RaceDetector;
 
@@ -33,9 +33,9 @@ pub struct Fsim {
     depth: Depths,
     /// `depth(INP) * BATCH * BLOCK_IN` lanes, each sign-extended to i16.
     inp: Vec<i16>,
-    /// `depth(WGT)` tiles of `BLOCK_OUT x BLOCK_IN` lanes, sign-extended, each stored in the
-    /// pair-interleaved order of [`kernels::wgt_slot`].
-    wgt: Vec<i16>,
+    /// `depth(WGT)` tiles of `BLOCK_OUT x BLOCK_IN` lanes, sign-extended (to i8 or i16, see
+    /// [`WgtLanes`]), each stored in the pair-interleaved order of [`kernels::wgt_slot`].
+    wgt: WgtLanes,
     /// `depth(ACC) * BATCH * BLOCK_OUT` lanes, each a sign-extended ACC_WIDTH-bit value.
     acc: Vec<i32>,
     uop: Vec<Uop>,
@@ -161,7 +161,7 @@ impl Fsim {
             sh,
             depth,
             inp: vec![0; depth.inp as usize * sh.inp_lanes],
-            wgt: vec![0; depth.wgt as usize * sh.wgt_lanes],
+            wgt: WgtLanes::new(cfg.wgt_width(), depth.wgt as usize * sh.wgt_lanes),
             acc: vec![0; depth.acc as usize * sh.acc_lanes],
             uop: vec![Uop::default(); depth.uop as usize],
             table: [0; TABLE_LEN],
@@ -182,10 +182,17 @@ impl Fsim {
         &self.cfg
     }
 
+    /// The GEMM loop this simulator runs on this CPU: `avx2` (x86-64 with AVX2, whole
+    /// 8-lane output vectors and paired input channels) or `portable`.
+    pub fn gemm_kernel(&self) -> &'static str {
+        kernels::gemm_kernel_name(&self.sh)
+    }
+
     /// Zeroes every scratchpad (the state of a freshly reset device).
     pub fn clear(&mut self) {
         self.inp.fill(0);
-        self.wgt.fill(0);
+        let lanes = self.depth.wgt as usize * self.sh.wgt_lanes;
+        self.wgt.zero(0..lanes);
         self.acc.fill(0);
         self.uop.fill(Uop::default());
         self.table.fill(0);
@@ -201,9 +208,9 @@ impl Fsim {
     /// output channel).
     pub fn wgt_tile(&self, idx: u32) -> Vec<i16> {
         let (bi, bo) = (self.sh.block_in, self.sh.block_out);
-        let tile = &self.wgt[idx as usize * self.sh.wgt_lanes..][..self.sh.wgt_lanes];
+        let tile = idx as usize * self.sh.wgt_lanes;
         (0..bo * bi)
-            .map(|l| tile[kernels::wgt_slot(bo, l / bi, l % bi)])
+            .map(|l| self.wgt.get(tile + kernels::wgt_slot(bo, l / bi, l % bi)))
             .collect()
     }
 
@@ -608,7 +615,7 @@ impl Fsim {
         // Zero the whole padded region, then copy the data rows into it.
         match mt {
             MemType::Inp => self.inp[s * self.sh.inp_lanes..e * self.sh.inp_lanes].fill(0),
-            MemType::Wgt => self.wgt[s * self.sh.wgt_lanes..e * self.sh.wgt_lanes].fill(0),
+            MemType::Wgt => self.wgt.zero(s * self.sh.wgt_lanes..e * self.sh.wgt_lanes),
             MemType::Acc | MemType::Acc8 => {
                 self.acc[s * self.sh.acc_lanes..e * self.sh.acc_lanes].fill(0)
             }
@@ -650,11 +657,11 @@ impl Fsim {
                 let (bi, bo) = (sh.block_in, sh.block_out);
                 self.lanes.resize(count * bo * bi, 0);
                 lanes::unpack_i16(bytes, self.cfg.wgt_width(), &mut self.lanes);
-                let tiles = self.wgt[first * sh.wgt_lanes..][..count * sh.wgt_lanes]
-                    .chunks_exact_mut(sh.wgt_lanes);
-                for (tile, natural) in tiles.zip(self.lanes.chunks_exact(bo * bi)) {
+                for (t, natural) in self.lanes.chunks_exact(bo * bi).enumerate() {
+                    let tile = (first + t) * sh.wgt_lanes;
                     for (l, &v) in natural.iter().enumerate() {
-                        tile[kernels::wgt_slot(bo, l / bi, l % bi)] = v;
+                        self.wgt
+                            .set(tile + kernels::wgt_slot(bo, l / bi, l % bi), v);
                     }
                 }
             }

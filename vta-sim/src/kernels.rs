@@ -3,6 +3,9 @@
 
 use isa::{AluOp, Uop};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Lane counts and the ACC wrap of one config.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shape {
@@ -62,25 +65,117 @@ pub(crate) fn wgt_slot(block_out: usize, n: usize, k: usize) -> usize {
     (k / 2) * 2 * block_out + 2 * n + k % 2
 }
 
+/// The GEMM loop [`gemm`] runs on this CPU for `sh`: `"avx2"` or `"portable"`.
+pub(crate) fn gemm_kernel_name(sh: &Shape) -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    if avx2::supports(sh) && std::arch::is_x86_feature_detected!("avx2") {
+        return "avx2";
+    }
+    let _ = sh;
+    "portable"
+}
+
+/// The WGT scratchpad's lanes, sign-extended, in the tile order of [`wgt_slot`]: one byte
+/// each for weights of at most 8 bits (half the cache footprint of i16: the default config's
+/// 256 KiB buffer then fits a 512 KiB L2 cache with INP and ACC), else i16.
+#[derive(Debug, Clone)]
+pub(crate) enum WgtLanes {
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+}
+
+impl WgtLanes {
+    /// `len` zero lanes for weights of `bits` bits.
+    pub fn new(bits: u32, len: usize) -> WgtLanes {
+        if bits <= 8 {
+            WgtLanes::I8(vec![0; len])
+        } else {
+            WgtLanes::I16(vec![0; len])
+        }
+    }
+
+    /// Zeroes lanes `range`.
+    pub fn zero(&mut self, range: std::ops::Range<usize>) {
+        match self {
+            WgtLanes::I8(v) => v[range].fill(0),
+            WgtLanes::I16(v) => v[range].fill(0),
+        }
+    }
+
+    /// Lane `i`.
+    pub fn get(&self, i: usize) -> i16 {
+        match self {
+            WgtLanes::I8(v) => i16::from(v[i]),
+            WgtLanes::I16(v) => v[i],
+        }
+    }
+
+    /// Sets lane `i` to `v`, which fits the stored width.
+    pub fn set(&mut self, i: usize, v: i16) {
+        match self {
+            WgtLanes::I8(l) => l[i] = v as i8,
+            WgtLanes::I16(l) => l[i] = v,
+        }
+    }
+}
+
+/// A stored WGT lane.
+pub(crate) trait Lane: Copy + Into<i32> {}
+impl Lane for i8 {}
+impl Lane for i16 {}
+
 /// `acc[dst] += inp[src] . wgt[wgt]^T` for every micro-op of the loop.
-pub(crate) fn gemm(sh: &Shape, acc: &mut [i32], inp: &[i16], wgt: &[i16], uops: &[Uop], lp: &Loop) {
+pub(crate) fn gemm(
+    sh: &Shape,
+    acc: &mut [i32],
+    inp: &[i16],
+    wgt: &WgtLanes,
+    uops: &[Uop],
+    lp: &Loop,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2::supports(sh) && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 and the kernel supports the shape (both checked above).
+        unsafe {
+            match wgt {
+                WgtLanes::I8(w) => avx2::gemm(sh, acc, inp, w, uops, lp),
+                WgtLanes::I16(w) => avx2::gemm(sh, acc, inp, w, uops, lp),
+            }
+        }
+        return;
+    }
+    match wgt {
+        WgtLanes::I8(w) => gemm_portable(sh, acc, inp, w, uops, lp),
+        WgtLanes::I16(w) => gemm_portable(sh, acc, inp, w, uops, lp),
+    }
+}
+
+/// The reference GEMM loop, for every shape and CPU.
+fn gemm_portable<W: Lane>(
+    sh: &Shape,
+    acc: &mut [i32],
+    inp: &[i16],
+    wgt: &[W],
+    uops: &[Uop],
+    lp: &Loop,
+) {
     match sh.block_out {
-        1 => gemm_bo::<1>(sh, acc, inp, wgt, uops, lp),
-        2 => gemm_bo::<2>(sh, acc, inp, wgt, uops, lp),
-        4 => gemm_bo::<4>(sh, acc, inp, wgt, uops, lp),
-        8 => gemm_bo::<8>(sh, acc, inp, wgt, uops, lp),
-        16 => gemm_bo::<16>(sh, acc, inp, wgt, uops, lp),
-        32 => gemm_bo::<32>(sh, acc, inp, wgt, uops, lp),
-        64 => gemm_bo::<64>(sh, acc, inp, wgt, uops, lp),
+        1 => gemm_bo::<W, 1>(sh, acc, inp, wgt, uops, lp),
+        2 => gemm_bo::<W, 2>(sh, acc, inp, wgt, uops, lp),
+        4 => gemm_bo::<W, 4>(sh, acc, inp, wgt, uops, lp),
+        8 => gemm_bo::<W, 8>(sh, acc, inp, wgt, uops, lp),
+        16 => gemm_bo::<W, 16>(sh, acc, inp, wgt, uops, lp),
+        32 => gemm_bo::<W, 32>(sh, acc, inp, wgt, uops, lp),
+        64 => gemm_bo::<W, 64>(sh, acc, inp, wgt, uops, lp),
         n => unreachable!("BLOCK_OUT {n} is refused by HwConfig::validate"),
     }
 }
 
-fn gemm_bo<const BO: usize>(
+fn gemm_bo<W: Lane, const BO: usize>(
     sh: &Shape,
     acc: &mut [i32],
     inp: &[i16],
-    wgt: &[i16],
+    wgt: &[W],
     uops: &[Uop],
     lp: &Loop,
 ) {
@@ -101,8 +196,7 @@ fn gemm_bo<const BO: usize>(
                     let a1 = ib.get(2 * p + 1).map_or(0, |&v| i32::from(v));
                     for n in 0..BO {
                         // Each i16 x i16 product fits i32 exactly; only the sums wrap.
-                        let pair =
-                            (a0 * i32::from(wp[2 * n])).wrapping_add(a1 * i32::from(wp[2 * n + 1]));
+                        let pair = (a0 * wp[2 * n].into()).wrapping_add(a1 * wp[2 * n + 1].into());
                         t[n] = t[n].wrapping_add(pair);
                     }
                 }
@@ -201,4 +295,88 @@ fn alu_loop(
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isa::rng::Rng;
+
+    /// Random buffers with many extreme lanes (`-2^(w-1)` and `2^(w-1) - 1`) so that pair
+    /// sums and accumulators wrap.
+    fn lanes_i16(rng: &mut Rng, n: usize, width: u32) -> Vec<i16> {
+        let (lo, hi) = (-(1i32 << (width - 1)), (1i32 << (width - 1)) - 1);
+        (0..n)
+            .map(|_| match rng.below(4) {
+                0 => lo as i16,
+                1 => hi as i16,
+                _ => rng.range(lo, hi) as i16,
+            })
+            .collect()
+    }
+
+    /// The loop chosen by [`gemm`] on this CPU equals the portable loop bit for bit, over
+    /// block shapes, batches, operand and accumulator widths, loops and micro-op lists.
+    #[test]
+    fn dispatched_gemm_equals_portable() {
+        let mut rng = Rng::new(13);
+        for case in 0..400 {
+            let batch = 1usize << rng.below(3);
+            let block_in = 1usize << rng.below(7);
+            let block_out = 1usize << rng.below(7);
+            let width = [4, 8, 16][rng.below(3) as usize];
+            let acc_bits = [16u32, 32][rng.below(2) as usize];
+            let sh = Shape {
+                block_in,
+                block_out,
+                inp_lanes: batch * block_in,
+                wgt_lanes: block_in.div_ceil(2) * 2 * block_out,
+                acc_lanes: batch * block_out,
+                acc_shift: 32 - acc_bits,
+                log_acc_width: acc_bits.trailing_zeros(),
+            };
+            let (rows, tiles) = (24usize, 24usize);
+            let inp = lanes_i16(&mut rng, rows * sh.inp_lanes, width);
+            let mut wgt = lanes_i16(&mut rng, tiles * sh.wgt_lanes, width);
+            if block_in % 2 == 1 {
+                // The padding lane of each input-channel pair stays zero in the simulator.
+                for t in wgt.chunks_exact_mut(sh.wgt_lanes) {
+                    for n in 0..block_out {
+                        t[wgt_slot(block_out, n, block_in)] = 0;
+                    }
+                }
+            }
+            let acc0: Vec<i32> = lanes_i16(&mut rng, rows * sh.acc_lanes, 16)
+                .into_iter()
+                .map(|v| i32::from(v) << (acc_bits - 16) >> (acc_bits - 16))
+                .collect();
+            let lp = Loop {
+                iter_out: 1 + rng.below(3) as usize,
+                iter_in: 1 + rng.below(3) as usize,
+                dst: (rng.below(3) as usize, rng.below(2) as usize),
+                src: (rng.below(3) as usize, rng.below(2) as usize),
+                wgt: (rng.below(3) as usize, rng.below(2) as usize),
+            };
+            let uops: Vec<Uop> = (0..1 + rng.below(12))
+                .map(|_| Uop {
+                    dst_idx: rng.below(16) as u32,
+                    src_idx: rng.below(16) as u32,
+                    wgt_idx: rng.below(16) as u32,
+                })
+                .collect();
+            let mut want = acc0.clone();
+            gemm_portable(&sh, &mut want, &inp, &wgt, &uops, &lp);
+            let mut lanes = WgtLanes::new(width, wgt.len());
+            for (i, &v) in wgt.iter().enumerate() {
+                lanes.set(i, v);
+            }
+            let mut got = acc0;
+            gemm(&sh, &mut got, &inp, &lanes, &uops, &lp);
+            assert!(
+                got == want,
+                "case {case}: the {} GEMM loop differs from the portable one for {sh:?}, {lp:?}",
+                gemm_kernel_name(&sh)
+            );
+        }
+    }
 }

@@ -1516,11 +1516,11 @@ fn queue_names() {
 fn bench_programs_run_on_small_configs() {
     for cfg in [small(), acc16(), int4(), HwConfig::preset("rect").unwrap()] {
         let g = crate::bench::gemm_program(&cfg, 2);
-        let m = crate::bench::measure(&cfg, &g).unwrap();
+        let m = crate::bench::measure(&cfg, &g, 1).unwrap();
         let k = u64::from(cfg.depth(MemType::Uop).min(8192));
         assert_eq!(m.counters.gemm_uops, 2 * k, "{cfg}");
         let a = crate::bench::alu_program(&cfg, 3);
-        let m = crate::bench::measure(&cfg, &a).unwrap();
+        let m = crate::bench::measure(&cfg, &a, 1).unwrap();
         assert_eq!(m.counters.alu_uops, 3 * k, "{cfg}");
     }
 }

@@ -1,8 +1,10 @@
 //! Shared pieces of the op implementations: 2-D window geometry (padding, `auto_pad`,
-//! `ceil_mode`), a direct convolution and a batched matrix product generic over f32 and
-//! wrapping i32, and numpy-style broadcasting.
+//! `ceil_mode`), a convolution (a matrix product over unrolled inputs, [`conv_gemm`]) and a
+//! batched matrix product generic over f32 and wrapping i32, and numpy-style broadcasting.
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
+
+mod conv_gemm;
 
 /// Arithmetic of the generic kernels: f32, or i32 with wrap-around (ONNX leaves int32
 /// overflow undefined; wrapping is what the accelerator does).
@@ -11,12 +13,14 @@ pub trait Num: Copy + Default + PartialEq + std::fmt::Debug + 'static {
 }
 
 impl Num for f32 {
+    #[inline(always)]
     fn mul_add(acc: f32, a: f32, b: f32) -> f32 {
         acc + a * b
     }
 }
 
 impl Num for i32 {
+    #[inline(always)]
     fn mul_add(acc: i32, a: i32, b: i32) -> i32 {
         acc.wrapping_add(a.wrapping_mul(b))
     }
@@ -148,8 +152,10 @@ impl Window {
     }
 }
 
-/// Direct 2-D convolution: `x` [N, C, H, W], `w` [O, C/groups, KH, KW], optional bias [O],
-/// cells outside the input read as `pad_value`.
+/// 2-D convolution: `x` [N, C, H, W], `w` [O, C/groups, KH, KW], optional bias [O], cells
+/// outside the input read as `pad_value`. Computed as a matrix product over unrolled input
+/// columns ([`conv_gemm`]), each output summed in the order of the direct loop (bias, then
+/// input channel, kernel row, kernel column), so float results do not depend on the CPU.
 pub fn conv2d<T: Num>(
     x: &ArrayViewD<T>,
     w: &ArrayViewD<T>,
@@ -173,42 +179,30 @@ pub fn conv2d<T: Num>(
         ));
     }
     let (oh, ow) = geo.out;
-    let og = o / groups;
     let x = x.as_standard_layout();
     let w = w.as_standard_layout();
     let xs = x.as_slice().expect("standard layout");
     let ws = w.as_slice().expect("standard layout");
     let mut out = vec![T::default(); n * o * oh * ow];
+    let shape = conv_gemm::ConvShape {
+        h,
+        w: wd,
+        o,
+        cg,
+        groups,
+    };
+    let (image, plane) = (c * h * wd, o * oh * ow);
     for b in 0..n {
-        for oc in 0..o {
-            let g = oc / og;
-            let init = bias.map_or(T::default(), |bv| bv[oc]);
-            for y in 0..oh {
-                for xo in 0..ow {
-                    let mut acc = init;
-                    for ic in 0..cg {
-                        let xc = g * cg + ic;
-                        for ky in 0..kh {
-                            let iy = (y * geo.stride.0 + ky * geo.dilation.0) as isize
-                                - geo.pad[0] as isize;
-                            for kx in 0..kw {
-                                let ix = (xo * geo.stride.1 + kx * geo.dilation.1) as isize
-                                    - geo.pad[1] as isize;
-                                let xv =
-                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
-                                        pad_value
-                                    } else {
-                                        xs[((b * c + xc) * h + iy as usize) * wd + ix as usize]
-                                    };
-                                let wv = ws[((oc * cg + ic) * kh + ky) * kw + kx];
-                                acc = T::mul_add(acc, xv, wv);
-                            }
-                        }
-                    }
-                    out[((b * o + oc) * oh + y) * ow + xo] = acc;
-                }
-            }
-        }
+        let ob = &mut out[b * plane..][..plane];
+        conv_gemm::conv_image(
+            &shape,
+            geo,
+            &xs[b * image..][..image],
+            ws,
+            bias,
+            pad_value,
+            ob,
+        );
     }
     Ok(ArrayD::from_shape_vec(IxDyn(&[n, o, oh, ow]), out).expect("sized"))
 }
@@ -361,6 +355,140 @@ mod tests {
         assert!(w((2, 2), (1, 1), PadSpec::SameLower)
             .resolve((8, 8), (3, 3))
             .is_ok());
+    }
+
+    /// The direct convolution loop `conv2d` replaced, as the reference it must equal bit for
+    /// bit (same products, summed in the same order).
+    fn conv2d_direct<T: Num>(
+        x: &[T],
+        xshape: [usize; 4],
+        w: &[T],
+        wshape: [usize; 4],
+        bias: Option<&[T]>,
+        geo: &Geometry,
+        groups: usize,
+        pad_value: T,
+    ) -> Vec<T> {
+        let [n, c, h, wd] = xshape;
+        let [o, cg, kh, kw] = wshape;
+        let (oh, ow) = geo.out;
+        let og = o / groups;
+        let mut out = vec![T::default(); n * o * oh * ow];
+        for b in 0..n {
+            for oc in 0..o {
+                let g = oc / og;
+                for y in 0..oh {
+                    for xo in 0..ow {
+                        let mut acc = bias.map_or(T::default(), |bv| bv[oc]);
+                        for ic in 0..cg {
+                            for ky in 0..kh {
+                                let iy = (y * geo.stride.0 + ky * geo.dilation.0) as isize
+                                    - geo.pad[0] as isize;
+                                for kx in 0..kw {
+                                    let ix = (xo * geo.stride.1 + kx * geo.dilation.1) as isize
+                                        - geo.pad[1] as isize;
+                                    let inside =
+                                        iy >= 0 && ix >= 0 && iy < h as isize && ix < wd as isize;
+                                    let xv = if inside {
+                                        let xc = g * cg + ic;
+                                        x[((b * c + xc) * h + iy as usize) * wd + ix as usize]
+                                    } else {
+                                        pad_value
+                                    };
+                                    acc = T::mul_add(
+                                        acc,
+                                        xv,
+                                        w[((oc * cg + ic) * kh + ky) * kw + kx],
+                                    );
+                                }
+                            }
+                        }
+                        out[((b * o + oc) * oh + y) * ow + xo] = acc;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// `conv2d` equals the direct loop bit for bit in f32 (and in wrapping i32) over batches,
+    /// groups, kernels, strides, dilations, paddings and channel counts that leave partial
+    /// register tiles.
+    #[test]
+    fn conv2d_equals_the_direct_loop_bit_for_bit() {
+        let mut rng = isa::rng::Rng::new(4);
+        for case in 0..150 {
+            let groups = [1, 1, 2, 3][rng.below(4) as usize];
+            // The first cases reduce over enough products that the pixels take several
+            // column panels.
+            let cg = if case < 6 {
+                40
+            } else {
+                1 + rng.below(5) as usize
+            };
+            let og = 1 + rng.below(7) as usize;
+            let (n, c, o) = (1 + rng.below(2) as usize, cg * groups, og * groups);
+            let (h, wd) = (1 + rng.below(12) as usize, 1 + rng.below(12) as usize);
+            let (kh, kw) = (1 + rng.below(4) as usize, 1 + rng.below(4) as usize);
+            let pads = std::array::from_fn(|_| rng.below(3) as usize);
+            let win = Window {
+                kernel: Some((kh, kw)),
+                stride: (1 + rng.below(3) as usize, 1 + rng.below(2) as usize),
+                dilation: (1 + rng.below(2) as usize, 1 + rng.below(2) as usize),
+                pad: PadSpec::Explicit(pads),
+                ceil_mode: false,
+            };
+            let Ok(geo) = win.resolve((h, wd), (kh, kw)) else {
+                continue;
+            };
+            let mut f = |len: usize| -> Vec<f32> {
+                (0..len)
+                    .map(|_| (rng.range(-1_000_000i64, 1_000_000) as f32) * 1.37e-5)
+                    .collect()
+            };
+            let (x, w, b) = (f(n * c * h * wd), f(o * cg * kh * kw), f(o));
+            let bias = (case % 2 == 0).then_some(b.as_slice());
+            let pad = if case % 3 == 0 { 0.25 } else { 0.0 };
+            let xa = ArrayD::from_shape_vec(IxDyn(&[n, c, h, wd]), x.clone()).unwrap();
+            let wa = ArrayD::from_shape_vec(IxDyn(&[o, cg, kh, kw]), w.clone()).unwrap();
+            let got = conv2d(&xa.view(), &wa.view(), bias, &geo, groups, pad).unwrap();
+            let want = conv2d_direct(
+                &x,
+                [n, c, h, wd],
+                &w,
+                [o, cg, kh, kw],
+                bias,
+                &geo,
+                groups,
+                pad,
+            );
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(got.as_slice().unwrap()),
+                bits(&want),
+                "case {case}: {n}x{c}x{h}x{wd} * {o}x{cg}x{kh}x{kw}, groups {groups}, {geo:?}"
+            );
+            let xi: Vec<i32> = x.iter().map(|v| (v * 1e5) as i32).collect();
+            let wi: Vec<i32> = w.iter().map(|v| (v * 1e5) as i32).collect();
+            let xa = ArrayD::from_shape_vec(IxDyn(&[n, c, h, wd]), xi.clone()).unwrap();
+            let wa = ArrayD::from_shape_vec(IxDyn(&[o, cg, kh, kw]), wi.clone()).unwrap();
+            let got = conv2d(&xa.view(), &wa.view(), None, &geo, groups, 3).unwrap();
+            let want = conv2d_direct(
+                &xi,
+                [n, c, h, wd],
+                &wi,
+                [o, cg, kh, kw],
+                None,
+                &geo,
+                groups,
+                3,
+            );
+            assert_eq!(
+                got.as_slice().unwrap(),
+                want.as_slice(),
+                "case {case} (i32)"
+            );
+        }
     }
 
     #[test]

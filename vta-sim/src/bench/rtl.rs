@@ -13,6 +13,7 @@ use crate::rtl::{MemTiming, ModelOrigin, RtlError, RtlOptions, RtlSim, RunLimits
 use crate::Counters;
 
 use super::gemm::{blocked_gemm, GemmOperands};
+use super::thread_cpu_time;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -97,21 +98,6 @@ impl RtlFigures {
         let t: f64 = self.runs.iter().map(|r| r.cpu.as_secs_f64()).sum();
         c as f64 / t.max(1e-9)
     }
-}
-
-/// CPU time used by the calling thread so far (`CLOCK_THREAD_CPUTIME_ID`): a measure of
-/// simulation speed that other processes on the machine do not disturb.
-pub fn thread_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a plain libc call writing the struct we pass.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return Duration::ZERO;
-    }
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Cycles the memory needs for the traffic of a run: bytes over bytes per cycle.
