@@ -259,7 +259,7 @@ fn compiled_tiny(dir: &Path) -> vta_runtime::Model {
         ],
     ));
     let bytes = std::fs::read(dir.join("tiny.vtab")).unwrap();
-    vta_runtime::file::read(&bytes, None).unwrap()
+    vta_runtime::file::read(&bytes, None, vta_runtime::budget::DEFAULT_MEMORY_BUDGET).unwrap()
 }
 
 /// The first `n` test digits as runs of the model.

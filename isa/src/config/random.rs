@@ -73,6 +73,7 @@ impl HwConfig {
                 ),
                 clock_mhz: pick(r, &CLOCK_MHZ_RANGE),
                 alu_mul: r.chance(50),
+                alu_lut: r.chance(50),
             };
             if cfg.macs_per_uop() > u64::from(bounds.max_macs) {
                 continue;
