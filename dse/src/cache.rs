@@ -11,6 +11,9 @@
 //! * `dse/cycles/<network>-<key>.json`: a config's cycle count for a network, keyed by the
 //!   network's hash, the config, the cycle source and the build of the toolkit doing the
 //!   measuring ([`build_id`]: a new compiler or cycle model measures again).
+//! * `dse/rtl/<network>-<key>.json`: the RTL simulator's cycle count, also keyed by what it
+//!   depends on alone (the compiled model's bytes, the Verilog's hash, the memory timing), so
+//!   another build that compiles the same programs for the same hardware reuses it.
 
 use std::path::{Path, PathBuf};
 
@@ -93,7 +96,7 @@ impl Cache {
 /// cycle model may differ.
 pub fn build_id() -> String {
     let stamp = std::env::current_exe()
-        .and_then(|p| std::fs::metadata(p))
+        .and_then(std::fs::metadata)
         .map(|m| {
             let modified = m
                 .modified()

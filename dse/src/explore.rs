@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use isa::HwConfig;
 use serde_json::{json, Value};
+use vta_sim::rtl::MemTiming;
 
 use crate::cache::{build_id, Cache};
 use crate::measure::{self, CycleSource};
@@ -358,7 +359,27 @@ impl Context<'_> {
     }
 
     fn cached_cycles(&self, cfg: &HwConfig, source: CycleSource) -> Option<Cycles> {
-        let v = self.cache.get(&self.cycles_key(cfg, source))?;
+        self.cycles_at(&self.cycles_key(cfg, source), source)
+    }
+
+    /// The RTL's cycles are a function of the programs, the hardware and the memory timing
+    /// alone: this second key lets another build of the toolkit that compiles the same
+    /// programs for the same Verilog reuse them (RTL runs are what a sweep avoids most).
+    fn rtl_key(&self, model: &compiler::compile::Compiled, mem: &MemTiming) -> Option<String> {
+        let programs = model.to_bytes().ok()?;
+        let verilog = vta_hw::generate(&model.config).ok()?.verilog;
+        let mut identity = programs;
+        identity.extend(format!("|{}|{mem:?}", rtl_hash(&verilog)).bytes());
+        Some(format!(
+            "dse/rtl/{}-{:016x}.json",
+            self.network.name,
+            isa::container::fnv1a(&identity)
+        ))
+    }
+
+    /// The cycle record at cache entry `key`.
+    fn cycles_at(&self, key: &str, source: CycleSource) -> Option<Cycles> {
+        let v = self.cache.get(key)?;
         let refused = v["refused"]
             .as_array()?
             .iter()
@@ -380,10 +401,30 @@ impl Context<'_> {
         })
     }
 
+    /// Writes `c` to the cache entries `keys`. A cache that cannot be written costs the next
+    /// run this work again, nothing more.
+    fn store(&self, keys: &[&str], cfg: &HwConfig, c: &Cycles) {
+        let record = json!({
+            "network": self.network.name,
+            "config_string": cfg.config_string(),
+            "source": c.source.name(),
+            "cycles": c.total,
+            "per_launch": c.per_launch,
+            "accel_steps": c.accel_steps,
+            "cpu_steps": c.cpu_steps,
+            "refused": c.refused,
+            "seconds": c.seconds,
+        });
+        for key in keys {
+            let _ = self.cache.put(key, &record);
+        }
+    }
+
     /// The network's cycles on `cfg` from `source`, cached.
     fn cycles(&self, cfg: &HwConfig, source: CycleSource) -> Result<Cycles, String> {
+        let key = self.cycles_key(cfg, source);
         if !self.opts.fresh {
-            if let Some(c) = self.cached_cycles(cfg, source) {
+            if let Some(c) = self.cycles_at(&key, source) {
                 return Ok(c);
             }
         }
@@ -393,6 +434,16 @@ impl Context<'_> {
         let model = self.network.compile(cfg).map_err(|e| e.to_string())?;
         self.compiled.fetch_add(1, Ordering::Relaxed);
         let mem = self.target.mem_timing(cfg);
+        let rtl_key = match source {
+            CycleSource::Rtl => self.rtl_key(&model, &mem),
+            CycleSource::Model => None,
+        };
+        if let (Some(k), false) = (&rtl_key, self.opts.fresh) {
+            if let Some(c) = self.cycles_at(k, source) {
+                self.store(&[&key], cfg, &c);
+                return Ok(c);
+            }
+        }
         let per_launch = match source {
             CycleSource::Model => measure::modelled(&model, &mem),
             CycleSource::Rtl => {
@@ -422,19 +473,10 @@ impl Context<'_> {
             seconds: t.elapsed().as_secs_f64(),
             cached: false,
         };
-        let record = json!({
-            "network": self.network.name,
-            "config_string": name,
-            "source": source.name(),
-            "cycles": c.total,
-            "per_launch": c.per_launch,
-            "accel_steps": c.accel_steps,
-            "cpu_steps": c.cpu_steps,
-            "refused": c.refused,
-            "seconds": c.seconds,
-        });
-        // A cache that cannot be written costs the next run this work again, nothing more.
-        let _ = self.cache.put(&self.cycles_key(cfg, source), &record);
+        match &rtl_key {
+            Some(k) => self.store(&[&key, k], cfg, &c),
+            None => self.store(&[&key], cfg, &c),
+        }
         Ok(c)
     }
 

@@ -283,8 +283,10 @@ mod tests {
         let b = Target::board("pynq-z2").unwrap();
         assert!(b.name.starts_with("pynq-z2 (xc7z020"), "{}", b.name);
         assert_eq!(b.capacity.dsps, 220);
-        let mut cfg = HwConfig::default();
-        cfg.clock_mhz = 500;
+        let mut cfg = HwConfig {
+            clock_mhz: 500,
+            ..HwConfig::default()
+        };
         assert!(b
             .clock_problem(&cfg)
             .unwrap()

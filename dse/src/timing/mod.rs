@@ -326,7 +326,7 @@ impl<'a> Sim<'a> {
         self.next_dispatch += 1;
         // With this one dispatched the buffer has room for another chunk.
         let dispatched = self.next_dispatch;
-        if dispatched % CHUNK as usize == 0 {
+        if dispatched.is_multiple_of(CHUNK as usize) {
             let c = (dispatched + BUFFER_DEPTH as usize) / CHUNK as usize - 1;
             self.request_chunk(c, t + 1);
         }
@@ -473,7 +473,7 @@ impl<'a> Sim<'a> {
             } else {
                 let k = u64::from(gear.elems_per_beat());
                 let skip = elem % k;
-                ((elem - skip) * elem_bytes, (skip + x + k - 1) / k)
+                ((elem - skip) * elem_bytes, (skip + x).div_ceil(k))
             };
             beats += b;
             bursts += bursts_in(addr, b);
