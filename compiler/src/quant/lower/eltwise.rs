@@ -817,7 +817,7 @@ impl<'g> Lowerer<'g> {
                 wv[[gi * cg + cl, ol, kh - 1 - ky, kw - 1 - kx]]
             })
         };
-        let (out, target) = self.out_target(ix, None)?;
+        let (out, target) = self.out_target(ix, op.activation)?;
         let x = self.as_q8(xt)?;
         let ins = InsertZeros {
             stride: geo.stride,
