@@ -89,7 +89,7 @@ fn edge_alu_layers_on_rtl_match_fsim_and_the_reference() {
     let c = Compiled::compile(
         m.bytes(),
         "edge.onnx",
-        &[x.clone()],
+        std::slice::from_ref(&x),
         &cfg,
         &FrontendOptions::default(),
     )
