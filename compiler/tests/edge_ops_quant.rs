@@ -10,7 +10,7 @@ mod onnx_builder;
 use compiler::compile::{Compiled, LayerReport};
 use compiler::frontend::{import_graph, FrontendOptions};
 use compiler::graph::plan::StepKind;
-use compiler::graph::{Layer, Support, Tensor};
+use compiler::graph::{DType, Layer, Support, Tensor};
 use ndarray::ArrayD;
 use onnx_builder::{sample, Model, A};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
@@ -445,6 +445,56 @@ fn resize_concat_split_slice_pad() {
         ],
         0.1,
     );
+    // Pads that no convolution absorbs, moving int8 data: a constant zero before a MaxPool
+    // and a reflection.
+    let m = sandwich(16, |m| {
+        m.ints("p1", &[0, 0, 1, 1, 0, 0, 1, 1])
+            .values("v", &[], &[0.0])
+            .node("padc", "Pad", &["a", "p1", "v"], &["pa"], vec![])
+            .node(
+                "pool",
+                "MaxPool",
+                &["pa"],
+                &["pp"],
+                vec![("kernel_shape", A::Is(vec![3, 3]))],
+            )
+            .ints("p2", &[0, 0, 2, 1, 0, 0, 2, 1])
+            .node(
+                "padr",
+                "Pad",
+                &["a", "p2"],
+                &["pr"],
+                vec![("mode", A::S("reflect"))],
+            )
+            .ints("st", &[2, 1])
+            .ints("en", &[10, 9])
+            .ints("ax", &[2, 3])
+            .node("crop", "Slice", &["pr", "st", "en", "ax"], &["pc"], vec![])
+            .node("sum", "Add", &["pp", "pc"], &["b"], vec![]);
+    });
+    let c = check(
+        "pads",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("padc", Where::Cpu),
+            ("pool", Where::Accel("QMaxPool")),
+            ("padr", Where::Cpu),
+            ("crop", Where::Cpu),
+        ],
+        0.1,
+    );
+    for node in ["padc", "padr", "crop"] {
+        let Support::Cpu { step, .. } = c.support.get(node).unwrap().support else {
+            panic!("{node} is not a CPU step")
+        };
+        let out = c.plan.steps[step].outputs[0];
+        assert_eq!(
+            c.plan.values[out].fact.dtype,
+            DType::I8,
+            "{node} moves int8 data"
+        );
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! - [`matmul_to_gemm`]: float `MatMul` by a constant 2-D matrix, with an optional
 //!   following `Add` of a constant bias, becomes `Gemm`;
 //! - [`fuse_activations`]: `Relu` and constant-bound `Clip` fused into the producing
-//!   `Conv`, `Gemm` or `Add` (float), as a clamp on its output;
+//!   `Conv`, `ConvTranspose`, `Gemm` or `Add` (float), as a clamp on its output;
 //! - [`fuse_gated_activations`]: `Mul(x, Sigmoid(x))` becomes SiLU and
 //!   `Mul(x, HardSigmoid(x))` (alpha 1/6, beta 1/2) `HardSwish`, one single-input function each
 //!   (so that the quantized graph computes them as one table);
@@ -27,6 +27,7 @@ use super::ops::binary::{BinKind, Binary};
 use super::ops::cast::Cast;
 use super::ops::clip::Clip;
 use super::ops::conv::Conv;
+use super::ops::conv_transpose::ConvTranspose;
 use super::ops::gemm::Gemm;
 use super::ops::identity::Identity;
 use super::ops::kernels::PadSpec;
@@ -309,7 +310,8 @@ pub fn matmul_to_gemm(g: &mut Graph) {
     }
 }
 
-/// Fuses `Relu` / constant-bound `Clip` into the producing `Conv`, `Gemm` or float `Add`.
+/// Fuses `Relu` / constant-bound `Clip` into the producing `Conv`, `ConvTranspose`, `Gemm` or
+/// float `Add`.
 pub fn fuse_activations(g: &mut Graph) {
     for ix in g.topo_order() {
         let act = if op_is::<Relu>(g, ix).is_some() {
@@ -332,6 +334,10 @@ pub fn fuse_activations(g: &mut Graph) {
         let op = &mut g.dag[p].op;
         let any = op.as_any();
         let fused = if let Some(c) = any.downcast_ref::<Conv>() {
+            let mut c = c.clone();
+            c.activation = Some(c.activation.map_or(act, |a| a.then(act)));
+            Some(Box::new(c) as Box<dyn super::Op>)
+        } else if let Some(c) = any.downcast_ref::<ConvTranspose>() {
             let mut c = c.clone();
             c.activation = Some(c.activation.map_or(act, |a| a.then(act)));
             Some(Box::new(c) as Box<dyn super::Op>)

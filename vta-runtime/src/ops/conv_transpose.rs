@@ -1,13 +1,14 @@
 //! `ConvTranspose` (2-D, float): every input cell scatters its products with the kernel into
 //! the output, `y[n, g*og + o, iy*s + ky*d - pad_top, ix*s + kx*d - pad_left] +=
 //! x[n, g*cg + c, iy, ix] * w[g*cg + c, o, ky, kx]`, plus the bias; with groups, dilation,
-//! `output_padding`, `output_shape` and `auto_pad`.
+//! `output_padding`, `output_shape` and `auto_pad`; carries the activation (`Relu`/`Clip`) the
+//! graph passes fuse into it.
 
 use ndarray::{ArrayD, IxDyn};
 
 use super::kernels::dims4;
 use super::TensorInfo;
-use super::{arg, in_fact, op_boilerplate, Op};
+use super::{arg, in_fact, op_boilerplate, Activation, Op};
 use crate::tensor::{DType, Fact, Tensor};
 
 /// `auto_pad` of a transposed convolution.
@@ -33,6 +34,8 @@ pub struct ConvTranspose {
     pub output_padding: (usize, usize),
     /// Output (height, width) given by the model: the padding follows from it.
     pub output_shape: Option<(usize, usize)>,
+    /// A clamp fused after the transposed convolution (from a following Relu or Clip node).
+    pub activation: Option<Activation>,
 }
 
 /// A transposed convolution resolved against an input size.
@@ -222,6 +225,9 @@ impl Op for ConvTranspose {
                 }
             }
         }
+        if let Some(a) = self.activation {
+            y.iter_mut().for_each(|v| *v = a.apply(*v));
+        }
         Ok(vec![Tensor::F32(
             ArrayD::from_shape_vec(IxDyn(&[n, o, oh, ow]), y).expect("sized"),
         )])
@@ -231,6 +237,9 @@ impl Op for ConvTranspose {
         let mut s = format!("stride {:?}", self.stride);
         if self.group != 1 {
             s += &format!(" group {}", self.group);
+        }
+        if let Some(a) = self.activation {
+            s += &format!(" + clamp[{}, {}]", a.min, a.max);
         }
         s
     }

@@ -62,6 +62,7 @@ impl FromOnnx for ConvTranspose {
             auto_pad,
             output_padding: two("output_padding", 0)?,
             output_shape,
+            activation: None,
         })
     }
 }

@@ -589,12 +589,15 @@ impl<'g> Lowerer<'g> {
         let x_repr = self.repr.get(&xt).copied();
         let (xv, mk) = self.int8_passthrough(xt)?;
         let mut args = vec![Some(xv)];
-        for t in inputs.iter().skip(1) {
+        for (k, t) in inputs.iter().enumerate().skip(1) {
             args.push(match t {
+                // A Pad's value is replaced by its int8 cell below.
+                Some(_) if k == 2 && pad.is_some() => None,
                 None => None,
                 Some(t) => Some(self.exact(*t, "a data-movement op")?),
             });
         }
+        let (mut lo, mut hi) = self.range_of(xv);
         if let Some(p) = pad {
             // The pad value becomes the int8 cell that stands for it exactly.
             let v = match inputs.get(2).copied().flatten() {
@@ -605,6 +608,9 @@ impl<'g> Lowerer<'g> {
                 None => p.attrs.as_ref().map_or(0.0, |a| a.1),
             };
             let q = self.pad_value(v, x_repr)?;
+            if p.mode == crate::graph::ops::pad::PadMode::Constant {
+                (lo, hi) = (lo.min(i32::from(q)), hi.max(i32::from(q)));
+            }
             match &p.attrs {
                 Some((pads, _)) => {
                     op = Pad {
@@ -626,7 +632,7 @@ impl<'g> Lowerer<'g> {
                 }
             }
         }
-        let range = self.range_of(xv);
+        let range = (lo, hi);
         let qp = self.plan.values[xv].quant;
         let mut ovs = Vec::new();
         for &o in &outs {
@@ -811,7 +817,7 @@ impl<'g> Lowerer<'g> {
                 wv[[gi * cg + cl, ol, kh - 1 - ky, kw - 1 - kx]]
             })
         };
-        let (out, target) = self.out_target(ix, None)?;
+        let (out, target) = self.out_target(ix, op.activation)?;
         let x = self.as_q8(xt)?;
         let ins = InsertZeros {
             stride: geo.stride,
