@@ -19,8 +19,10 @@ use clap::{Parser, Subcommand};
              extensions) or a preset; generate its Verilog and estimate its FPGA resources;\n\
              assemble programs in VTA's bit-exact 128-bit instruction format; compile ONNX\n\
              networks; run both on the functional simulator or the cycle-accurate\n\
-             Verilator simulator; and write Vivado projects for Zynq boards (PYNQ-Z1/Z2,\n\
-             Ultra96-V2, ZCU104, KV260). Board drivers are in progress."
+             Verilator simulator, a Zynq board (vta-board) or another machine (vta serve);\n\
+             explore designs (vta dse); write Vivado projects for Zynq boards (PYNQ-Z1/Z2,\n\
+             Ultra96-V2, ZCU104, KV260) and build bitstreams for ECP5 and Gowin boards with\n\
+             the open tools (yosys, nextpnr)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -47,7 +49,8 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Write a reference network (ResNet-18) as an ONNX model
     Zoo(cmd::zoo::ZooArgs),
-    /// Generate the accelerator's Verilog, estimate its resources, or write a Zynq Vivado project
+    /// Generate the accelerator's Verilog, estimate its resources, write a Zynq Vivado project
+    /// or build an open-flow bitstream
     #[command(subcommand)]
     Hw(cmd::hw::HwCmd),
     /// Compile the embedded trained digits CNN, run its test digits, check and report accuracy

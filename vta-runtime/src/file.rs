@@ -296,7 +296,9 @@ pub fn read(bytes: &[u8], select: Option<&HwConfig>, budget: u64) -> Result<Mode
 /// the container's own advice for an old version (re-assemble with `vta asm`) does not apply.
 fn container_problem(e: container::ContainerError) -> String {
     match e {
-        container::ContainerError::Frame(FrameError::OlderVersion { found, supported, .. }) => {
+        container::ContainerError::Frame(FrameError::OlderVersion {
+            found, supported, ..
+        }) => {
             format!(
                 "its program container has format version {found} (written by an older vta), \
                  this toolkit reads version {supported}: recompile the model with `vta compile`"
@@ -317,7 +319,8 @@ fn launches(
         .enumerate()
         .map(|(l, s)| {
             let bad = |problem: String| FileError::Launch { launch: l, problem };
-            let program = container::read_for(&s.container, cfg).map_err(|e| bad(container_problem(e)))?;
+            let program =
+                container::read_for(&s.container, cfg).map_err(|e| bad(container_problem(e)))?;
             let split = |b: Vec<Binding>| -> (Vec<usize>, Vec<_>) {
                 b.into_iter().map(|b| (b.value, b.tensor)).unzip()
             };
