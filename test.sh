@@ -24,7 +24,7 @@ fi
 cargo test --workspace "$@"
 
 # The open FPGA flow on the SoC: yosys, nextpnr-ecp5 and ecppack build vta_soc (1x4x4) for an
-# ECP5-25F board to a bitstream with timing met (about 5 minutes; the tools come from PyPI into
+# ECP5-25F board to a bitstream with timing met (5 CPU-minutes, 15 on a busy machine; the tools come from PyPI into
 # the user's tool cache on first use; VTA_OPENFLOW=0 skips it).
 if [ "${VTA_OPENFLOW:-1}" = 1 ]; then
     cargo test --test cli_bitstream -- --ignored ulx3s_25f_soc

@@ -396,10 +396,10 @@ fn ulx3s_25f_counter_gets_a_real_bitstream() {
 }
 
 /// The SoC (1x4x4, 32 KiB device memory) on an ECP5-25F, to a bitstream with timing met at
-/// 50 MHz: about 5 minutes of place and route on an idle machine (15 on a busy one), so
+/// 50 MHz: about 5 minutes of CPU for place and route (15 minutes here on a busy machine), so
 /// `./test.sh` runs it (VTA_OPENFLOW=0 skips it) rather than every `cargo test`.
 #[test]
-#[ignore = "about 5 minutes; ./test.sh runs it, or cargo test --test cli_bitstream -- --ignored ulx3s"]
+#[ignore = "5 CPU-minutes (15 on a busy machine); ./test.sh runs it, or cargo test --test cli_bitstream -- --ignored ulx3s"]
 fn ulx3s_25f_soc_gets_a_real_bitstream_with_timing_met() {
     let (file, r) = open_flow("ulx3s-25f", "soc", "openflow_ulx3s_25f_soc");
     assert_eq!(r["design"], "vta_soc");
@@ -407,9 +407,10 @@ fn ulx3s_25f_soc_gets_a_real_bitstream_with_timing_met() {
     assert_ecp5_bitstream(&file, "LFE5U-25F-6CABGA381");
 }
 
-/// The SoC (1x8x8) on a Tang Nano 20K (Gowin): an opt-in benchmark.
+/// The SoC (1x4x4) on a Tang Nano 20K (Gowin): an opt-in benchmark (it fills 82 % of the
+/// part's LUT positions, and nextpnr's placer is slow there).
 #[test]
-#[ignore = "several minutes; run with cargo test --test cli_bitstream -- --ignored tang_nano"]
+#[ignore = "long: placement had not finished after 44 minutes on a busy 2-core machine; run with cargo test --test cli_bitstream -- --ignored tang_nano"]
 fn tang_nano_20k_soc_gets_a_real_bitstream_with_timing_met() {
     let (file, r) = open_flow("tang-nano-20k", "soc", "openflow_tang_nano_20k_soc");
     assert_eq!(r["design"], "vta_soc");
