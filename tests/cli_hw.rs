@@ -84,6 +84,49 @@ fn report_lists_resources_against_the_part() {
     insta::assert_snapshot!("help_hw_bitstream", ok(vta(&["hw", "bitstream", "--help"])));
 }
 
+/// `--compare`: the small preset with and without the activation table, side by side; the
+/// table costs LUTs (or block RAM) and `--json` does not combine with it.
+#[test]
+fn report_compares_a_config_with_the_lut_option_against_one_without() {
+    let dir = scratch("hw_compare");
+    let small = isa::HwConfig::preset("small").unwrap();
+    let with_lut = isa::HwConfig {
+        alu_lut: true,
+        ..small
+    };
+    std::fs::write(dir.join("small_lut.json"), with_lut.to_json()).unwrap();
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "hw",
+            "report",
+            "--config",
+            "small_lut.json",
+            "--compare",
+            "small",
+        ],
+    ));
+    assert!(
+        text.contains("A = 1x4_i8w8a32_12_11_12_13_lut, B = 1x4_i8w8a32_12_11_12_13"),
+        "{text}"
+    );
+    let delta = |resource: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(resource))
+            .unwrap_or_else(|| panic!("{resource} missing:\n{text}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    assert!(
+        delta("LUT") > 0.0 || delta("BRAM36") > 0.0,
+        "the table costs nothing?\n{text}"
+    );
+    let out = vta(&["hw", "report", "--compare", "small", "--json"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a usage error: {e}");
+    assert!(e.contains("--json") && e.contains("--compare"), "{e}");
+}
+
 /// The fit requirement, as a gate: VTA's default config fits the PYNQ's Zynq-7020 with
 /// at most 70% of its LUTs, 80% of its block RAM and all of its 220 DSP48E1 (yosys estimate;
 /// about 1.5 minutes).

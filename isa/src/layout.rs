@@ -366,7 +366,8 @@ pub enum IsaError {
     #[error("ALU MUL is not implemented by this config (ALU_MUL is false)")]
     AluMulUnsupported,
     #[error(
-        "ALU {} needs the activation table, which this config lacks (ALU_LUT is false)",
+        "ALU {} needs the activation table, which this config lacks (ALU_LUT is false; \
+         use a config with \"ALU_LUT\": true, such as the preset lut)",
         .0.name().to_uppercase()
     )]
     AluLutUnsupported(AluOp),

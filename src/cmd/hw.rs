@@ -48,8 +48,12 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     work_dir: Option<PathBuf>,
     /// Print the figures as JSON (what `vta hw bitstream --estimate` reads)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "compare")]
     json: bool,
+    /// Also synthesize this config and print both side by side with the difference, e.g.
+    /// `--config lut --compare default` for the cost of the ALU's activation table
+    #[arg(long, value_name = "FILE|PRESET")]
+    compare: Option<String>,
 }
 
 pub fn run(c: HwCmd) -> Result<String> {
@@ -109,25 +113,27 @@ fn report(a: ReportArgs) -> Result<String> {
     let t = Instant::now();
     eprintln!("generating vta_top ...");
     let g = generate(a.config.as_deref())?;
-    eprintln!(
-        "running {version}: synth_xilinx -family {} on {} lines of Verilog (minutes on large \
-         configs)",
-        part.family,
-        g.verilog.lines().count()
-    );
-    let mut progress = |stage: &str| eprintln!("  {stage}");
-    let result = match &a.work_dir {
-        Some(d) => vta_hw::report::synthesize(&g.verilog, "vta_top", part.family, d, &mut progress),
-        None => vta_hw::report::synthesize_in_temp_dir(
-            &g.verilog,
-            "vta_top",
-            part.family,
-            &mut progress,
-        ),
-    };
-    let u = result?;
-    if u.cells.is_empty() {
-        bail!("yosys reported no cells for vta_top");
+    eprintln!("using {version}");
+    let u = synthesize(&g, part.family, a.work_dir.as_deref())?;
+    if let Some(other) = &a.compare {
+        eprintln!("generating vta_top for --compare {other} ...");
+        let h = generate(Some(other))?;
+        let work = a.work_dir.as_ref().map(|d| d.join("compare"));
+        let v = synthesize(&h, part.family, work.as_deref())?;
+        let title = format!(
+            "A: {} (AXI {} bits) vs B: {} (AXI {} bits), synthesized in {:.0} s",
+            g.config.config_string(),
+            g.config.axi_data_width,
+            h.config.config_string(),
+            h.config.axi_data_width,
+            t.elapsed().as_secs_f64()
+        );
+        return Ok(vta_hw::report::format_comparison(
+            (&u, &g.config.config_string()),
+            (&v, &h.config.config_string()),
+            &part,
+            &title,
+        ));
     }
     if a.json {
         let meta = estimate_meta(&g, part.name, part.family, &version);
@@ -140,6 +146,31 @@ fn report(a: ReportArgs) -> Result<String> {
         t.elapsed().as_secs_f64()
     );
     Ok(vta_hw::report::format_report(&u, &part, &title))
+}
+
+/// Synthesizes `g`'s `vta_top` (in `work_dir` if given, else a temporary directory).
+fn synthesize(
+    g: &vta_hw::Generated,
+    family: &str,
+    work_dir: Option<&Path>,
+) -> Result<vta_hw::report::Utilization> {
+    eprintln!(
+        "running synth_xilinx -family {family} on {} lines of Verilog for {} (minutes on \
+         large configs)",
+        g.verilog.lines().count(),
+        g.config.config_string()
+    );
+    let mut progress = |stage: &str| eprintln!("  {stage}");
+    let u = match work_dir {
+        Some(d) => vta_hw::report::synthesize(&g.verilog, "vta_top", family, d, &mut progress),
+        None => {
+            vta_hw::report::synthesize_in_temp_dir(&g.verilog, "vta_top", family, &mut progress)
+        }
+    }?;
+    if u.cells.is_empty() {
+        bail!("yosys reported no cells for vta_top");
+    }
+    Ok(u)
 }
 
 /// What a `--json` report describes: the config, the RTL it synthesized and the tool.

@@ -350,6 +350,54 @@ pub fn format_report(u: &Utilization, p: &Part, title: &str) -> String {
     s
 }
 
+/// Two designs side by side (`vta hw report --compare`): each resource used by `a` and by
+/// `b`, the difference `a - b` and its share of the part, for example the cost of an option
+/// such as `ALU_LUT` when `b` is the same config without it.
+pub fn format_comparison(
+    (a, a_name): (&Utilization, &str),
+    (b, b_name): (&Utilization, &str),
+    p: &Part,
+    title: &str,
+) -> String {
+    let mut s = format!(
+        "{title}\nresource use on {} (yosys synth_xilinx -family {}): A = {a_name}, B = {b_name}\n",
+        p.name, p.family
+    );
+    let shown = |v: f64| {
+        if v.fract() == 0.0 {
+            format!("{v:.0}")
+        } else {
+            format!("{v:.1}")
+        }
+    };
+    let rows: [(&str, f64, f64, u64); 6] = [
+        ("LUT", a.luts as f64, b.luts as f64, p.luts),
+        ("LUTRAM", a.lutram as f64, b.lutram as f64, p.luts),
+        ("FF", a.ffs as f64, b.ffs as f64, p.ffs),
+        ("DSP48E1", a.dsps as f64, b.dsps as f64, p.dsps),
+        ("BRAM36", a.bram36(), b.bram36(), p.bram36),
+        ("RAMB18", a.ramb18 as f64, b.ramb18 as f64, p.bram36 * 2),
+    ];
+    let _ = writeln!(
+        s,
+        "{:<8} {:>9} {:>9} {:>10} {:>9}",
+        "resource", "A", "B", "A - B", "of part"
+    );
+    for (name, ua, ub, total) in rows {
+        let d = ua - ub;
+        let sign = if d > 0.0 { "+" } else { "" };
+        let _ = writeln!(
+            s,
+            "{name:<8} {:>9} {:>9} {:>10} {:>8.1}%",
+            shown(ua),
+            shown(ub),
+            format!("{sign}{}", shown(d)),
+            100.0 * d / total as f64
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +421,38 @@ mod tests {
         let j = u.to_json(serde_json::Map::new());
         assert_eq!(j["bram36"], 5.5);
         assert_eq!(j["cells"]["LUT6"], 20);
+    }
+
+    #[test]
+    fn a_comparison_shows_both_designs_and_the_difference() {
+        let a = Utilization {
+            luts: 1500,
+            lutram: 512,
+            ffs: 300,
+            ramb36: 2,
+            ramb18: 1,
+            ..Utilization::default()
+        };
+        let b = Utilization {
+            luts: 1000,
+            ffs: 200,
+            ramb36: 2,
+            ..Utilization::default()
+        };
+        let r = format_comparison((&a, "x_lut"), (&b, "x"), &part("xc7z020").unwrap(), "t");
+        assert!(r.contains("A = x_lut, B = x"), "{r}");
+        let line = |name: &str| {
+            r.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} in {r}"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(line("LUT ")[..4], ["LUT", "1500", "1000", "+500"]);
+        assert_eq!(line("LUTRAM")[..4], ["LUTRAM", "512", "0", "+512"]);
+        assert_eq!(line("BRAM36")[..4], ["BRAM36", "2.5", "2", "+0.5"]);
+        assert_eq!(line("DSP48E1")[..4], ["DSP48E1", "0", "0", "0"]);
     }
 
     #[test]

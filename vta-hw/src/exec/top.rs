@@ -400,31 +400,13 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
     });
     let y_row = m.reg_noreset("y_row", acc_bits);
-    // The operand entering `y_row` (stage W-1); `src_row` is assigned below.
-    let src_row = m.wire("src_row", acc_bits);
-    let imm_row = m.pack(&vec![
-        imm.at(w - 1)
-            .as_signed()
-            .sext(p.acc_width)
-            .as_unsigned();
-        lanes as usize
-    ]);
-    let y_next = m.named("y_next", m.mux(use_imm.at(w - 1), imm_row, src_row));
-    let entries = lut
-        .as_ref()
-        .zip(entry.as_ref())
-        .map(|((lut, lutw), entry)| {
-            table(
-                &m,
-                p,
-                &TableCtl {
-                    y_next,
-                    lookup: v.at(w - 1) & lut.at(w - 1),
-                    write: v.at(w - 1) & lutw.at(w - 1) & !faulty.at(w - 1),
-                    entry: entry.at(w - 1),
-                },
-            )
-        });
+    // The activation-table entries the lanes read in stage W (assigned below, from the
+    // operand entering `y_row`).
+    let entries: Option<Vec<Sig>> = lut.as_ref().map(|_| {
+        (0..lanes)
+            .map(|l| m.wire(&format!("lut_entry{l}"), 8))
+            .collect()
+    });
 
     // Stage W: the lanes.
     let mut results = vec![];
@@ -456,13 +438,31 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     };
     m.next_when(res1, we.at(w), result);
 
-    let mut src_fwd = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
+    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
     if let Some(hit) = src_in_mul {
-        src_fwd = m.mux(hit, m.pack(&products), src_fwd);
+        src_row = m.mux(hit, m.pack(&products), src_row);
     }
-    m.assign(src_row, src_fwd);
+    let imm_row = m.pack(&vec![
+        imm.at(w - 1)
+            .as_signed()
+            .sext(p.acc_width)
+            .as_unsigned();
+        lanes as usize
+    ]);
     let alu_w1 = v.at(w - 1) & !gemm.at(w - 1) & !clear.at(w - 1);
+    let y_next = m.mux(use_imm.at(w - 1), imm_row, src_row);
     m.next_when(y_row, alu_w1, y_next);
+    if let (Some((lut, lutw)), Some(entry), Some(wires)) = (&lut, &entry, &entries) {
+        let ctl = TableCtl {
+            y_next: m.named("y_next", y_next),
+            lookup: v.at(w - 1) & lut.at(w - 1),
+            write: v.at(w - 1) & lutw.at(w - 1) & !faulty.at(w - 1),
+            entry: entry.at(w - 1),
+        };
+        for (wire, e) in wires.iter().zip(table(&m, p, &ctl)) {
+            m.assign(*wire, e);
+        }
+    }
 
     // Stage W+1: write ACC and its OUT mirror; the shell's LOAD ACC writes when idle.
     let wr = we.at(wb);
