@@ -59,6 +59,9 @@ pub struct SimOptions {
     pub quiet_cycles: Option<u64>,
     /// The serial driver's options (its backend name is `soc-sim` unless set otherwise).
     pub serial: SerialOptions,
+    /// Cycles per bit of the host's end of the line (`None`: the SoC's; another value
+    /// simulates a port set to the wrong baud rate).
+    pub host_divisor: Option<u32>,
 }
 
 impl Default for SimOptions {
@@ -71,6 +74,7 @@ impl Default for SimOptions {
                 backend: "soc-sim".into(),
                 ..SerialOptions::default()
             },
+            host_divisor: None,
         }
     }
 }
@@ -90,6 +94,18 @@ struct Receiving {
     shift: u8,
 }
 
+/// A fault the line injects, to test how the bridge and the driver cope. Bytes are counted
+/// from the moment it is injected, from 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineFault {
+    /// The host's `n`th byte never reaches the SoC.
+    LoseHostByte(usize),
+    /// The host's `n`th byte reaches the SoC with its bit 4 flipped.
+    DamageHostByte(usize),
+    /// The SoC's `n`th byte never reaches the host.
+    LoseDeviceByte(usize),
+}
+
 /// The simulated SoC's serial line (see the module docs).
 pub struct SimLine {
     model: Model,
@@ -103,6 +119,8 @@ pub struct SimLine {
     received: VecDeque<u8>,
     framing_errors: u64,
     cycles: u64,
+    /// Injected faults, with the count of bytes still to pass before each.
+    faults: Vec<LineFault>,
 }
 
 impl SimLine {
@@ -125,7 +143,38 @@ impl SimLine {
             received: VecDeque::new(),
             framing_errors: 0,
             cycles: 0,
+            faults: Vec::new(),
         }
+    }
+
+    /// Injects `fault` (see [`LineFault`]).
+    pub fn inject(&mut self, fault: LineFault) {
+        self.faults.push(fault);
+    }
+
+    /// Counts a byte of the host (`host`) or the SoC past the injected faults: whether it is
+    /// lost, and the bits to flip in it.
+    fn pass(&mut self, host: bool) -> (bool, u8) {
+        let (mut lost, mut flip) = (false, 0);
+        self.faults.retain_mut(|f| {
+            let (mine, n) = match f {
+                LineFault::LoseHostByte(n) | LineFault::DamageHostByte(n) => (host, n),
+                LineFault::LoseDeviceByte(n) => (!host, n),
+            };
+            if !mine {
+                return true;
+            }
+            if *n > 0 {
+                *n -= 1;
+                return true;
+            }
+            match f {
+                LineFault::DamageHostByte(_) => flip = 0x10,
+                _ => lost = true,
+            }
+            false
+        });
+        (lost, flip)
     }
 
     /// Clock cycles simulated since reset.
@@ -195,12 +244,13 @@ impl SimLine {
                         0 if line => self.receiving = None,
                         1..=8 => r.shift = r.shift >> 1 | u8::from(line) << 7,
                         9 => {
-                            if line {
-                                self.received.push_back(r.shift);
-                            } else {
-                                self.framing_errors += 1;
-                            }
+                            let byte = r.shift;
                             self.receiving = None;
+                            if !line {
+                                self.framing_errors += 1;
+                            } else if !self.pass(false).0 {
+                                self.received.push_back(byte);
+                            }
                         }
                         _ => {}
                     }
@@ -215,7 +265,12 @@ impl SimLine {
 
 impl Write for SimLine {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.pending.extend(buf);
+        for &b in buf {
+            let (lost, flip) = self.pass(true);
+            if !lost {
+                self.pending.push_back(b ^ flip);
+            }
+        }
         Ok(buf.len())
     }
 
@@ -296,7 +351,7 @@ pub fn device(
     let quiet = opts
         .quiet_cycles
         .unwrap_or(4 * u64::from(params.frame_timeout()?));
-    let line = SimLine::new(model, params.divisor()?, quiet);
+    let line = SimLine::new(model, opts.host_divisor.unwrap_or(params.divisor()?), quiet);
     let port = format!("the simulated SoC's UART ({} baud)", params.baud);
     Ok(SerialDevice::open(line, &port, cfg, opts.serial.clone())?)
 }

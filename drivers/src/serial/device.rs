@@ -183,7 +183,7 @@ impl<S: Read + Write> SerialDevice<S> {
         }
         let len = u64::from(count) * INSN_BYTES as u64;
         let (base, size) = (self.alloc.base(), self.alloc.size());
-        if addr < base || addr + len > base + size || addr % INSN_BYTES as u64 != 0 {
+        if addr < base || addr + len > base + size || addr & (INSN_BYTES as u64 - 1) != 0 {
             return Err(DeviceError::Program(format!(
                 "{count} instructions at {addr:#x} are not inside the device memory \
                  [{base:#x}, +{size:#x}), 16-byte aligned"
@@ -392,7 +392,7 @@ impl<S: Read + Write> Device for SerialDevice<S> {
         let mut bytes = vec![0u8; 4 * n];
         // Words only partly covered keep their other bytes: read them first.
         let partial_first = head != 0 || data.len() < 4;
-        let partial_last = (head + data.len()) % 4 != 0;
+        let partial_last = (head + data.len()) & 3 != 0;
         if partial_first {
             let w = self
                 .link

@@ -27,6 +27,8 @@ mod link;
 #[cfg(target_os = "linux")]
 mod port;
 pub mod protocol;
+#[cfg(test)]
+mod tests;
 
 pub use device::{BridgeInfo, SerialDevice, SerialOptions};
 pub use link::{Link, LinkStats, Repeat};
