@@ -18,7 +18,7 @@ use std::process::Command;
 use drivers::serial::{SerialDevice, SerialOptions};
 use drivers::{run_program, Device, DeviceError, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
+use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
 use vta_sim::soc::{self, LineFault, SimLine, SimOptions};
 use vta_sim::FsimDevice;
 
@@ -105,6 +105,12 @@ fn info_copies_and_a_program_through_the_uart() {
         assert_eq!(got.report.backend, "soc-sim");
     }
     assert_eq!(dev.stream().framing_errors(), 0);
+    // The LEDs show CONTROL as the driver last read it: done, not busy, no error.
+    let leds: Vec<bool> = ["led_busy", "led_done", "led_error"]
+        .iter()
+        .map(|l| dev.stream().pin(l))
+        .collect();
+    assert_eq!(leds, [false, true, false]);
     let after = dev.read_info().unwrap();
     assert_eq!((after.rx_errors, after.frame_errors), (0, 0));
     assert_eq!(dev.link_stats().repeats, 0);
@@ -175,6 +181,69 @@ fn a_damaged_register_write_is_reported_not_repeated() {
     // The device is usable afterwards.
     let got = run_program(&mut dev, &p, &[], RunTimeout::default()).unwrap();
     assert!(got.report.get("cycles").is_some_and(|c| c > 0));
+}
+
+#[test]
+fn dma_outside_the_device_memory_is_an_error_on_the_led_too() {
+    let cfg = HwConfig::default();
+    let mut dev = soc_device();
+    // LOAD ACC from address 0 (the device memory is at 0x1000_0000), then FINISH.
+    let load = MemInsn {
+        deps: DepFlags::default(),
+        memory_type: MemType::Acc,
+        sram_base: 0,
+        dram_base: 0,
+        y_size: 1,
+        x_size: 1,
+        x_stride: 1,
+        y_pad_0: 0,
+        y_pad_1: 0,
+        x_pad_0: 0,
+        x_pad_1: 0,
+    };
+    let insns = [Insn::Load(load), Insn::Finish(DepFlags::default())];
+    let stream = isa::Codec::new(&cfg).encode_stream(&insns).unwrap();
+    let ib = dev.alloc(stream.len() as u64, 16).unwrap();
+    dev.copy_to_device(&ib, 0, &stream).unwrap();
+    let e = dev
+        .run(ib.phys_addr, 2, RunTimeout::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("soc-sim: run failed: the accelerator reported an error (CONTROL = 0x6"),
+        "{e}"
+    );
+    assert!(dev.stream().pin("led_error") && dev.stream().pin("led_done"));
+}
+
+#[test]
+fn a_run_that_never_finishes_times_out() {
+    let cfg = HwConfig::default();
+    let mut dev = soc_device();
+    // A stream without FINISH.
+    let insns = [Insn::Load(MemInsn::sync(MemType::Uop))];
+    let stream = isa::Codec::new(&cfg).encode_stream(&insns).unwrap();
+    let ib = dev.alloc(stream.len() as u64, 16).unwrap();
+    dev.copy_to_device(&ib, 0, &stream).unwrap();
+    let e = dev
+        .run(ib.phys_addr, 1, RunTimeout::work(20))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("soc-sim: run timed out: no DONE after 20 polls of CONTROL"),
+        "{e}"
+    );
+    assert!(dev.stream().pin("led_busy"));
+    // It is still running: the next run says so instead of starting.
+    let wall = std::time::Duration::from_millis(50);
+    let e = dev
+        .run(ib.phys_addr, 1, RunTimeout::wall(wall))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the accelerator is still running an earlier run that timed out"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -147,6 +147,11 @@ impl SimLine {
         }
     }
 
+    /// The level of the SoC's output pin `name` (`led_busy`, `led_done`, `led_error`, ...).
+    pub fn pin(&self, name: &str) -> bool {
+        self.model.get_bool(self.model.port(name))
+    }
+
     /// Injects `fault` (see [`LineFault`]).
     pub fn inject(&mut self, fault: LineFault) {
         self.faults.push(fault);
