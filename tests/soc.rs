@@ -338,6 +338,32 @@ fn serial_backend_errors_name_the_port() {
         "serial:///dev/no-such-tty",
     ]));
     assert!(e.contains("cannot open /dev/no-such-tty"), "{e}");
+    // A port with nothing behind it: one ping, then an error naming the port.
+    // SAFETY: standard pty allocation; ptsname_r writes a NUL-terminated path, and the
+    // master descriptor stays open (silent) until the command has failed.
+    let (master, tty) = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0 && libc::grantpt(fd) == 0 && libc::unlockpt(fd) == 0);
+        let mut buf = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(fd, buf.as_mut_ptr(), buf.len()), 0);
+        let path = std::ffi::CStr::from_ptr(buf.as_ptr()).to_str().unwrap();
+        (fd, path.to_string())
+    };
+    let e = cli::fails(cli::vta(&[
+        "sim",
+        &ex,
+        "--backend",
+        &format!("serial://{tty}"),
+    ]));
+    assert!(
+        e.starts_with(&format!(
+            "error: {tty}: no VTA UART bridge answers: no answer to a NOP: expected 2 more \
+             bytes"
+        )),
+        "{e}"
+    );
+    // SAFETY: closes the descriptor opened above, once.
+    unsafe { libc::close(master) };
     let e = cli::fails(cli::vta(&[
         "sim",
         &ex,

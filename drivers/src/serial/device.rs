@@ -93,9 +93,15 @@ impl<S: Read + Write> SerialDevice<S> {
     ) -> Result<SerialDevice<S>, SerialError> {
         let mut link = Link::new(stream, port, opts.repeats);
         link.drain()?;
-        link.nop().map_err(|e| SerialError::NoBridge {
-            port: port.to_string(),
-            detail: e.to_string(),
+        link.nop().map_err(|e| {
+            let e = e.to_string();
+            SerialError::NoBridge {
+                port: port.to_string(),
+                detail: e
+                    .strip_prefix(&format!("{port}: "))
+                    .unwrap_or(&e)
+                    .to_string(),
+            }
         })?;
         let info = read_info(&mut link)?;
         let mut host = LinkHost::unbounded(&mut link);

@@ -84,9 +84,10 @@ impl<S: Read + Write> Link<S> {
         &mut self.stream
     }
 
-    /// Sends a NOP and waits for its OK (a ping).
+    /// Sends a NOP and waits for its OK (a ping; not repeated, so that a dead line is
+    /// reported after one timeout).
     pub fn nop(&mut self) -> Result<(), SerialError> {
-        self.request(Op::Nop, 0, 1, &[], Repeat::Safe).map(drop)
+        self.request(Op::Nop, 0, 1, &[], Repeat::Never).map(drop)
     }
 
     /// Reads `n` words from `addr` on, in frames of up to [`MAX_WORDS`].
