@@ -13,6 +13,7 @@ mod cli;
 #[path = "support/rtl.rs"]
 mod rtl_support;
 
+use std::io::{Read, Write};
 use std::process::Command;
 
 use drivers::serial::{SerialDevice, SerialOptions};
@@ -244,6 +245,86 @@ fn a_run_that_never_finishes_times_out() {
         e.contains("the accelerator is still running an earlier run that timed out"),
         "{e}"
     );
+}
+
+/// Sends `frame` on the line as it is and returns the bridge's whole response.
+fn exchange(line: &mut SimLine, frame: &[u8]) -> Vec<u8> {
+    line.write_all(frame).unwrap();
+    line.flush().unwrap();
+    let mut got = vec![];
+    let mut buf = [0u8; 64];
+    loop {
+        match line.read(&mut buf) {
+            Ok(n) => got.extend(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return got,
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn the_bridge_answers_each_request_with_its_status() {
+    use drivers::serial::protocol::{crc8, request, response, Op, Status};
+    let mut dev = soc_device();
+    let info = dev.info().clone();
+    let (base, end) = (info.mem_base, info.mem_base + info.mem_bytes);
+    let line = dev.stream_mut();
+    let ok = |data: &[u32]| response(Status::Ok, data);
+    let refused = response(Status::BadAddress, &[]);
+    assert_eq!(exchange(line, &request(Op::Nop, 0, 1, &[])), ok(&[]));
+    // The last word of the memory, and the control registers' VERSION and ISA hash.
+    assert_eq!(
+        exchange(line, &request(Op::Write, end - 4, 1, &[0xfeed_f00d])),
+        ok(&[])
+    );
+    assert_eq!(
+        exchange(line, &request(Op::Read, end - 4, 1, &[])),
+        ok(&[0xfeed_f00d])
+    );
+    let hash = HwConfig::default().isa_hash();
+    assert_eq!(
+        exchange(line, &request(Op::Read, 4, 1, &[])),
+        ok(&[drivers::regs::VERSION_VALUE])
+    );
+    assert_eq!(
+        exchange(line, &request(Op::Read, 0x10, 2, &[])),
+        ok(&[hash as u32, (hash >> 32) as u32])
+    );
+    for (what, frame) in [
+        (
+            "one word past the memory",
+            request(Op::Read, end - 4, 2, &[]),
+        ),
+        ("below the memory", request(Op::Write, base - 4, 1, &[1])),
+        ("unaligned", request(Op::Read, base + 2, 1, &[])),
+        (
+            "across the register regions",
+            request(Op::Read, 0xfc, 2, &[]),
+        ),
+        (
+            "a write to the info registers",
+            request(Op::Write, 0x100, 1, &[1]),
+        ),
+        (
+            "a register write of two words",
+            request(Op::Write, 8, 2, &[1, 2]),
+        ),
+    ] {
+        assert_eq!(exchange(line, &frame), refused, "{what}");
+    }
+    let mut bad_op = request(Op::Nop, 0, 1, &[]);
+    bad_op[1] = 7;
+    bad_op[7] = crc8(0, &bad_op[..7]);
+    assert_eq!(exchange(line, &bad_op), response(Status::BadOp, &[]));
+    let mut damaged = request(Op::Read, base, 1, &[]);
+    damaged[7] ^= 1;
+    assert_eq!(exchange(line, &damaged), response(Status::HeaderCheck, &[]));
+    // Half a frame, then silence.
+    assert_eq!(
+        exchange(line, &request(Op::Read, base, 1, &[])[..5]),
+        response(Status::Timeout, &[])
+    );
+    assert_eq!(dev.read_info().unwrap().frame_errors, 9);
 }
 
 #[test]
