@@ -423,7 +423,7 @@ pub fn run(a: SimArgs) -> Result<String> {
     if matches!(a.backend, Backend::Serial { .. } | Backend::SocSim) && a.max_steps.is_some() {
         bail!(
             "--max-steps counts functional-simulator steps; a run on {} is bounded by the \
-             wall clock (60 s)",
+             wall clock (a minute on a board, ten in simulation)",
             a.backend
         );
     }

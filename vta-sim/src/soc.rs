@@ -14,6 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use drivers::serial::{SerialDevice, SerialError, SerialOptions};
 use hdl::verilator::{BuildError, BuildOptions, Model, PortId};
@@ -57,7 +58,8 @@ pub struct SimOptions {
     /// The simulated port's read timeout: cycles of silence on both wires after which a read
     /// gives up (`None`: four frame timeouts).
     pub quiet_cycles: Option<u64>,
-    /// The serial driver's options (its backend name is `soc-sim` unless set otherwise).
+    /// The serial driver's options (by default: backend name `soc-sim`, a run bounded by
+    /// ten minutes of wall time).
     pub serial: SerialOptions,
     /// Cycles per bit of the host's end of the line (`None`: the SoC's; another value
     /// simulates a port set to the wrong baud rate).
@@ -72,6 +74,9 @@ impl Default for SimOptions {
             quiet_cycles: None,
             serial: SerialOptions {
                 backend: "soc-sim".into(),
+                // Simulated cycles are slow: a run of tens of millions of cycles takes
+                // many seconds.
+                default_wall: Duration::from_secs(600),
                 ..SerialOptions::default()
             },
             host_divisor: None,

@@ -1,4 +1,16 @@
-//! The UART host link of the SoC (`vta_hw::soc`): its wire protocol ([`protocol`]).
+//! The serial backend: the SoC of an FPGA board without a CPU (`vta_hw::soc`: accelerator,
+//! device memory, UART bridge) behind [`Device`](crate::Device), reached through its UART.
+//!
+//! * [`protocol`]: the wire protocol's constants, frames and CRC, shared with the hardware.
+//! * [`Link`]: requests and responses over any `Read + Write` byte stream whose reads time
+//!   out, checked byte by byte; a lost or damaged frame is detected (timeouts, sync, check
+//!   bytes, the bridge's status), the line drained back into step, and safe requests
+//!   repeated.
+//! * [`SerialDevice`]: the [`Device`](crate::Device): the bridge's memory window carved up by
+//!   the shared allocator, copies in frames of up to 256 words, the register sequence of
+//!   [`crate::regs`], the run report of the board device. The same code runs on a board's
+//!   port and on the simulated SoC's line (`vta_sim::soc::SimLine`).
+//! * [`SerialPort`] (Linux): a tty in raw 8N1 through termios, with read timeouts.
 //!
 //! # Protocol, version 1
 //!
