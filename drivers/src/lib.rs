@@ -1,9 +1,11 @@
 //! The device HAL: one [`Device`] trait every backend implements (the functional simulator's
 //! `vta_sim::FsimDevice`; the cycle-accurate Verilator RTL simulator's `vta_sim::rtl::RtlDevice`;
 //! any of them on another machine through [`remote::RemoteDevice`]; a Zynq board's
-//! [`board::BoardDevice`] on Linux), mirroring VTA's `driver.h`: allocate
-//! physically contiguous buffers, copy to and from them, keep caches coherent, and run an
-//! instruction stream from a physical address until FINISH or a timeout.
+//! [`board::BoardDevice`] on Linux; the SoC of an FPGA board without a CPU through its UART
+//! bridge, [`serial::SerialDevice`], over a serial port or the simulated SoC's line),
+//! mirroring VTA's `driver.h`: allocate physically contiguous buffers, copy to and from them,
+//! keep caches coherent, and run an instruction stream from a physical address until FINISH
+//! or a timeout.
 //!
 //! [`run_program`] runs an [`isa::Program`] on any device: it places the program's DRAM
 //! region, fills the inputs, relocates and writes the instructions, runs, and reads back the
@@ -15,6 +17,7 @@
 //! ([`Counters`]) live here for the same reason.
 
 mod alloc;
+mod completion;
 #[cfg(target_os = "linux")]
 pub mod board;
 mod counters;

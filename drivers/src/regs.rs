@@ -81,6 +81,14 @@ pub trait Host {
     fn read_reg(&mut self, offset: u32) -> Result<u32, Self::Error>;
     /// Writes the 32-bit register at byte `offset` (all byte lanes).
     fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), Self::Error>;
+    /// Reads `out.len()` consecutive registers from byte `offset` on: one [`Host::read_reg`]
+    /// each, unless the host can do better (a serial link reads them in one frame).
+    fn read_regs(&mut self, offset: u32, out: &mut [u32]) -> Result<(), Self::Error> {
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = self.read_reg(offset + 4 * i as u32)?;
+        }
+        Ok(())
+    }
     /// Called after each read of [`CONTROL`] that did not show [`CONTROL_DONE`] (`polls` of
     /// them so far): sleep, spin, or advance a simulation; an error ends the run (a
     /// timeout: the accelerator may still be running, reset it before the next run).
@@ -132,11 +140,12 @@ pub fn run<H: Host + ?Sized>(
     })
 }
 
-/// Reads every register of the map, in map order.
+/// Reads every register of the map, in map order (with one [`Host::read_regs`]: the map's
+/// offsets are consecutive).
 pub fn read_all<H: Host + ?Sized>(host: &mut H) -> Result<Vec<(&'static str, u32)>, H::Error> {
-    MAP.iter()
-        .map(|r| Ok((r.name, host.read_reg(r.offset)?)))
-        .collect()
+    let mut values = [0; MAP.len()];
+    host.read_regs(MAP[0].offset, &mut values)?;
+    Ok(MAP.iter().map(|r| r.name).zip(values).collect())
 }
 
 /// Checks [`VERSION`] and the ISA hash against `cfg`, as a driver does before running a

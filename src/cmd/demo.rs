@@ -21,7 +21,7 @@ pub struct DemoArgs {
     /// Accelerator config (JSON file or preset) to compile for
     #[arg(long, value_name = "FILE|PRESET")]
     config: Option<String>,
-    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
+    #[arg(long, default_value = "fsim", value_name = "BACKEND", help = BACKEND_HELP)]
     backend: Backend,
     #[command(flatten)]
     rtl: RtlArgs,

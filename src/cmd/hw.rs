@@ -9,8 +9,8 @@ use clap::{Args, Subcommand};
 
 #[derive(Subcommand)]
 pub enum HwCmd {
-    /// Write the accelerator's Verilog (DIR/vta_top.v), its control register map
-    /// (DIR/regs.json) and its port manifest (DIR/ports.json)
+    /// Write the accelerator's Verilog (DIR/vta_top.v; with --soc the SoC's, DIR/vta_soc.v),
+    /// its control register map (DIR/regs.json) and its port manifest (DIR/ports.json)
     Verilog(VerilogArgs),
     /// Synthesize the accelerator with yosys and report LUT, FF, DSP and BRAM use against
     /// an FPGA part (takes minutes on the larger configs)
@@ -34,6 +34,8 @@ pub struct VerilogArgs {
         visible_alias = "out"
     )]
     out: PathBuf,
+    #[command(flatten)]
+    soc: super::soc::SocArgs,
 }
 
 #[derive(Args)]
@@ -76,6 +78,10 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
 }
 
 fn verilog(a: VerilogArgs) -> Result<String> {
+    if a.soc.soc {
+        let cfg = super::load_config(a.config.as_deref())?;
+        return super::soc::write_verilog(&cfg, &a.soc, &a.out);
+    }
     let g = generate(a.config.as_deref())?;
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;

@@ -15,6 +15,7 @@ pub mod progress;
 pub mod run;
 pub mod serve;
 pub mod sim;
+pub mod soc;
 pub mod zoo;
 
 use std::path::Path;

@@ -32,6 +32,8 @@ pub fn device(
         Backend::Fsim => Box::new(FsimDevice::new(cfg)),
         Backend::Rtl => Box::new(rtl.device(cfg, false)?),
         Backend::Remote(addr) => Box::new(super::sim::connect_remote(addr, cfg)?),
+        Backend::Serial { port, baud } => super::soc::open_serial(port, *baud, cfg)?,
+        Backend::SocSim => Box::new(super::soc::open_sim(cfg)?),
     })
 }
 
@@ -46,7 +48,7 @@ pub struct RunArgs {
     /// Write the model's output to this .npy file (repeat for further outputs, in order)
     #[arg(long = "output", short = 'o', value_name = "Y.npy")]
     outputs: Vec<PathBuf>,
-    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
+    #[arg(long, default_value = "fsim", value_name = "BACKEND", help = BACKEND_HELP)]
     backend: Backend,
     #[command(flatten)]
     rtl: RtlArgs,

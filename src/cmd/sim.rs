@@ -23,14 +23,21 @@ pub enum Backend {
     Rtl,
     /// The device a `vta serve` serves at `HOST:PORT`
     Remote(String),
+    /// The SoC of an FPGA board without a CPU, through its UART bridge on a serial port
+    Serial { port: String, baud: u32 },
+    /// The same SoC simulated in Verilator, reached through its UART pins by the same driver
+    SocSim,
 }
 
 /// Help of every `--backend` option.
 pub const BACKEND_HELP: &str = "Backend to run on: fsim (the functional simulator: bit-exact \
     and token-checked, no timing), rtl (the cycle-accurate simulator: the accelerator's RTL in \
-    Verilator with a DRAM model; cycle counts and the hardware's counters), or \
+    Verilator with a DRAM model; cycle counts and the hardware's counters), \
     remote://HOST[:PORT] (the device `vta serve` serves there, port 9091 by default; the token \
-    comes from VTA_REMOTE_TOKEN)";
+    comes from VTA_REMOTE_TOKEN), serial://PORT[?baud=N] (the SoC of an FPGA board without a \
+    CPU, `vta hw verilog --soc`, through its UART bridge, e.g. serial:///dev/ttyUSB0; 115200 \
+    baud by default) or soc-sim (that SoC simulated in Verilator, reached through its UART pins \
+    by the same driver)";
 
 impl std::str::FromStr for Backend {
     type Err = String;
@@ -39,11 +46,17 @@ impl std::str::FromStr for Backend {
         match s {
             "fsim" => return Ok(Backend::Fsim),
             "rtl" => return Ok(Backend::Rtl),
+            "soc-sim" => return Ok(Backend::SocSim),
             _ => {}
+        }
+        if let Some(rest) = s.strip_prefix("serial://") {
+            let (port, baud) = super::soc::parse_serial(s, rest)?;
+            return Ok(Backend::Serial { port, baud });
         }
         let Some(addr) = s.strip_prefix("remote://") else {
             return Err(format!(
-                "unknown backend '{s}': expected fsim, rtl or remote://HOST[:PORT]"
+                "unknown backend '{s}': expected fsim, rtl, remote://HOST[:PORT], \
+                 serial://PORT[?baud=N] or soc-sim"
             ));
         };
         let addr = addr.trim_end_matches('/');
@@ -71,6 +84,8 @@ impl fmt::Display for Backend {
             Backend::Fsim => f.write_str("fsim"),
             Backend::Rtl => f.write_str("rtl"),
             Backend::Remote(addr) => write!(f, "remote://{addr}"),
+            Backend::Serial { port, baud } => write!(f, "serial://{port}?baud={baud}"),
+            Backend::SocSim => f.write_str("soc-sim"),
         }
     }
 }
@@ -235,7 +250,7 @@ impl RtlArgs {
 pub struct SimArgs {
     /// Program: a .vtab container (from `vta asm`) or assembly source
     program: PathBuf,
-    #[arg(long, default_value = "fsim", value_name = "fsim|rtl|remote://HOST[:PORT]", help = BACKEND_HELP)]
+    #[arg(long, default_value = "fsim", value_name = "BACKEND", help = BACKEND_HELP)]
     backend: Backend,
     /// Run on this config (JSON file or preset) instead of the program's own; the ISA must match
     #[arg(long, value_name = "FILE|PRESET")]
@@ -405,10 +420,18 @@ pub fn run(a: SimArgs) -> Result<String> {
     if a.backend == Backend::Rtl && a.max_steps.is_some() {
         bail!("--max-steps counts functional-simulator steps; the RTL backend's bound is --max-cycles");
     }
+    if matches!(a.backend, Backend::Serial { .. } | Backend::SocSim) && a.max_steps.is_some() {
+        bail!(
+            "--max-steps counts functional-simulator steps; a run on {} is bounded by the \
+             wall clock (a minute on a board, ten in simulation)",
+            a.backend
+        );
+    }
     let window = a.vcd_window.as_deref().map(parse_window).transpose()?;
     let mut rtl: Option<RtlDevice> = None;
     let mut fsim: Option<FsimDevice> = None;
     let mut remote: Option<RemoteDevice> = None;
+    let mut serial: Option<Box<dyn Device>> = None;
     let dev: &mut dyn Device = match &a.backend {
         Backend::Fsim if a.check_races => fsim.insert(FsimDevice::checking_races(&cfg)),
         Backend::Fsim => fsim.insert(FsimDevice::new(&cfg)),
@@ -423,6 +446,12 @@ pub fn run(a: SimArgs) -> Result<String> {
             }
             d
         }
+        Backend::Serial { port, baud } => serial
+            .insert(super::soc::open_serial(port, *baud, &cfg)?)
+            .as_mut(),
+        Backend::SocSim => serial
+            .insert(Box::new(super::soc::open_sim(&cfg)?))
+            .as_mut(),
         Backend::Rtl => {
             let d = rtl.insert(a.rtl.device(&cfg, a.vcd.is_some())?);
             if let Some(path) = &a.vcd {
@@ -510,6 +539,9 @@ pub fn run(a: SimArgs) -> Result<String> {
     for (name, v) in &run.report.counters {
         writeln!(text, "  {name:<width$}  {v}")?;
     }
+    if serial.is_some() {
+        text.push_str(&super::soc::summary(&cfg, &run.report));
+    }
     if let Some(d) = &rtl {
         text.push_str(&rtl_summary(&cfg, d, &run.report)?);
         if let Some(path) = &a.vcd {
@@ -585,6 +617,10 @@ mod tests {
     #[test]
     fn backends_parse_and_print_back() {
         let remote = |a: &str| Backend::Remote(a.into());
+        let serial = |port: &str, baud| Backend::Serial {
+            port: port.into(),
+            baud,
+        };
         for (text, want, shown) in [
             ("fsim", Backend::Fsim, "fsim"),
             ("rtl", Backend::Rtl, "rtl"),
@@ -604,6 +640,17 @@ mod tests {
                 "remote://[::1]:9091",
             ),
             ("remote://[::1]:5", remote("[::1]:5"), "remote://[::1]:5"),
+            ("soc-sim", Backend::SocSim, "soc-sim"),
+            (
+                "serial:///dev/ttyUSB1",
+                serial("/dev/ttyUSB1", 115_200),
+                "serial:///dev/ttyUSB1?baud=115200",
+            ),
+            (
+                "serial:///dev/ttyACM0?baud=3000000",
+                serial("/dev/ttyACM0", 3_000_000),
+                "serial:///dev/ttyACM0?baud=3000000",
+            ),
         ] {
             let got: Backend = text.parse().unwrap();
             assert_eq!(got, want, "{text}");
@@ -613,7 +660,16 @@ mod tests {
             ("remote://", "no host"),
             ("remote://:80", "no host"),
             ("remote://h:x", "port 'x'"),
-            ("gpu", "expected fsim, rtl or remote://HOST[:PORT]"),
+            (
+                "gpu",
+                "expected fsim, rtl, remote://HOST[:PORT], serial://PORT[?baud=N] or soc-sim",
+            ),
+            ("serial://", "no port"),
+            ("serial:///dev/ttyUSB0?speed=9", "unknown option 'speed=9'"),
+            (
+                "serial:///dev/ttyUSB0?baud=fast",
+                "baud 'fast' is not a positive number",
+            ),
         ] {
             let e = text.parse::<Backend>().unwrap_err();
             assert!(e.contains(says), "{text}: {e}");

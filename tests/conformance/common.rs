@@ -3,11 +3,13 @@
 //!
 //! [`run`] runs each program on the functional simulator (whose outputs the tests compare
 //! with their references, with its race detector on), on the cycle-accurate RTL simulator
-//! (the accelerator's Verilog in Verilator), and on Linux on an emulated board through the
+//! (the accelerator's Verilog in Verilator), on Linux on an emulated board through the
 //! remote runner (the board device behind `vta-board serve`, reached as
-//! `--backend remote://` reaches it), and requires them to agree byte for byte on every
-//! output and on every counter. `VTA_CONFORMANCE_BACKENDS` (default `fsim,rtl,board`)
-//! selects the backends besides fsim.
+//! `--backend remote://` reaches it), and on the simulated SoC through its UART (the serial
+//! driver, as `--backend soc-sim`; the `default` config's programs of at most 64 KiB, see
+//! [`SOC_MAX_DRAM`]), and requires them to agree byte for byte on every output and on every
+//! counter. `VTA_CONFORMANCE_BACKENDS` (default `fsim,rtl,board,soc`) selects the backends
+//! besides fsim.
 
 use std::path::PathBuf;
 
@@ -159,7 +161,35 @@ pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
             p.config
         );
     }
+    if backend_enabled("soc") && soc_runs(p) {
+        let mut soc = soc_device(&p.config);
+        let got = run_program(&mut soc, p, &[], RunTimeout::default())
+            .unwrap_or_else(|e| panic!("{}: the run on the simulated SoC failed: {e}", p.config));
+        compare_runs(&p.config, &want, &got);
+    }
     Ok(want.outputs)
+}
+
+/// Programs of more DRAM than this skip the simulated SoC: every byte crosses its UART at 40
+/// clock cycles, so the 256x256 GEMMs (450 KB, 22 M cycles each) would cost minutes.
+pub const SOC_MAX_DRAM: u64 = 64 << 10;
+
+/// Whether [`run`] also runs `p` on the simulated SoC: programs of the `default` config
+/// (one SoC model for the suite) of at most [`SOC_MAX_DRAM`] bytes of DRAM.
+fn soc_runs(p: &Program) -> bool {
+    p.config == HwConfig::default() && p.dram_size() <= SOC_MAX_DRAM
+}
+
+/// A fresh simulated SoC for `cfg`, reached through its UART by the serial driver (its model
+/// built or loaded once per test binary).
+pub fn soc_device(cfg: &HwConfig) -> drivers::serial::SerialDevice<vta_sim::soc::SimLine> {
+    let opts = vta_sim::soc::SimOptions {
+        cache_dir: Some(model_cache()),
+        ..Default::default()
+    };
+    let name = cfg.config_string();
+    vta_sim::soc::device(cfg, &opts, &mut |s| eprintln!("[soc model {name}] {s}"))
+        .unwrap_or_else(|e| panic!("{cfg}: no simulated SoC: {e}"))
 }
 
 /// Whether [`run`] also runs on the RTL simulator.
@@ -225,13 +255,14 @@ pub fn rtl_device(cfg: &HwConfig) -> RtlDevice {
 }
 
 /// Panics unless the two runs' outputs and counters are identical, naming the first
-/// differing output byte.
+/// differing output byte; the second run must report its cycles.
 pub fn compare_runs(cfg: &HwConfig, fsim: &drivers::ProgramRun, rtl: &drivers::ProgramRun) {
+    let other = &rtl.report.backend;
     assert_eq!(fsim.outputs.len(), rtl.outputs.len());
     for ((name, w), (_, g)) in fsim.outputs.iter().zip(&rtl.outputs) {
         if let Some(i) = w.iter().zip(g).position(|(a, b)| a != b) {
             panic!(
-                "{cfg}: output '{name}' differs between fsim and rtl from byte {i} of {}:\n  fsim {:?}\n  rtl  {:?}",
+                "{cfg}: output '{name}' differs between fsim and {other} from byte {i} of {}:\n  fsim {:?}\n  {other} {:?}",
                 w.len(),
                 &w[i..w.len().min(i + 16)],
                 &g[i..g.len().min(i + 16)]
@@ -240,11 +271,11 @@ pub fn compare_runs(cfg: &HwConfig, fsim: &drivers::ProgramRun, rtl: &drivers::P
     }
     assert_eq!(
         fsim.report.counters, rtl.report.counters,
-        "{cfg}: counters differ between fsim and rtl"
+        "{cfg}: counters differ between fsim and {other}"
     );
     assert!(
         rtl.report.get("cycles").is_some_and(|c| c > 0),
-        "{cfg}: the RTL run reports no cycles"
+        "{cfg}: the {other} run reports no cycles"
     );
 }
 

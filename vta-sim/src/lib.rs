@@ -8,6 +8,9 @@
 //!   accelerator's RTL in Verilator with a Rust AXI memory model and the board driver's
 //!   register sequence; cycle counts, the hardware's counters, instruction traces, waveforms
 //!   and hang diagnoses.
+//! * The **SoC simulator** ([`soc`], with `rtl`): the whole SoC of an FPGA board without a
+//!   CPU (accelerator, device memory, UART bridge) in Verilator, reached through its UART
+//!   pins by the same serial driver a board is reached with.
 //!
 //! Each comes as a device of the device HAL as well: [`FsimDevice`] and `rtl::RtlDevice`
 //! implement [`drivers::Device`].
@@ -23,6 +26,8 @@ mod mem;
 pub mod races;
 #[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
+#[cfg(all(unix, feature = "rtl"))]
+pub mod soc;
 
 pub use device::FsimDevice;
 // The spec's counters are shared by every backend, so they live in the device HAL.

@@ -454,53 +454,8 @@ impl Device for BoardDevice {
                 return Err(self.timeout(format!("{what}; {NO_RESET}")));
             }
         };
-        let reg = |name: &str| u64::from(done.get(name).unwrap_or(0));
-        let fail = |detail: String| DeviceError::Run {
-            backend: "board".into(),
-            source: detail.into(),
-        };
-        if done.control & regs::CONTROL_ERROR != 0 {
-            return Err(fail(format!(
-                "the accelerator reported an error (CONTROL = {:#x}: an AXI error response or \
-                 a micro-op index past its buffer) after {} cycles",
-                done.control,
-                reg("CYCLES")
-            )));
-        }
-        let bad: Vec<String> = [
-            ("GEMM_UOPS", counters.gemm_uops),
-            ("ALU_UOPS", counters.alu_uops),
-            ("RESET_UOPS", counters.reset_uops),
-            ("INSNS", u64::from(insn_count)),
-        ]
-        .into_iter()
-        .filter(|&(r, want)| reg(r) != want & 0xffff_ffff)
-        .map(|(r, want)| format!("{r} = {}, the instruction stream has {want}", reg(r)))
-        .collect();
-        if !bad.is_empty() {
-            return Err(fail(format!(
-                "hardware counter mismatch: {}",
-                bad.join("; ")
-            )));
-        }
-        let mut extras = vec![("cycles".to_string(), reg("CYCLES"))];
-        for r in [
-            "LOAD_BUSY",
-            "LOAD_STALL",
-            "COMPUTE_BUSY",
-            "COMPUTE_STALL",
-            "STORE_BUSY",
-            "STORE_STALL",
-            "DMA_BUSY",
-        ] {
-            extras.push((r.to_lowercase(), reg(r)));
-        }
-        extras.push(("polls".into(), done.polls));
-        Ok(RunReport {
-            backend: self.name().into(),
-            counters: counters.iter().map(|(n, v)| (n.to_string(), v)).collect(),
-            extras,
-            wall_time: t.elapsed(),
-        })
+        let mut report = crate::completion::report(self.name(), &counters, &done, insn_count)?;
+        report.wall_time = t.elapsed();
+        Ok(report)
     }
 }

@@ -119,10 +119,11 @@ pub fn uart_bridge(c: &BridgeConfig) -> Module {
     // Cycles since a character last arrived, saturating at the frame timeout.
     let tw = count_bits(u64::from(c.frame_timeout));
     let silent = m.reg("silent", tw, 0);
-    let timed_out = m.named("timed_out", silent.eq(u64::from(c.frame_timeout)) & !have);
+    let quiet = silent.eq(u64::from(c.frame_timeout));
+    let timed_out = m.named("timed_out", quiet & !have);
     m.next(
         silent,
-        m.mux(rx.output("valid"), 0, m.mux(timed_out, silent, silent + 1)),
+        m.mux(rx.output("valid"), 0, m.mux(quiet, silent, silent + 1)),
     );
 
     // ---- the engine's registers --------------------------------------------------------------

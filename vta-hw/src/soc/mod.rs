@@ -12,9 +12,9 @@
 //!
 //! # API (stable: the bitstream flow builds on it)
 //!
-//! * [`SocParams`]: clock frequency, baud rate, device memory size and address, pin
-//!   polarities. [`SocParams::for_config`] takes the clock from the config's `CLOCK_MHZ`;
-//!   every field may be changed (a board sets its oscillator's frequency).
+//! * [`SocParams`]: clock frequency, baud rate, device memory size and address, frame
+//!   timeout, pin polarities. [`SocParams::for_config`] takes the clock from the config's
+//!   `CLOCK_MHZ`; every field may be changed (a board sets its oscillator's frequency).
 //! * [`build`]`(cfg, params) -> hdl::Module`: the top `vta_soc`.
 //! * [`generate`]`(cfg, params) -> GeneratedSoc`: its Verilog with a header comment (config,
 //!   parameters, memory map, pins), the port manifest and the control register map.
@@ -80,6 +80,10 @@ pub struct SocParams {
     /// Byte address of the device memory: a non-zero multiple of its size (the host's
     /// registers sit at address 0).
     pub mem_base: u32,
+    /// Silence inside a frame after which the bridge abandons it, in microseconds (at
+    /// least 64 character times are used). 50 ms by default: longer than the pauses of a USB
+    /// serial adapter, short enough to recover from a lost byte at once.
+    pub frame_timeout_us: u32,
     /// The reset pin is `rst_n`, active low (else `rst`, active high).
     pub reset_active_low: bool,
     /// The LED pins are low when lit.
@@ -92,6 +96,8 @@ pub const DEFAULT_BAUD: u32 = 115_200;
 pub const DEFAULT_MEM_BYTES: u32 = 32 << 10;
 /// Default device memory address.
 pub const DEFAULT_MEM_BASE: u32 = 0x1000_0000;
+/// Default frame timeout: 50 ms.
+pub const DEFAULT_FRAME_TIMEOUT_US: u32 = 50_000;
 
 impl SocParams {
     /// The defaults, clocked at `cfg`'s `CLOCK_MHZ`: 115200 baud, 32 KiB of device memory at
@@ -102,6 +108,7 @@ impl SocParams {
             baud: DEFAULT_BAUD,
             mem_bytes: DEFAULT_MEM_BYTES,
             mem_base: DEFAULT_MEM_BASE,
+            frame_timeout_us: DEFAULT_FRAME_TIMEOUT_US,
             reset_active_low: false,
             leds_active_low: false,
         }
@@ -150,10 +157,17 @@ impl SocParams {
         Ok(d)
     }
 
-    /// Cycles of silence after which the bridge abandons a frame: 50 ms, and at least 64
-    /// character times.
+    /// Cycles of silence after which the bridge abandons a frame:
+    /// [`SocParams::frame_timeout_us`], and at least 64 character times.
     pub fn frame_timeout(&self) -> Result<u32, SocError> {
-        Ok((self.clock_hz / 20).max(640 * self.divisor()?))
+        let cycles = u64::from(self.clock_hz) * u64::from(self.frame_timeout_us) / 1_000_000;
+        let min = 640 * u64::from(self.divisor()?);
+        u32::try_from(cycles.max(min)).map_err(|_| {
+            SocError::Baud(format!(
+                "a frame timeout of {} us is {cycles} cycles at {} Hz, more than the bridge                  counts (2^32)",
+                self.frame_timeout_us, self.clock_hz
+            ))
+        })
     }
 
     /// Checks every parameter.
