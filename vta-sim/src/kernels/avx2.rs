@@ -4,7 +4,8 @@
 //! The whole instruction loop is one `#[target_feature]` function with no closures, so that
 //! every intrinsic is inlined into it: a per-micro-op AVX2 call, or a closure (which does not
 //! inherit the target feature), costs a call per intrinsic and runs slower than the portable
-//! loop.
+//! loop. Its helpers are `unsafe fn`s with the same target feature (inlined into it), as Rust
+//! before 1.86 requires of `#[target_feature]` functions.
 
 use std::arch::x86_64::{
     __m128i, __m256i, _mm256_add_epi32, _mm256_cvtepi8_epi16, _mm256_loadu_si256,
@@ -18,7 +19,8 @@ use super::{Lane, Loop, Shape};
 
 /// A stored WGT lane type the kernel reads 16 at a time, widened to i16.
 pub(super) trait Wide16: Lane {
-    /// The 16 lanes at `p`, as i16.
+    /// The 16 lanes at `p`, as i16. Always inlined into the AVX2 kernel, whose target
+    /// feature its intrinsics then share.
     ///
     /// # Safety
     /// The CPU must support AVX2 and 16 lanes must be readable at `p`.
@@ -26,20 +28,18 @@ pub(super) trait Wide16: Lane {
 }
 
 impl Wide16 for i8 {
-    #[target_feature(enable = "avx2")]
-    #[inline]
+    #[inline(always)]
     unsafe fn load16(p: *const i8) -> __m256i {
-        // SAFETY: 16 bytes are readable at `p` (the caller's promise); unaligned access.
-        _mm256_cvtepi8_epi16(unsafe { _mm_loadu_si128(p.cast()) })
+        // 16 bytes readable at `p` (the caller's promise); unaligned access.
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(p.cast()))
     }
 }
 
 impl Wide16 for i16 {
-    #[target_feature(enable = "avx2")]
-    #[inline]
+    #[inline(always)]
     unsafe fn load16(p: *const i16) -> __m256i {
-        // SAFETY: 32 bytes are readable at `p` (the caller's promise); unaligned access.
-        unsafe { _mm256_loadu_si256(p.cast()) }
+        // 32 bytes readable at `p` (the caller's promise); unaligned access.
+        _mm256_loadu_si256(p.cast())
     }
 }
 
@@ -89,9 +89,12 @@ pub(super) unsafe fn gemm<W: Wide16>(
 /// the row is read and written back only when the destination changes. Deferring the
 /// ACC_WIDTH wrap to then is exact: the low bits of a sum depend only on the low bits of
 /// its terms.
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn gemm_vectors<W: Wide16, const V: usize, const P: usize>(
+unsafe fn gemm_vectors<W: Wide16, const V: usize, const P: usize>(
     sh: &Shape,
     acc: &mut [i32],
     inp: &[i16],
@@ -153,9 +156,12 @@ fn gemm_vectors<W: Wide16, const V: usize, const P: usize>(
 }
 
 /// The `8 * V` lanes of `row` as `V` vectors.
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn load_row<const V: usize>(row: &[i32]) -> [__m256i; V] {
+unsafe fn load_row<const V: usize>(row: &[i32]) -> [__m256i; V] {
     assert!(row.len() >= 8 * V);
     let p = row.as_ptr().cast::<__m256i>();
     let mut t = [_mm256_setzero_si256(); V];
@@ -168,9 +174,12 @@ fn load_row<const V: usize>(row: &[i32]) -> [__m256i; V] {
 
 /// Writes `t` to the `8 * V` lanes of `row`, each wrapped to ACC_WIDTH bits (`shift` =
 /// `32 - ACC_WIDTH`).
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn store_row<const V: usize>(row: &mut [i32], t: &[__m256i; V], shift: __m128i) {
+unsafe fn store_row<const V: usize>(row: &mut [i32], t: &[__m256i; V], shift: __m128i) {
     assert!(row.len() >= 8 * V);
     let p = row.as_mut_ptr().cast::<__m256i>();
     for (v, tv) in t.iter().enumerate() {
@@ -182,9 +191,17 @@ fn store_row<const V: usize>(row: &mut [i32], t: &[__m256i; V], shift: __m128i) 
 
 /// `t += ib . tile^T` for one batch row: `ib` its `2 * pairs` input lanes, `tile` the WGT
 /// tile (`16 * V * pairs` lanes).
+///
+/// # Safety
+/// The CPU must support AVX2.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn madd_row<W: Wide16, const V: usize>(t: &mut [__m256i; V], ib: &[i16], tile: &[W], pairs: usize) {
+unsafe fn madd_row<W: Wide16, const V: usize>(
+    t: &mut [__m256i; V],
+    ib: &[i16],
+    tile: &[W],
+    pairs: usize,
+) {
     assert!(ib.len() >= 2 * pairs && tile.len() >= 16 * V * pairs);
     let wp = tile.as_ptr();
     for p in 0..pairs {
