@@ -40,7 +40,7 @@ enum Command {
     Disasm(cmd::disasm::DisasmArgs),
     /// Run a program on a simulator and save its outputs
     Sim(cmd::sim::SimArgs),
-    /// Measure simulator throughput
+    /// Measure the simulators' throughput, calibration and whole `vta run` processes
     #[command(subcommand)]
     Bench(cmd::bench::BenchCmd),
     /// Compile an ONNX model for an accelerator config into a compiled model file

@@ -193,6 +193,51 @@ fn bench_prints_figures() {
 }
 
 #[test]
+fn bench_calibration_and_whole_runs() {
+    // ResNet-18 at its smallest input keeps these quick; the figures' shape is checked.
+    let text = ok(vta(&["bench", "calibration", "--size", "16", "--samples", "2"]));
+    assert!(
+        text.contains("sample 2:") && text.contains("per sample:"),
+        "{text}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&ok(vta(&[
+        "bench",
+        "calibration",
+        "--size",
+        "16",
+        "--samples",
+        "1",
+        "--json",
+    ])))
+    .unwrap();
+    assert_eq!(j["samples"].as_array().unwrap().len(), 1, "{j}");
+    assert!(j["cpu_seconds_fastest"].as_f64().unwrap() > 0.0, "{j}");
+    let e = fails(vta(&["bench", "calibration", "--samples", "0"]));
+    assert!(e.contains("--samples 0"), "{e}");
+
+    let j: serde_json::Value = serde_json::from_str(&ok(vta(&[
+        "bench", "run", "--size", "16", "--repeat", "2", "--json",
+    ])))
+    .unwrap();
+    let runs = j["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{j}");
+    assert!(runs.iter().all(|r| r["cpu_seconds"].as_f64().unwrap() > 0.0), "{j}");
+    assert_eq!(j["command"][0], "run", "{j}");
+    // A model that cannot be run names the failing `vta run`.
+    let dir = scratch("bench_run");
+    let bogus = dir.join("bogus.vtab");
+    std::fs::write(&bogus, b"not a model").unwrap();
+    let e = fails(vta(&[
+        "bench",
+        "run",
+        bogus.to_str().unwrap(),
+        "--input",
+        "x.npy",
+    ]));
+    assert!(e.contains("`vta run") && e.contains("bogus.vtab"), "{e}");
+}
+
+#[test]
 fn help_texts() {
     let help = ok(vta(&["sim", "--help"]));
     // The help restates the hang bound's default (the option is optional so that fsim can

@@ -130,7 +130,8 @@ mod rtl {
         let mut b = cc::Build::new();
         b.cpp(true)
             .std("gnu++17")
-            .opt_level(2)
+            // As `hdl::verilator` compiles run-time models (see its `cxx_flags`).
+            .opt_level(3)
             .debug(false)
             .warnings(false)
             .extra_warnings(false)

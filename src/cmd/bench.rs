@@ -1,4 +1,9 @@
-//! `vta bench`: throughput figures of the simulators (benchmarks, never timed tests).
+//! `vta bench`: throughput figures of the simulators, of calibration and of whole `vta run`
+//! processes (benchmarks, never timed tests).
+
+mod resnet;
+
+use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
@@ -8,8 +13,51 @@ pub enum BenchCmd {
     /// Functional simulator: simulated GEMM MACs per second and ALU micro-ops per second
     Fsim(FsimArgs),
     /// Cycle-accurate RTL simulator: simulated cycles per second and the GEMM core's
-    /// utilization on VTA's blocked GEMM with one and two virtual threads
+    /// utilization on VTA's blocked GEMM with one and two virtual threads, or on ResNet-18
+    /// (--network resnet18)
     Rtl(RtlBenchArgs),
+    /// Calibration: CPU time per sample of ResNet-18's float network (`vta compile
+    /// --calibrate` runs it once per sample)
+    Calibration(CalibrationArgs),
+    /// Whole `vta run` processes (start, model load, inference, exit) of a compiled model;
+    /// without one, of ResNet-18 compiled now into a temporary directory
+    Run(RunBenchArgs),
+}
+
+#[derive(Args)]
+pub struct CalibrationArgs {
+    /// Input height and width of ResNet-18
+    #[arg(long, value_name = "N", default_value_t = 224)]
+    size: usize,
+    /// Samples to calibrate on, one at a time (pseudo-random inputs)
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    samples: u32,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct RunBenchArgs {
+    /// Compiled model to run [default: ResNet-18 (`vta zoo resnet18`) compiled for --config,
+    /// calibrated on its sample input, which is then the input]
+    #[arg(value_name = "MODEL.vtab", requires = "inputs")]
+    model: Option<PathBuf>,
+    /// The model's input, as for `vta run` (repeat for each input)
+    #[arg(long = "input", short = 'i', value_name = "X.npy", requires = "model")]
+    inputs: Vec<String>,
+    /// Config of the ResNet-18 compiled when no model is given
+    #[arg(long, value_name = "FILE|PRESET", conflicts_with = "model")]
+    config: Option<String>,
+    /// Input height and width of the ResNet-18 compiled when no model is given
+    #[arg(long, value_name = "N", default_value_t = 224, conflicts_with = "model")]
+    size: usize,
+    /// Processes to run, one after another
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    repeat: u32,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -28,6 +76,12 @@ pub struct RtlBenchArgs {
     /// Blocked GEMM: block size (a multiple of the GEMM tile) [default: 4 x BLOCK_OUT]
     #[arg(long, value_name = "N")]
     block: Option<u32>,
+    /// Run this network instead of the blocked GEMM (compiled for --config, one inference)
+    #[arg(long, value_name = "NAME", value_parser = ["resnet18"], conflicts_with_all = ["batch", "channels", "block"])]
+    network: Option<String>,
+    /// --network: input height and width
+    #[arg(long, value_name = "N", default_value_t = 224, requires = "network")]
+    size: usize,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -94,6 +148,24 @@ pub fn run(c: BenchCmd) -> Result<String> {
                 anyhow::bail!("--mem-stall-percent does not apply to `vta bench rtl` (it measures the memory timing it is given, without injected faults)");
             }
             let cfg = super::load_config(a.config.as_deref())?;
+            if a.network.is_some() {
+                let mut dev = a.rtl.device(&cfg, false)?;
+                let f = resnet::rtl_network(&cfg, a.size, &mut dev)?;
+                if a.json {
+                    return Ok(super::json::text(&serde_json::json!({
+                        "bench": "rtl",
+                        "network": "resnet18",
+                        "size": f.size,
+                        "config": f.config,
+                        "cycles": f.cycles,
+                        "host_cycles": f.host_cycles,
+                        "cpu_seconds": f.cpu,
+                        "wall_seconds": f.wall,
+                        "cycles_per_second": f.cycles_per_second(),
+                    })));
+                }
+                return Ok(format!("{f}\n"));
+            }
             let mut b = vta_sim::bench::rtl::RtlBench::for_config(&cfg);
             b.timing = a.rtl.timing(&cfg)?;
             b.batch = a.batch.unwrap_or(b.batch);
@@ -139,6 +211,48 @@ pub fn run(c: BenchCmd) -> Result<String> {
                 })));
             }
             Ok(format!("{figures}\n"))
+        }
+        BenchCmd::Calibration(a) => {
+            let f = resnet::calibration(a.size, a.samples)?;
+            if a.json {
+                let (min, median) = f.cpu();
+                return Ok(super::json::text(&serde_json::json!({
+                    "bench": "calibration",
+                    "network": "resnet18",
+                    "size": f.size,
+                    "samples": f.samples.iter().map(|(cpu, wall)| serde_json::json!({
+                        "cpu_seconds": cpu,
+                        "wall_seconds": wall,
+                    })).collect::<Vec<_>>(),
+                    "cpu_seconds_fastest": min,
+                    "cpu_seconds_median": median,
+                })));
+            }
+            Ok(format!("{f}\n"))
+        }
+        BenchCmd::Run(a) => {
+            let scratch;
+            let (model, inputs) = match a.model {
+                Some(m) => (m, a.inputs),
+                None => {
+                    let cfg = super::load_config(a.config.as_deref())?;
+                    scratch = resnet::ScratchDir::new("run")?;
+                    let (m, x) = resnet::write_resnet(scratch.path(), &cfg, a.size)?;
+                    (m, vec![x.display().to_string()])
+                }
+            };
+            let f = resnet::run_process(&model, &inputs, a.repeat)?;
+            if a.json {
+                return Ok(super::json::text(&serde_json::json!({
+                    "bench": "run",
+                    "command": f.args,
+                    "runs": f.runs.iter().map(|(wall, cpu)| serde_json::json!({
+                        "wall_seconds": wall,
+                        "cpu_seconds": cpu,
+                    })).collect::<Vec<_>>(),
+                })));
+            }
+            Ok(format!("{f}\n"))
         }
     }
 }

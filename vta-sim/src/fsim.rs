@@ -654,16 +654,10 @@ impl Fsim {
                 &mut self.inp[first * sh.inp_lanes..][..count * sh.inp_lanes],
             ),
             MemType::Wgt => {
-                let (bi, bo) = (sh.block_in, sh.block_out);
-                self.lanes.resize(count * bo * bi, 0);
-                lanes::unpack_i16(bytes, self.cfg.wgt_width(), &mut self.lanes);
-                for (t, natural) in self.lanes.chunks_exact(bo * bi).enumerate() {
-                    let tile = (first + t) * sh.wgt_lanes;
-                    for (l, &v) in natural.iter().enumerate() {
-                        self.wgt
-                            .set(tile + kernels::wgt_slot(bo, l / bi, l % bi), v);
-                    }
-                }
+                let bits = self.cfg.wgt_width();
+                let tiles = (first, count);
+                self.wgt
+                    .write_tiles(&sh, tiles, bytes, bits, &mut self.lanes)
             }
             MemType::Acc => lanes::unpack_i32(
                 bytes,

@@ -111,10 +111,62 @@ impl WgtLanes {
     }
 
     /// Sets lane `i` to `v`, which fits the stored width.
+    #[cfg(test)]
     pub fn set(&mut self, i: usize, v: i16) {
         match self {
             WgtLanes::I8(l) => l[i] = v as i8,
             WgtLanes::I16(l) => l[i] = v,
+        }
+    }
+
+    /// Stores tiles `first..first + count` from `bytes`, their DRAM form: tiles of
+    /// `BLOCK_OUT x BLOCK_IN` lanes of `bits` bits in natural order (row n = output channel),
+    /// each into [`wgt_slot`] order; `scratch` holds the unpacked lanes where needed.
+    pub fn write_tiles(
+        &mut self,
+        sh: &Shape,
+        (first, count): (usize, usize),
+        bytes: &[u8],
+        bits: u32,
+        scratch: &mut Vec<i16>,
+    ) {
+        let (bi, bo, wl) = (sh.block_in, sh.block_out, sh.wgt_lanes);
+        let range = first * wl..(first + count) * wl;
+        if let (WgtLanes::I8(l), 8, 0) = (&mut *self, bits, bi % 2) {
+            // Bytes are lanes: move each input-channel pair of each row in one piece.
+            for (tile, src) in l[range]
+                .chunks_exact_mut(wl)
+                .zip(bytes.chunks_exact(bo * bi))
+            {
+                for (n, row) in src.chunks_exact(bi).enumerate() {
+                    for (kp, pair) in row.chunks_exact(2).enumerate() {
+                        let at = kp * 2 * bo + 2 * n;
+                        tile[at] = pair[0] as i8;
+                        tile[at + 1] = pair[1] as i8;
+                    }
+                }
+            }
+            return;
+        }
+        fn scatter<T: Copy>(sh: &Shape, tiles: &mut [T], natural: &[i16], lane: impl Fn(i16) -> T) {
+            let (bi, bo) = (sh.block_in, sh.block_out);
+            for (tile, src) in tiles
+                .chunks_exact_mut(sh.wgt_lanes)
+                .zip(natural.chunks_exact(bo * bi))
+            {
+                for (n, row) in src.chunks_exact(bi).enumerate() {
+                    for (k, &v) in row.iter().enumerate() {
+                        tile[wgt_slot(bo, n, k)] = lane(v);
+                    }
+                }
+            }
+        }
+        scratch.resize(count * bo * bi, 0);
+        isa::lanes::unpack_i16(bytes, bits, scratch);
+        match self {
+            // The lanes were sign-extended from at most 8 bits: the cast keeps them.
+            WgtLanes::I8(l) => scatter(sh, &mut l[range], scratch, |v| v as i8),
+            WgtLanes::I16(l) => scatter(sh, &mut l[range], scratch, |v| v),
         }
     }
 }
@@ -357,11 +409,18 @@ mod tests {
                 src: (rng.below(3) as usize, rng.below(2) as usize),
                 wgt: (rng.below(3) as usize, rng.below(2) as usize),
             };
+            // Runs of micro-ops with one destination (as a convolution's), and changes.
+            let mut dst = 0;
             let uops: Vec<Uop> = (0..1 + rng.below(12))
-                .map(|_| Uop {
-                    dst_idx: rng.below(16) as u32,
-                    src_idx: rng.below(16) as u32,
-                    wgt_idx: rng.below(16) as u32,
+                .map(|_| {
+                    if rng.chance(40) {
+                        dst = rng.below(16) as u32;
+                    }
+                    Uop {
+                        dst_idx: dst,
+                        src_idx: rng.below(16) as u32,
+                        wgt_idx: rng.below(16) as u32,
+                    }
                 })
                 .collect();
             let mut want = acc0.clone();

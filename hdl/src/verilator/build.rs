@@ -52,7 +52,9 @@ pub(super) fn cxx_flags(t: &Tools, trace: bool) -> Vec<String> {
     let tr = if trace { "1" } else { "0" };
     let mut f: Vec<String> = [
         "-std=gnu++17",
-        "-O2",
+        // With Verilator's functions split (see `verilator_args`), -O3 runs the models
+        // about 15% faster than -O2 and compiles them in less CPU time.
+        "-O3",
         "-fPIC",
         "-fvisibility=hidden",
         "-faligned-new",
@@ -90,6 +92,11 @@ pub fn verilator_args(top: &str, trace: bool) -> Vec<String> {
         "fast",
         "--noassert",
         "--no-timing",
+        // The design's evaluation is one function of tens of KiB of straight-line code per
+        // clock edge; split into functions of this many statements, the C++ compiler
+        // allocates registers better (about 7% faster at -O3, and quicker to compile).
+        "--output-split-cfuncs",
+        "5000",
         // Waveform time stamps are picoseconds (the shim steps half clock periods).
         "--timescale-override",
         "1ps/1ps",

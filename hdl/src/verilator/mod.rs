@@ -6,10 +6,10 @@
 //! a C++ shim ([`shim_cpp`]: `extern "C"` functions to create and free a model, get a
 //! pointer to each port's storage, set/get a port as little-endian 32-bit words, eval,
 //! clock ticks, optional VCD tracing), runs `verilator --cc -O3 --x-assign fast
-//! --x-initial fast --noassert`, compiles the generated C++ with `g++ -O2 -fPIC` in
-//! parallel (at most one compiler per CPU in the process), links `lib.so` and loads it with
-//! `libloading`. Port reads and writes go straight to the model's memory, not through a
-//! call.
+//! --x-initial fast --noassert --output-split-cfuncs 5000`, compiles the generated C++ with
+//! `g++ -O3 -fPIC` in parallel (at most one compiler per CPU in the process), links `lib.so`
+//! and loads it with `libloading`. Port reads and writes go straight to the model's memory,
+//! not through a call.
 //!
 //! Everything is cached in a directory the caller chooses (see [`default_cache_dir`]):
 //! * the Verilator runtime (`verilated.cpp`, `verilated_threads.cpp`, and the VCD writer

@@ -79,8 +79,19 @@ struct Library {
 pub struct Model {
     lib: Arc<Library>,
     handle: *mut c_void,
-    ptrs: Vec<*mut u8>,
+    /// Each port's storage and what the per-cycle accessors check, by port index.
+    slots: Vec<Slot>,
     cycles: u64,
+}
+
+/// A port's storage in the live model, with its width and direction, so that a port access
+/// checks and writes without going through the port table.
+#[derive(Clone, Copy)]
+struct Slot {
+    ptr: *mut u8,
+    storage: Storage,
+    width: u32,
+    input: bool,
 }
 
 // SAFETY: a Verilated model has no thread affinity; `Model` owns its instance exclusively
@@ -185,18 +196,26 @@ impl Model {
             !handle.is_null(),
             "the simulation model could not be created"
         );
-        let ptrs = (0..lib.ports.len())
-            .map(|i| {
+        let slots = lib
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
                 // SAFETY: the handle is valid and `i` is a port index of this library.
-                let p = unsafe { (lib.fns.port_ptr)(handle, i as u32) } as *mut u8;
-                assert!(!p.is_null(), "no storage for port {i}");
-                p
+                let ptr = unsafe { (lib.fns.port_ptr)(handle, i as u32) } as *mut u8;
+                assert!(!ptr.is_null(), "no storage for port {i}");
+                Slot {
+                    ptr,
+                    storage: storage(port.width),
+                    width: port.width,
+                    input: port.dir == Dir::Input,
+                }
             })
             .collect();
         Model {
             lib,
             handle,
-            ptrs,
+            slots,
             cycles: 0,
         }
     }
@@ -286,22 +305,57 @@ impl Model {
     pub fn info(&self, port: PortId) -> &PortInfo {
         match self.lib.ports.get(port.0) {
             Some(p) => p,
-            None => panic!(
-                "port index {} is out of range: the module has {} ports",
-                port.0,
-                self.lib.ports.len()
-            ),
+            None => self.out_of_range(port),
+        }
+    }
+
+    #[cold]
+    #[track_caller]
+    fn out_of_range(&self, port: PortId) -> ! {
+        panic!(
+            "port index {} is out of range: the module has {} ports",
+            port.0,
+            self.lib.ports.len()
+        )
+    }
+
+    /// The slot of `port` (panics for an index out of range).
+    #[track_caller]
+    #[inline]
+    fn slot(&self, port: PortId) -> Slot {
+        match self.slots.get(port.0) {
+            Some(&s) => s,
+            None => self.out_of_range(port),
         }
     }
 
     #[track_caller]
     #[inline]
-    fn writable(&self, port: PortId) -> &PortInfo {
-        let p = self.info(port);
-        if p.dir != Dir::Input {
-            panic!("cannot set `{}`: it is an output", p.name);
+    fn writable(&self, port: PortId) -> Slot {
+        let s = self.slot(port);
+        if !s.input {
+            self.not_an_input(port);
         }
-        p
+        s
+    }
+
+    #[cold]
+    #[track_caller]
+    fn not_an_input(&self, port: PortId) -> ! {
+        panic!("cannot set `{}`: it is an output", self.info(port).name)
+    }
+
+    #[cold]
+    #[track_caller]
+    fn bad_value(&self, port: PortId, value: u64) -> ! {
+        let p = self.info(port);
+        if p.width > 64 {
+            panic!("`{}` is {} bits wide: use set_wide", p.name, p.width);
+        }
+        panic!(
+            "value {value:#x} does not fit in `{}` ({} bits)",
+            p.name, p.width
+        );
     }
 
     /// Sets input `port` (at most 64 bits wide) to `value`; panics if `value` does not fit.
@@ -309,26 +363,19 @@ impl Model {
     #[track_caller]
     #[inline]
     pub fn set(&mut self, port: PortId, value: u64) {
-        let p = self.writable(port);
-        if p.width > 64 {
-            panic!("`{}` is {} bits wide: use set_wide", p.name, p.width);
+        let s = self.writable(port);
+        if s.width > 64 || (s.width < 64 && value >> s.width != 0) {
+            self.bad_value(port, value);
         }
-        if p.width < 64 && value >> p.width != 0 {
-            panic!(
-                "value {value:#x} does not fit in `{}` ({} bits)",
-                p.name, p.width
-            );
-        }
-        let ptr = self.ptrs[port.0];
         // SAFETY: `ptr` points to the port's storage inside the live model, whose C++ type
         // is given by `storage(width)`; the model is not running concurrently (&mut self).
         unsafe {
-            match storage(p.width) {
-                Storage::U8 => *ptr = value as u8,
-                Storage::U16 => *(ptr as *mut u16) = value as u16,
-                Storage::U32 => *(ptr as *mut u32) = value as u32,
-                Storage::U64 => *(ptr as *mut u64) = value,
-                Storage::Wide(_) => unreachable!(),
+            match s.storage {
+                Storage::U8 => *s.ptr = value as u8,
+                Storage::U16 => *(s.ptr as *mut u16) = value as u16,
+                Storage::U32 => *(s.ptr as *mut u32) = value as u32,
+                Storage::U64 => *(s.ptr as *mut u64) = value,
+                Storage::Wide(_) => unreachable!("checked above"),
             }
         }
     }
@@ -355,10 +402,11 @@ impl Model {
     /// are zero; bits above the port's width must be zero.
     #[track_caller]
     pub fn set_wide(&mut self, port: PortId, words: &[u32]) {
-        let p = self.writable(port);
-        let width = p.width;
+        let s = self.writable(port);
+        let width = s.width;
         let n = width.div_ceil(32) as usize;
         if words.len() > n {
+            let p = self.info(port);
             panic!(
                 "{} words given for `{}`, which is {} bits ({n} words)",
                 words.len(),
@@ -370,11 +418,12 @@ impl Model {
         let word = |i: usize| words.get(i).copied().unwrap_or(0);
         let rem = width % 32;
         if rem != 0 && word(n - 1) >> rem != 0 {
+            let p = self.info(port);
             panic!("value does not fit in `{}` ({} bits)", p.name, p.width);
         }
-        match storage(width) {
+        match s.storage {
             Storage::Wide(k) => {
-                let ptr = self.ptrs[port.0] as *mut u32;
+                let ptr = s.ptr as *mut u32;
                 for i in 0..k {
                     // SAFETY: a VlWide<k> port is k contiguous 32-bit words.
                     unsafe { *ptr.add(i) = word(i) };
@@ -391,18 +440,24 @@ impl Model {
     #[track_caller]
     #[inline]
     pub fn get(&self, port: PortId) -> u64 {
-        let p = self.info(port);
-        let ptr = self.ptrs[port.0];
+        let s = self.slot(port);
         // SAFETY: as in `set`; reading the port's storage.
         unsafe {
-            match storage(p.width) {
-                Storage::U8 => *ptr as u64,
-                Storage::U16 => *(ptr as *const u16) as u64,
-                Storage::U32 => *(ptr as *const u32) as u64,
-                Storage::U64 => *(ptr as *const u64),
-                Storage::Wide(_) => panic!("`{}` is {} bits wide: use get_wide", p.name, p.width),
+            match s.storage {
+                Storage::U8 => *s.ptr as u64,
+                Storage::U16 => *(s.ptr as *const u16) as u64,
+                Storage::U32 => *(s.ptr as *const u32) as u64,
+                Storage::U64 => *(s.ptr as *const u64),
+                Storage::Wide(_) => self.too_wide(port),
             }
         }
+    }
+
+    #[cold]
+    #[track_caller]
+    fn too_wide(&self, port: PortId) -> ! {
+        let p = self.info(port);
+        panic!("`{}` is {} bits wide: use get_wide", p.name, p.width)
     }
 
     /// A 1-bit port as a bool.
@@ -437,14 +492,15 @@ impl Model {
     /// count.
     #[track_caller]
     pub fn get_wide_into(&self, port: PortId, out: &mut [u32]) {
-        let p = self.info(port);
-        let n = p.width.div_ceil(32) as usize;
+        let s = self.slot(port);
+        let n = s.width.div_ceil(32) as usize;
         if out.len() != n {
+            let p = self.info(port);
             panic!("`{}` is {} words; got a buffer of {}", p.name, n, out.len());
         }
-        match storage(p.width) {
+        match s.storage {
             Storage::Wide(_) => {
-                let ptr = self.ptrs[port.0] as *const u32;
+                let ptr = s.ptr as *const u32;
                 for (i, o) in out.iter_mut().enumerate() {
                     // SAFETY: a VlWide<n> port is n contiguous 32-bit words.
                     *o = unsafe { *ptr.add(i) };

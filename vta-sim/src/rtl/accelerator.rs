@@ -165,6 +165,9 @@ pub struct Accelerator<M: Monitor> {
     lite_ports: LitePorts,
     lite: Lite,
     lite_result: Option<u32>,
+    /// AWVALID, WVALID, ARVALID as last driven (`None` after a reset), so that idle cycles
+    /// write none of the control port's inputs.
+    lite_valids: Option<(bool, bool, bool)>,
     cycle: u64,
     /// The clock port.
     clk: PortId,
@@ -194,6 +197,7 @@ impl<M: Monitor> Accelerator<M> {
             lite_ports,
             lite: Lite::Idle,
             lite_result: None,
+            lite_valids: None,
             cycle: 0,
             monitor,
         };
@@ -222,6 +226,7 @@ impl<M: Monitor> Accelerator<M> {
             }
         }
         self.lite = Lite::Idle;
+        self.lite_valids = None;
         self.model.reset(4);
         self.mem.reset(&mut self.model, &self.axi);
         // Inputs that never change: the host always ready, full strobes.
@@ -297,9 +302,12 @@ impl<M: Monitor> Accelerator<M> {
             }
             Lite::Idle => {}
         }
-        m.set(l[0], awv as u64);
-        m.set(l[3], wv as u64);
-        m.set(l[10], arv as u64);
+        if self.lite_valids != Some((awv, wv, arv)) {
+            m.set(l[0], awv as u64);
+            m.set(l[3], wv as u64);
+            m.set(l[10], arv as u64);
+            self.lite_valids = Some((awv, wv, arv));
+        }
 
         m.eval();
 

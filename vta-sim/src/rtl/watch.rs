@@ -17,10 +17,11 @@ use super::accelerator::Monitor;
 use super::trace::{Trace, TraceEvent, TraceTrack};
 
 /// Bits of `dbg_state` that are one-cycle events (progress even when repeated).
-const PULSES: u64 = 1 << debug::EXEC_HANDED
-    | 1 << debug::EXEC_DONE
-    | 1 << debug::DISPATCHED
-    | 1 << debug::UOP_EVENT;
+const PULSES: u64 = TRACKED_PULSES | 1 << debug::UOP_EVENT;
+
+/// The pulses instruction tracking follows (a micro-op's write-back is only progress).
+const TRACKED_PULSES: u64 =
+    1 << debug::EXEC_HANDED | 1 << debug::EXEC_DONE | 1 << debug::DISPATCHED;
 
 /// What the monitor knows about one instruction of the stream.
 #[derive(Clone, Debug)]
@@ -496,7 +497,10 @@ impl Monitor for Watch {
         if st != self.last_state || st & PULSES != 0 || beats != self.last_beats {
             self.last_progress = cycle;
             self.last_beats = beats;
-            if self.track.is_some() {
+            // Without a trace, only state changes and the tracked pulses move the tracking
+            // (most cycles of a GEMM are a micro-op pulse or a data beat and nothing else).
+            let tracked = self.trace.is_some() || st != self.last_state || st & TRACKED_PULSES != 0;
+            if tracked && self.track.is_some() {
                 self.step(cycle, st, model);
             }
             self.last_state = st;

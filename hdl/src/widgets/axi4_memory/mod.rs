@@ -109,8 +109,10 @@ pub struct AxiMemory {
     timing: MemTiming,
     reads: VecDeque<Burst>,
     writes: VecDeque<Burst>,
-    /// W beats received ahead of their burst's completion: (data, strobes, last, cycle).
-    wbeats: VecDeque<(Vec<u8>, Vec<bool>, bool, u64)>,
+    /// W beats received ahead of their burst's completion.
+    wbeats: VecDeque<WBeat>,
+    /// Buffers of retired W beats, reused for the next ones (no allocation per beat).
+    spare_beats: Vec<WBeat>,
     /// Write responses: the cycle each is due, and the injected error it carries.
     bresp: VecDeque<(u64, Option<ErrorResponse>)>,
     violations: Vec<String>,
@@ -123,6 +125,11 @@ pub struct AxiMemory {
     ar_wait: Option<AxiAddr>,
     aw_wait: Option<AxiAddr>,
     w_wait: Option<WBeat>,
+    /// What [`AxiMemory::drive`] last wrote to the model's inputs (`None`: unknown, after a
+    /// reset), so that each cycle writes only what changed.
+    driven: Option<Driven>,
+    /// The R data on the model's inputs is the offered beat's (cleared when it is taken).
+    r_data_driven: bool,
     faults: MemFaults,
     stall_gen: Option<StallGen>,
     /// Read and write bursts accepted since the faults were (re)started.
@@ -135,7 +142,7 @@ pub struct AxiMemory {
     errors_total: u64,
     /// Completed bursts, when logging.
     log: Option<Vec<BurstRecord>>,
-    /// Reused beat buffer (R and W data) as 32-bit words.
+    /// Reused R beat buffer as 32-bit words.
     beat: Vec<u32>,
 }
 
@@ -155,6 +162,7 @@ impl AxiMemory {
             reads: VecDeque::new(),
             writes: VecDeque::new(),
             wbeats: VecDeque::new(),
+            spare_beats: vec![],
             bresp: VecDeque::new(),
             violations: vec![],
             stats: MemStats::default(),
@@ -163,6 +171,8 @@ impl AxiMemory {
             ar_wait: None,
             aw_wait: None,
             w_wait: None,
+            driven: None,
+            r_data_driven: false,
             faults: MemFaults::default(),
             stall_gen: None,
             read_n: 0,
@@ -453,7 +463,7 @@ impl AxiMemory {
             let need = b.beats as usize;
             if self.wbeats.len() < need {
                 // Beats may still be coming; a LAST too early is an error.
-                if let Some(i) = self.wbeats.iter().position(|w| w.2) {
+                if let Some(i) = self.wbeats.iter().position(|w| w.last) {
                     let (addr, beats) = (b.addr, b.beats);
                     self.violation(
                         cycle,
@@ -462,24 +472,25 @@ impl AxiMemory {
                             i + 1
                         ),
                     );
-                    self.wbeats.drain(..=i);
+                    let dropped: Vec<WBeat> = self.wbeats.drain(..=i).collect();
+                    self.spare_beats.extend(dropped);
                     self.writes.pop_front();
                     continue;
                 }
                 return;
             }
             let b = self.writes.pop_front().unwrap();
-            let first_beat = self.wbeats[0].3;
+            let first_beat = self.wbeats[0].cycle;
             let mut last_beat = first_beat;
             for i in 0..need {
-                let (data, strb, last, at) = self.wbeats.pop_front().unwrap();
-                last_beat = at;
-                if last != (i + 1 == need) {
+                let beat = self.wbeats.pop_front().unwrap();
+                last_beat = beat.cycle;
+                if beat.last != (i + 1 == need) {
                     self.violation(
                         cycle,
                         format!(
                             "WLAST {} on beat {} of the {need}-beat burst at {:#x}",
-                            last as u8,
+                            beat.last as u8,
                             i + 1,
                             b.addr
                         ),
@@ -487,16 +498,17 @@ impl AxiMemory {
                 }
                 let addr = b.addr + (i * self.bus_bytes) as u64;
                 // A burst answered with an error is not written.
-                if b.resp.is_some() {
-                    continue;
-                }
-                if let Some(off) = self.offset(addr, self.bus_bytes) {
-                    for (k, (&d, &s)) in data.iter().zip(&strb).enumerate() {
-                        if s {
-                            self.data[off + k] = d;
+                if b.resp.is_none() {
+                    if let Some(off) = self.offset(addr, self.bus_bytes) {
+                        let bytes = &mut self.data[off..off + self.bus_bytes];
+                        for (k, byte) in bytes.iter_mut().enumerate() {
+                            if beat.strb[k / 32] >> (k % 32) & 1 == 1 {
+                                *byte = (beat.data[k / 4] >> (8 * (k % 4))) as u8;
+                            }
                         }
                     }
                 }
+                self.spare_beats.push(beat);
             }
             self.stats.write_bursts += 1;
             if let Some(log) = &mut self.log {
@@ -554,12 +566,33 @@ impl std::fmt::Display for AxiAddr {
     }
 }
 
-/// A sampled W beat: data and strobes as 32-bit words, WLAST.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A sampled W beat: data and strobes as 32-bit words, WLAST, and the cycle it was sampled.
+#[derive(Clone, Debug)]
 struct WBeat {
     data: Vec<u32>,
     strb: Vec<u32>,
     last: bool,
+    cycle: u64,
+}
+
+impl WBeat {
+    /// The same payload (data, strobes, WLAST).
+    fn same_payload(&self, other: &WBeat) -> bool {
+        self.data == other.data && self.strb == other.strb && self.last == other.last
+    }
+}
+
+/// The slave's outputs as last driven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Driven {
+    ar_ready: bool,
+    aw_ready: bool,
+    w_ready: bool,
+    r_valid: bool,
+    r_last: bool,
+    r_resp: u64,
+    b_valid: bool,
+    b_resp: u64,
 }
 
 /// Handles of an AXI4 master's ports on a model, named `{prefix}arvalid`, `{prefix}rdata`, ...
@@ -644,12 +677,15 @@ impl AxiMemory {
         self.ar_wait = None;
         self.aw_wait = None;
         self.w_wait = None;
+        self.driven = None;
+        self.r_data_driven = false;
         m.set(p.r[3], 0);
         m.set(p.b[2], 0);
     }
 
     /// Drives the slave's outputs for cycle `now` from the memory's state (and the faults'
-    /// stalls for this cycle).
+    /// stalls for this cycle). Only the inputs that changed since the last cycle are written;
+    /// an offered R beat's data is read from the memory once, and held while it waits.
     pub fn drive(&mut self, m: &mut Model, p: &AxiPorts, now: u64) -> Offered {
         let t = self.timing;
         let held = self
@@ -658,47 +694,60 @@ impl AxiMemory {
             .map_or(Held::default(), StallGen::cycle);
         let hung = self.hung(now);
         let beat_slot = t.beat_interval == 1 || now % t.beat_interval as u64 == 0;
-        let ar_ready = !hung && !held.ar && self.reads.len() < t.max_outstanding;
-        let aw_ready = !hung && !held.aw && self.writes.len() < t.max_outstanding;
-        let w_ready = !hung && !held.w && beat_slot;
-        m.set(p.ar[1], ar_ready as u64);
-        m.set(p.aw[1], aw_ready as u64);
-        m.set(p.w[1], w_ready as u64);
         let r_valid = self.r_hold
             || (!hung
                 && !held.r
                 && beat_slot
                 && self.reads.front().is_some_and(|b| b.ready_at <= now));
-        m.set(p.r[0], r_valid as u64);
-        let r_last;
-        if r_valid {
-            let b = self.reads.front().unwrap();
-            let addr = b.addr + (b.done as u64) * self.bus_bytes as u64;
-            r_last = b.done + 1 == b.beats;
-            m.set(p.r[3], b.resp.map_or(0, ErrorResp::code));
-            let mut beat = std::mem::take(&mut self.beat);
-            self.beat_words(addr, &mut beat);
-            m.set(p.r[4], r_last as u64);
-            m.set_wide(p.r[2], &beat);
-            self.beat = beat;
-        } else {
-            r_last = false;
-            m.set(p.r[4], 0);
-        }
         let b_valid =
             self.b_hold || (!hung && !held.b && self.bresp.front().is_some_and(|&(c, _)| c <= now));
-        m.set(p.b[0], b_valid as u64);
-        if b_valid {
-            let resp = self.bresp.front().unwrap().1.map(|e| e.resp);
-            m.set(p.b[2], resp.map_or(0, ErrorResp::code));
+        let r_burst = self.reads.front().filter(|_| r_valid);
+        let next = Driven {
+            ar_ready: !hung && !held.ar && self.reads.len() < t.max_outstanding,
+            aw_ready: !hung && !held.aw && self.writes.len() < t.max_outstanding,
+            w_ready: !hung && !held.w && beat_slot,
+            r_valid,
+            r_last: r_burst.is_some_and(|b| b.done + 1 == b.beats),
+            r_resp: r_burst.and_then(|b| b.resp).map_or(0, ErrorResp::code),
+            b_valid,
+            b_resp: match self.bresp.front() {
+                Some(&(_, Some(e))) if b_valid => ErrorResp::code(e.resp),
+                _ => 0,
+            },
+        };
+        let last = self.driven.replace(next);
+        macro_rules! put {
+            ($port:expr, $field:ident) => {
+                if last.is_none_or(|l| l.$field != next.$field) {
+                    m.set($port, next.$field as u64);
+                }
+            };
+        }
+        put!(p.ar[1], ar_ready);
+        put!(p.aw[1], aw_ready);
+        put!(p.w[1], w_ready);
+        put!(p.r[0], r_valid);
+        put!(p.r[4], r_last);
+        put!(p.r[3], r_resp);
+        put!(p.b[0], b_valid);
+        put!(p.b[2], b_resp);
+        if let Some(b) = r_burst {
+            if !self.r_data_driven {
+                let addr = b.addr + (b.done as u64) * self.bus_bytes as u64;
+                let mut beat = std::mem::take(&mut self.beat);
+                self.beat_words(addr, &mut beat);
+                m.set_wide(p.r[2], &beat);
+                self.beat = beat;
+                self.r_data_driven = true;
+            }
         }
         Offered {
             now,
-            ar_ready,
-            aw_ready,
-            w_ready,
+            ar_ready: next.ar_ready,
+            aw_ready: next.aw_ready,
+            w_ready: next.w_ready,
             r_valid,
-            r_last,
+            r_last: next.r_last,
             b_valid,
         }
     }
@@ -707,7 +756,7 @@ impl AxiMemory {
     /// the cycle [`AxiMemory::drive`] offered.
     pub fn sample(&mut self, m: &Model, p: &AxiPorts, o: Offered) {
         let now = o.now;
-        let ar = self.sample_addr(m, now, "AR", o.ar_ready, &p.ar, p.arburst);
+        let ar = self.sample_addr(m, now, false, o.ar_ready, &p.ar, p.arburst);
         if let Some(a) = ar {
             let b = self.burst(now, "AR", &a);
             self.stats.read_bursts += 1;
@@ -716,6 +765,7 @@ impl AxiMemory {
         self.r_hold = o.r_valid && !m.get_bool(p.r[1]);
         if o.r_valid && m.get_bool(p.r[1]) {
             self.stats.read_beats += 1;
+            self.r_data_driven = false;
             let b = self.reads.front_mut().unwrap();
             if b.done == 0 {
                 b.first_beat = now;
@@ -747,7 +797,7 @@ impl AxiMemory {
                 }
             }
         }
-        let aw = self.sample_addr(m, now, "AW", o.aw_ready, &p.aw, p.awburst);
+        let aw = self.sample_addr(m, now, true, o.aw_ready, &p.aw, p.awburst);
         if let Some(a) = aw {
             let b = self.burst(now, "AW", &a);
             self.writes.push_back(b);
@@ -767,26 +817,28 @@ impl AxiMemory {
         self.retire_writes(now);
     }
 
-    /// The address channel `ch`'s payload when its handshake completes this cycle; checks
-    /// that a payload offered and not taken last cycle is still offered, unchanged.
+    /// The address channel's (AW if `write`, else AR) payload when its handshake completes
+    /// this cycle; checks that a payload offered and not taken last cycle is still offered,
+    /// unchanged.
     fn sample_addr(
         &mut self,
         m: &Model,
         now: u64,
-        ch: &str,
+        write: bool,
         ready: bool,
         c: &[PortId; 5],
         burst: PortId,
     ) -> Option<AxiAddr> {
         let valid = m.get_bool(c[0]);
-        let waiting = if ch == "AR" {
-            self.ar_wait.take()
-        } else {
+        let waiting = if write {
             self.aw_wait.take()
+        } else {
+            self.ar_wait.take()
         };
         if !valid && waiting.is_none() {
             return None;
         }
+        let ch = if write { "AW" } else { "AR" };
         let a = valid.then(|| AxiAddr::sample(m, c, burst));
         if let Some(w) = waiting {
             match a {
@@ -799,54 +851,49 @@ impl AxiMemory {
             }
         }
         if !ready {
-            if ch == "AR" {
-                self.ar_wait = a;
-            } else {
+            if write {
                 self.aw_wait = a;
+            } else {
+                self.ar_wait = a;
             }
             return None;
         }
         a
     }
 
-    /// The W beat taken this cycle as (data bytes, strobes, WLAST, cycle); checks that a beat
-    /// offered and not taken last cycle is still offered, unchanged.
-    fn sample_w(
-        &mut self,
-        m: &Model,
-        p: &AxiPorts,
-        o: Offered,
-    ) -> Option<(Vec<u8>, Vec<bool>, bool, u64)> {
+    /// The W beat taken this cycle; checks that a beat offered and not taken last cycle is
+    /// still offered, unchanged.
+    fn sample_w(&mut self, m: &Model, p: &AxiPorts, o: Offered) -> Option<WBeat> {
         let valid = m.get_bool(p.w[0]);
         let waiting = self.w_wait.take();
         if !valid {
-            if waiting.is_some() {
+            if let Some(w) = waiting {
                 self.violation(o.now, "WVALID dropped before its handshake".into());
+                self.spare_beats.push(w);
             }
             return None;
         }
-        let strb_bits = self.bus_bytes;
-        let mut beat = WBeat {
-            data: std::mem::take(&mut self.beat),
-            strb: vec![0; strb_bits.div_ceil(32)],
-            last: m.get_bool(p.w[4]),
-        };
+        let mut beat = self.spare_beats.pop().unwrap_or_else(|| WBeat {
+            data: vec![0; self.bus_bytes / 4],
+            strb: vec![0; self.bus_bytes.div_ceil(32)],
+            last: false,
+            cycle: 0,
+        });
         m.get_wide_into(p.w[2], &mut beat.data);
         m.get_wide_into(p.w[3], &mut beat.strb);
-        if waiting.as_ref().is_some_and(|w| *w != beat) {
-            self.violation(o.now, "W beat changed before its handshake".into());
+        beat.last = m.get_bool(p.w[4]);
+        beat.cycle = o.now;
+        if let Some(w) = waiting {
+            if !w.same_payload(&beat) {
+                self.violation(o.now, "W beat changed before its handshake".into());
+            }
+            self.spare_beats.push(w);
         }
         if !o.w_ready {
-            self.beat = beat.data.clone();
             self.w_wait = Some(beat);
             return None;
         }
-        let data: Vec<u8> = beat.data.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let strb: Vec<bool> = (0..strb_bits)
-            .map(|i| beat.strb[i / 32] >> (i % 32) & 1 == 1)
-            .collect();
-        self.beat = beat.data;
-        Some((data, strb, beat.last, o.now))
+        Some(beat)
     }
 }
 
@@ -906,12 +953,20 @@ mod tests {
             },
         );
         m.writes.push_back(b);
-        m.wbeats
-            .push_back((vec![1, 2, 3, 4], vec![true, false, true, false], false, 1));
+        m.wbeats.push_back(WBeat {
+            data: vec![u32::from_le_bytes([1, 2, 3, 4])],
+            strb: vec![0b0101],
+            last: false,
+            cycle: 1,
+        });
         m.retire_writes(1);
         assert_eq!(m.bresp.len(), 0, "half a burst is not written");
-        m.wbeats
-            .push_back((vec![5, 6, 7, 8], vec![false, false, false, true], true, 2));
+        m.wbeats.push_back(WBeat {
+            data: vec![u32::from_le_bytes([5, 6, 7, 8])],
+            strb: vec![0b1000],
+            last: true,
+            cycle: 2,
+        });
         m.retire_writes(2);
         let mut out = [0u8; 8];
         m.read(0, &mut out);
