@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use compiler::backend::roofline::{IssueRates, Work};
-use compiler::compile::{BackendOptions, Compiled};
+use compiler::compile::{BackendOptions, Compiled, LayerReport};
 use compiler::frontend::FrontendOptions;
 use compiler::graph::Tensor;
 use compiler::zoo::{self, ResNetOptions};
@@ -137,43 +137,39 @@ fn pct(a: u64, b: u64) -> String {
     format!("{:.1}%", 100.0 * a as f64 / b.max(1) as f64)
 }
 
+/// The cost model's cycle prediction for plan step `step` (convolutions and dense layers).
+fn predicted(c: &Compiled, step: usize) -> Option<f64> {
+    c.steps
+        .iter()
+        .find(|r| r.step == step)
+        .and_then(|r| match &r.report {
+            LayerReport::Compiled(_, info) => info.estimate.map(|e| e.cycles),
+            LayerReport::Refused(_) => None,
+        })
+}
+
 /// The per-layer table (a launch per layer) and the whole network's cycles.
-fn rtl_tables(cfg: &HwConfig, per_layer: &Model, whole: &Model, x: &Tensor) -> BenchResult {
+fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -> BenchResult {
     let mut dev = vta_sim::rtl::RtlDevice::with_options(
         cfg,
         &vta_sim::rtl::RtlOptions::default(),
         &mut |s| eprintln!("rtl model: {s}"),
     )?;
     let t = std::time::Instant::now();
-    let cycles = rtl_run(&mut dev, per_layer, x)?;
+    let cycles = rtl_run(&mut dev, &per_layer.model, x)?;
     let sim_per_layer = t.elapsed();
     let t = std::time::Instant::now();
     let whole_cycles: u64 = rtl_run(&mut dev, whole, x)?.iter().sum();
     let sim_whole = t.elapsed();
+    let bus = u64::from(cfg.axi_data_width / 8).max(1);
     println!(
-        "per layer on the RTL (Verilator; memory: 20-cycle read latency, {} bytes/cycle), a launch per layer, bit-exact against the integer reference:",
-        cfg.axi_data_width / 8
+        "per layer on the RTL (Verilator; memory: 20-cycle read latency, {bus} bytes/cycle), a launch per layer, bit-exact against the integer reference"
     );
-    println!("  util: GEMM micro-ops per cycle; memory/compute: lower bounds in cycles (DRAM traffic on the bus; GEMM + ALU micro-ops at the core's issue rates + the compute module's own loads); of roof: the larger bound / cycles; GEMM roof: GEMM uops / max(GEMM uops, memory) (the GEMM core's memory roofline); saved: estimated cycles saved by tensor ALU micro-ops at one per cycle (alu1), by the epilogue overlapped with the GEMMs (ovl), and by both");
-    println!(
-        "{:>4} {:<46} {:<14} {:>9} {:>8} {:>7} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}",
-        "step",
-        "layer",
-        "kind",
-        "cycles",
-        "GEMM",
-        "ALU",
-        "util",
-        "memory",
-        "compute",
-        "of roof",
-        "GEMM roof",
-        "alu1",
-        "ovl",
-        "both"
-    );
+    println!("  util: GEMM micro-ops per cycle; memory, compute: lower bounds in cycles (DRAM traffic on the bus; GEMM, reset and ALU micro-ops at the core's issue rates plus the compute module's own loads); roof: the larger bound / cycles; GEMM roof: the GEMM core's memory roofline, GEMM uops / max(GEMM uops, memory); model: the tiling cost model's prediction; saved: estimated cycles saved by tensor-operand ALU micro-ops at one per cycle (alu1), by the epilogue overlapped with the GEMMs (ovl), by both");
     let tensor_alu_1 = IssueRates::TENSOR_ALU_1;
-    let mut sums = [0u64; 8];
+    let mut rows = Vec::new();
+    // cycles, GEMM, ALU, roofline, and the three savings
+    let mut sums = [0u64; 7];
     for (l, launch) in per_layer.launches.iter().enumerate() {
         let step = launch.steps[0];
         let st = &per_layer.plan.steps[step];
@@ -183,81 +179,93 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Model, whole: &Model, x: &Tensor) -> B
         let w = Work::of(cfg, &launch.program.program);
         let c = cycles[l];
         let (mem, comp) = (w.memory_bound(cfg), w.compute_bound(cfg, IssueRates::RTL));
-        // What the compute module would still do one thing after another.
+        // The compute module's work with the epilogue on a unit of its own (convolutions).
         let conv = matches!(layer.kind(), "QConv2d" | "QDense");
-        let alu1 = w.compute_bound(cfg, tensor_alu_1);
         let overlapped = |rates: IssueRates| {
             if conv {
-                (w.gemm_uops
-                    + w.reset_uops
-                    + w.compute_load_bytes
-                        .div_ceil(u64::from(cfg.axi_data_width / 8)))
-                .max(w.alu_cycles(rates))
+                (w.gemm_uops + w.reset_uops + w.compute_load_bytes.div_ceil(bus))
+                    .max(w.alu_cycles(rates))
             } else {
                 w.compute_bound(cfg, rates)
             }
         };
+        // A faster compute module saves what it saves on its bound, down to the memory bound.
         let saved =
-            |new_compute: u64| c.saturating_sub(mem.max(c.saturating_sub(comp - new_compute)));
-        let s = [
-            saved(alu1),
+            |new: u64| c.saturating_sub(mem.max(c.saturating_sub(comp.saturating_sub(new))));
+        let saves = [
+            saved(w.compute_bound(cfg, tensor_alu_1)),
             saved(overlapped(IssueRates::RTL)),
             saved(overlapped(tensor_alu_1)),
         ];
-        println!(
-            "{:>4} {:<46} {:<14} {:>9} {:>8} {:>7} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}",
-            step,
-            st.name,
-            layer.kind(),
-            c,
-            w.gemm_uops,
-            w.alu_uops(),
+        let gemm_roof = if w.gemm_uops > 0 {
+            pct(w.gemm_uops, w.gemm_uops.max(mem))
+        } else {
+            "-".into()
+        };
+        let model = predicted(per_layer, step).map_or("-".into(), |p| format!("{p:.0}"));
+        rows.push(vec![
+            step.to_string(),
+            st.name.clone(),
+            layer.kind().to_string(),
+            c.to_string(),
+            w.gemm_uops.to_string(),
+            w.alu_uops().to_string(),
             pct(w.gemm_uops, c),
-            mem,
-            comp,
+            mem.to_string(),
+            comp.to_string(),
             pct(mem.max(comp), c),
-            if w.gemm_uops > 0 {
-                pct(w.gemm_uops, w.gemm_uops.max(mem))
-            } else {
-                "-".into()
-            },
-            s[0],
-            s[1],
-            s[2]
-        );
-        for (k, v) in [
-            c,
-            w.gemm_uops,
-            w.alu_uops(),
-            mem.max(comp),
-            s[0],
-            s[1],
-            s[2],
-            0,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            sums[k] += v;
+            gemm_roof,
+            model,
+            saves[0].to_string(),
+            saves[1].to_string(),
+            saves[2].to_string(),
+        ]);
+        for (sum, v) in sums.iter_mut().zip(
+            [c, w.gemm_uops, w.alu_uops(), mem.max(comp)]
+                .into_iter()
+                .chain(saves),
+        ) {
+            *sum += v;
         }
     }
-    println!(
-        "{:>4} {:<46} {:<14} {:>9} {:>8} {:>7} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>8}",
-        "",
-        "all layers",
-        "",
-        sums[0],
-        sums[1],
-        sums[2],
+    rows.push(vec![
+        String::new(),
+        "all layers".into(),
+        String::new(),
+        sums[0].to_string(),
+        sums[1].to_string(),
+        sums[2].to_string(),
         pct(sums[1], sums[0]),
-        "",
-        "",
+        String::new(),
+        String::new(),
         pct(sums[3], sums[0]),
-        "",
-        sums[4],
-        sums[5],
-        sums[6]
-    );
+        String::new(),
+        String::new(),
+        sums[4].to_string(),
+        sums[5].to_string(),
+        sums[6].to_string(),
+    ]);
+    let head = [
+        "step",
+        "layer",
+        "kind",
+        "cycles",
+        "GEMM",
+        "ALU",
+        "util",
+        "memory",
+        "compute",
+        "roof",
+        "GEMM roof",
+        "model",
+        "alu1",
+        "ovl",
+        "both",
+    ];
+    let right = [
+        true, false, false, true, true, true, true, true, true, true, true, true, true, true, true,
+    ];
+    print!("{}", vta_runtime::report::columns(&head, &rows, &right));
     println!(
         "per-layer launches: {} cycles ({:.4} s at 100 MHz), {:.1} s of simulation",
         sums[0],
@@ -265,15 +273,23 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Model, whole: &Model, x: &Tensor) -> B
         sim_per_layer.as_secs_f64()
     );
     println!(
-        "ResNet-18 in {} launch(es): {} cycles = {:.4} s at 100 MHz ({:.1} M cycles/s of simulation, {:.1} s); estimated with tensor ALU at one per cycle and overlapped epilogues: {} cycles ({:.4} s)",
+        "ResNet-18 in {} launch(es): {whole_cycles} cycles = {:.4} s at 100 MHz ({:.2} M cycles/s of simulation, {:.1} s)",
         whole.launches.len(),
-        whole_cycles,
         whole_cycles as f64 / 1e8,
         whole_cycles as f64 / sim_whole.as_secs_f64() / 1e6,
         sim_whole.as_secs_f64(),
-        whole_cycles.saturating_sub(sums[6]),
-        whole_cycles.saturating_sub(sums[6]) as f64 / 1e8
     );
+    for (what, saved) in [
+        ("tensor-operand ALU micro-ops at one per cycle", sums[4]),
+        ("the epilogue overlapped with the GEMMs", sums[5]),
+        ("both", sums[6]),
+    ] {
+        let c = whole_cycles.saturating_sub(saved);
+        println!(
+            "  estimated with {what}: {c} cycles = {:.4} s at 100 MHz",
+            c as f64 / 1e8
+        );
+    }
     Ok(())
 }
 
