@@ -7,12 +7,15 @@
 //! With `--rtl` each layer also runs on the cycle-accurate RTL simulator (the accelerator's
 //! Verilog in Verilator, the default memory model: 20-cycle read latency, a bus beat per
 //! cycle), whose output must equal fsim's, and a second table gives per layer the cycles,
-//! the GEMM-core utilization (GEMM micro-ops per cycle) and the roofline bound of the memory
-//! model: GEMM micro-ops over the larger of themselves (one per cycle) and the cycles the
-//! layer's DRAM traffic takes at the bus width.
+//! the GEMM-core utilization (GEMM micro-ops per cycle), the GEMM core's memory roofline
+//! (GEMM micro-ops over the larger of themselves, one per cycle, and the cycles the layer's
+//! DRAM traffic takes at the bus width), and the layer's memory and compute bounds
+//! (`compiler::backend::roofline`: the compute module also issues the ALU epilogue) with the
+//! share of the larger one the layer reaches.
 
 use std::time::Instant;
 
+use compiler::backend::roofline::{IssueRates, Work};
 use compiler::backend::{self, LoopOrder};
 use compiler::qlayer::{QConv2d, Requant};
 use drivers::RunTimeout;
@@ -62,8 +65,9 @@ fn kib(b: u64) -> String {
     format!("{:.1}", b as f64 / 1024.0)
 }
 
-/// One layer's RTL run: (name, cycles, GEMM micro-ops, memory-bound cycles, sim seconds).
-type RtlRow = (&'static str, u64, u64, u64, f64);
+/// One layer's RTL run: (name, cycles, GEMM micro-ops, memory bound, compute bound, sim
+/// seconds).
+type RtlRow = (&'static str, u64, u64, u64, u64, f64);
 
 fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
     let cfg = HwConfig::preset(cfg_name).or_else(|_| HwConfig::load(cfg_name))?;
@@ -140,13 +144,13 @@ fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
             if rout != out {
                 return Err(format!("{name}: the RTL output differs from fsim's").into());
             }
-            let bus = u64::from(cfg.axi_data_width / 8);
-            let moved = loaded + g("out_store_bytes") + 16 * lp.program.insns.len() as u64;
+            let w = Work::of(&cfg, &lp.program);
             rtl_rows.push((
                 name,
                 rrep.get("cycles").unwrap_or(0),
                 g("gemm_uops"),
-                moved.div_ceil(bus),
+                w.memory_bound(&cfg),
+                w.compute_bound(&cfg, IssueRates::RTL),
                 rrep.wall_time.as_secs_f64(),
             ));
         }
@@ -154,24 +158,34 @@ fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
     println!("total fsim time {total_ms:.1} ms\n");
     if rtl {
         println!(
-            "GEMM-core utilization on the RTL (Verilator), memory: 20-cycle read latency, {} bytes/cycle; roofline = GEMM uops / max(GEMM uops, DRAM bytes / bus bytes per cycle)",
+            "GEMM-core utilization on the RTL (Verilator), memory: 20-cycle read latency, {} bytes/cycle; GEMM roof = GEMM uops / max(GEMM uops, memory); memory, compute = lower bounds (DRAM traffic on the bus; GEMM, reset and ALU micro-ops at the core's issue rates and the compute module's own loads); roof = the larger / cycles",
             cfg.axi_data_width / 8
         );
         println!(
-            "{:<4} {:>11} {:>11} {:>12} {:>8} {:>9} {:>8}",
-            "", "cycles", "GEMM uops", "memory cyc", "util %", "roofline", "M cyc/s"
+            "{:<4} {:>11} {:>11} {:>8} {:>9} {:>10} {:>10} {:>7} {:>8}",
+            "",
+            "cycles",
+            "GEMM uops",
+            "util %",
+            "GEMM roof",
+            "memory",
+            "compute",
+            "roof",
+            "M cyc/s"
         );
         let (mut c, mut u, mut t) = (0u64, 0u64, 0.0);
-        for (name, cycles, uops, mem, secs) in &rtl_rows {
-            let roof = *uops as f64 / (*uops).max(*mem).max(1) as f64;
+        for (name, cycles, uops, mem, comp, secs) in &rtl_rows {
+            let gemm_roof = *uops as f64 / (*uops).max(*mem).max(1) as f64;
             println!(
-                "{:<4} {:>11} {:>11} {:>12} {:>7.1}% {:>8.1}% {:>8.2}",
+                "{:<4} {:>11} {:>11} {:>7.1}% {:>8.1}% {:>10} {:>10} {:>6.1}% {:>8.2}",
                 name,
                 cycles,
                 uops,
-                mem,
                 100.0 * *uops as f64 / (*cycles).max(1) as f64,
-                100.0 * roof,
+                100.0 * gemm_roof,
+                mem,
+                comp,
+                100.0 * (*mem).max(*comp) as f64 / (*cycles).max(1) as f64,
                 *cycles as f64 / secs / 1e6
             );
             c += cycles;
@@ -179,9 +193,9 @@ fn bench(cfg_name: &str, rtl: bool) -> Result<(), Box<dyn std::error::Error>> {
             t += secs;
         }
         println!(
-            "all  {c:>11} {u:>11} {:>12} {:>7.1}%           {:>8.2}\n",
-            "",
+            "all  {c:>11} {u:>11} {:>7.1}% {:>41} {:>8.2}\n",
             100.0 * u as f64 / c.max(1) as f64,
+            "",
             c as f64 / t / 1e6
         );
     }

@@ -346,7 +346,7 @@ impl Compiled {
             let _ = writeln!(s, "accelerator layers: none");
             return s;
         }
-        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order):");
+        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs):");
         let rows: Vec<Vec<String>> = self
             .steps
             .iter()
@@ -367,7 +367,7 @@ impl Compiled {
                     LayerReport::Compiled(launch, info) => {
                         let t = match &info.tiling {
                             Some(t) => format!(
-                                "{}x{}x{}x{}x{} {}",
+                                "{}x{}x{}x{}x{} {}{}",
                                 t.tco,
                                 t.tci,
                                 t.th,
@@ -376,6 +376,11 @@ impl Compiled {
                                 match t.order {
                                     backend::LoopOrder::CoOuter => "co-outer",
                                     backend::LoopOrder::SpatialOuter => "spatial-outer",
+                                },
+                                match info.fold {
+                                    None => "",
+                                    Some(backend::Fold::Columns) => ", columns folded",
+                                    Some(backend::Fold::Window) => ", window folded",
                                 }
                             ),
                             None => "(ALU)".to_string(),

@@ -3,13 +3,15 @@
 //! intermediate activations kept packed in device memory. A CPU step, or a step the back end
 //! refuses, ends the run (the refused step then runs on the CPU, exactly). A step whose input
 //! layout the open program cannot provide (BLOCK_IN != BLOCK_OUT) starts a new launch, which
-//! takes that tensor from the host in the layout it reads.
+//! takes that tensor from the host in the layout it reads. A tensor an earlier launch left in
+//! device memory is declared as such ([`NetBuilder::device_input`]), so no convolution folds
+//! it (which would send it through the host).
 //!
 //! Each launch binds every plan value it touches to a segment: inputs (computed before it),
 //! outputs (used after it: by a CPU step, a later launch or as a model output) and internal
 //! values (only `vta run --check` reads them back).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use isa::HwConfig;
 use vta_runtime::launch::{Binding, Launch};
@@ -26,6 +28,8 @@ pub struct Grouped {
     pub launches: Vec<Launch>,
     /// Per accelerator step: how the back end compiled its layer, or why it refused it.
     pub layers: Vec<(usize, Result<LayerInfo, String>)>,
+    /// Values the launches so far leave in device memory (their outputs).
+    on_device: HashSet<ValueId>,
 }
 
 /// A launch being built.
@@ -50,7 +54,14 @@ impl Open {
     }
 
     /// Emits step `k`'s layer; on a refusal nothing is emitted and the builder stays usable.
-    fn emit(&mut self, plan: &Plan, k: usize, layer: &Layer) -> Result<(), BackendError> {
+    /// `on_device`: values earlier launches left in device memory.
+    fn emit(
+        &mut self,
+        plan: &Plan,
+        k: usize,
+        layer: &Layer,
+        on_device: &HashSet<ValueId>,
+    ) -> Result<(), BackendError> {
         let step = &plan.steps[k];
         let mut xs = Vec::new();
         let mut declared = Vec::new();
@@ -68,7 +79,12 @@ impl Open {
                             reason,
                         }
                     })?;
-                    let t = self.net.input(&plan.values[v].name, shape);
+                    let name = &plan.values[v].name;
+                    let t = if on_device.contains(&v) {
+                        self.net.device_input(name, shape)
+                    } else {
+                        self.net.input(name, shape)
+                    };
                     declared.push((v, t));
                     t
                 }
@@ -178,12 +194,14 @@ pub fn group(
         accel: Vec::new(),
         launches: Vec::new(),
         layers: Vec::new(),
+        on_device: HashSet::new(),
     };
     let new = |k: usize| Open::new(cfg).map_err(|e| (k, e));
     let mut open = new(0)?;
     let close = |open: Open, g: &mut Grouped, k: usize| -> Result<(), (usize, BackendError)> {
         if let Some((launch, infos)) = open.finish(plan, &used_after).map_err(|e| (k, e))? {
             let l = g.launches.len();
+            g.on_device.extend(launch.outputs.iter().copied());
             for (&step, info) in launch.steps.iter().zip(infos) {
                 g.accel.push(AccelStep {
                     step,
@@ -202,12 +220,12 @@ pub fn group(
             continue;
         };
         stage(k);
-        let mut result = open.emit(plan, k, layer);
+        let mut result = open.emit(plan, k, layer, &g.on_device);
         if let Err(BackendError::Layout { .. }) = result {
             if !open.steps.is_empty() {
                 // A fresh launch takes the tensor from the host in the layout it reads.
                 close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
-                result = open.emit(plan, k, layer);
+                result = open.emit(plan, k, layer, &g.on_device);
             }
         }
         match result {

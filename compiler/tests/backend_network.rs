@@ -50,7 +50,7 @@ fn block(n: usize, c: usize, hw: usize, seed: u64) -> Block {
     let fc = QDense {
         name: "fc".into(),
         weight: rng.mat(10, c, -128, 127),
-        bias: (0..10).map(|_| rng.range(-999, 999) as i32).collect(),
+        bias: (0..10).map(|_| rng.range(-999, 999)).collect(),
         requant: requant(&mut rng, 10, true, 74.0 * 64.0 * (c as f64).sqrt(), false),
     };
     Block {

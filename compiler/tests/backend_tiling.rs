@@ -96,7 +96,7 @@ fn dense_tilings_over_the_batch_are_exact() {
     let d = QDense {
         name: "fc".into(),
         weight: rng.mat(40, 48, -128, 127),
-        bias: (0..40).map(|_| rng.range(-99, 99) as i32).collect(),
+        bias: (0..40).map(|_| rng.range(-99, 99)).collect(),
         requant: requant(&mut rng, 40, true, 74.0 * 74.0 * 7.0, false),
     };
     let layer = backend::dense_as_conv(&d, 37);

@@ -9,7 +9,8 @@
 //! the integer reference executor's direct convolutions and the float calibration run; the
 //! full size is exercised by `cargo bench -p compiler --bench resnet` and the README.
 
-use compiler::compile::Compiled;
+use compiler::backend::Fold;
+use compiler::compile::{Compiled, LayerReport};
 use compiler::frontend::FrontendOptions;
 use compiler::graph::{passes, Tensor};
 use compiler::onnx::import::import;
@@ -53,6 +54,23 @@ fn resnet18_runs_bit_exact_on_fsim() {
     // Every layer has a program; only the input quantization, the flatten and the output
     // dequantization run on the CPU.
     assert_eq!(m.counts(), (31, 3), "{report}");
+    // conv1 (3 input channels) takes the image with its 7x7 window folded into the channels:
+    // 10 instead of 49 GEMM micro-ops per output pixel and channel block; no other layer
+    // folds.
+    let folds: Vec<(String, Option<Fold>)> = m
+        .steps
+        .iter()
+        .filter_map(|a| match &a.report {
+            LayerReport::Compiled(_, info) => Some((a.name.clone(), info.fold)),
+            LayerReport::Refused(_) => None,
+        })
+        .filter(|(_, f)| f.is_some())
+        .collect();
+    assert_eq!(
+        folds,
+        vec![("/conv1/Conv".to_string(), Some(Fold::Window))],
+        "{report}"
+    );
 
     let bytes = m.to_bytes().unwrap();
     let m = Model::from_bytes(&bytes, "resnet18.vtab").unwrap();

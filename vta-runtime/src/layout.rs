@@ -23,6 +23,18 @@
 //! own padding lanes). The output of one accelerator layer can therefore be the input of the
 //! next without unpacking, as long as both use the same block (always when
 //! `BLOCK_IN == BLOCK_OUT`).
+//!
+//! # Folded activations (im2col)
+//!
+//! A convolution over few input channels (an RGB image: 3 of 16 lanes used) wastes most of
+//! its multiplies on padding lanes. A layout with a [`WindowFold`] packs the tensor the way such
+//! a convolution reads it: every element holds a `kh x kw` window of the input with its
+//! channels, *virtual channel* `v = (ky * kw + kx) * C + c` of window `(y, x)` being
+//! `x[n, c, y * sh + ky - pad_top, x * sw + kx - pad_left]` (zero outside the input and for
+//! `v >= kh * kw * C`). The packed tensor is the plain layout above of the *folded shape*
+//! `[N, kh * kw * C, rows, cols]`, and the convolution becomes one with a smaller kernel over
+//! it. The host produces it when it packs the tensor ([`ActLayout::pack`]); only a tensor the
+//! host uploads can have it.
 
 use isa::HwConfig;
 use ndarray::{Array4, ArrayView4};
@@ -36,6 +48,41 @@ pub struct ActLayout {
     pub batch: usize,
     /// Channels per element (`BLOCK_IN` or `BLOCK_OUT`).
     pub block: usize,
+    /// A convolution window folded into the channel axis (see the module documentation).
+    pub fold: Option<WindowFold>,
+}
+
+/// A window of the input folded into the channel axis of each element (see the module
+/// documentation).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WindowFold {
+    /// Window rows and columns.
+    pub kh: usize,
+    pub kw: usize,
+    /// Steps between windows, in input rows and columns.
+    pub sh: usize,
+    pub sw: usize,
+    /// Zero rows above and zero columns left of the input.
+    pub pad_top: usize,
+    pub pad_left: usize,
+    /// Windows down and across: the folded plane is `rows x cols` elements.
+    pub rows: usize,
+    pub cols: usize,
+}
+
+impl WindowFold {
+    /// Input pixel `(h, w)` of window `(y, x)`'s virtual channel `v` (of `c` channels), with
+    /// its channel, when it lies inside the `[h_in, w_in]` input.
+    fn source(&self, c: usize, v: usize, y: usize, x: usize, hw: [usize; 2]) -> Option<[usize; 3]> {
+        let (tap, ch) = (v / c, v % c);
+        let (ky, kx) = (tap / self.kw, tap % self.kw);
+        if ky >= self.kh {
+            return None;
+        }
+        let h = (y * self.sh + ky).checked_sub(self.pad_top)?;
+        let w = (x * self.sw + kx).checked_sub(self.pad_left)?;
+        (h < hw[0] && w < hw[1]).then_some([ch, h, w])
+    }
 }
 
 impl ActLayout {
@@ -45,7 +92,57 @@ impl ActLayout {
             shape,
             batch,
             block,
+            fold: None,
         }
+    }
+
+    /// `self` with window `fold` folded into the channel axis.
+    pub fn folded(self, fold: WindowFold) -> Self {
+        ActLayout {
+            fold: Some(fold),
+            ..self
+        }
+    }
+
+    /// The shape of the plain layout the packed tensor has: the logical shape, or for a
+    /// folded layout `[N, kh * kw * C, rows, cols]`.
+    pub fn packed_shape(&self) -> [usize; 4] {
+        let [n, c, h, w] = self.shape;
+        match self.fold {
+            None => [n, c, h, w],
+            Some(f) => [n, f.kh * f.kw * c, f.rows, f.cols],
+        }
+    }
+
+    /// The packed tensor's bytes, computed without overflow, or why the layout describes no
+    /// tensor (a layout read from a file is checked so before anything is packed with it).
+    pub fn checked_bytes(&self) -> Result<u64, String> {
+        if self.batch == 0 || self.block == 0 || self.shape.contains(&0) {
+            return Err(format!("an empty layout {self:?}"));
+        }
+        let too_big = || format!("layout {self:?} describes more than 2^64 bytes");
+        let [n, c, h, w] = self.shape;
+        let (c, h, w) = match self.fold {
+            None => (c, h, w),
+            Some(f) => {
+                if [f.kh, f.kw, f.sh, f.sw, f.rows, f.cols].contains(&0) {
+                    return Err(format!("an empty window fold {f:?}"));
+                }
+                let taps = f.kh.checked_mul(f.kw).ok_or_else(too_big)?;
+                (taps.checked_mul(c).ok_or_else(too_big)?, f.rows, f.cols)
+            }
+        };
+        [
+            n.div_ceil(self.batch),
+            c.div_ceil(self.block),
+            h,
+            w,
+            self.batch,
+            self.block,
+        ]
+        .iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
+        .ok_or_else(too_big)
     }
 
     /// The layout an INP load reads (`BATCH x BLOCK_IN` elements).
@@ -63,14 +160,16 @@ impl ActLayout {
         self.shape[0].div_ceil(self.batch)
     }
 
-    /// Channel blocks `CB = ceil(C / block)`.
+    /// Channel blocks `CB = ceil(C / block)` (of the packed shape).
     pub fn c_blocks(&self) -> usize {
-        self.shape[1].div_ceil(self.block)
+        self.packed_shape()[1].div_ceil(self.block)
     }
 
-    /// Elements in the plane of one (sample block, channel block): `H * W`.
+    /// Elements in the plane of one (sample block, channel block): `H * W` (of the packed
+    /// shape).
     pub fn plane(&self) -> usize {
-        self.shape[2] * self.shape[3]
+        let [_, _, h, w] = self.packed_shape();
+        h * w
     }
 
     /// DRAM elements of the whole tensor.
@@ -88,51 +187,151 @@ impl ActLayout {
         self.elems() * self.elem_bytes()
     }
 
-    /// Element index of `(nb, cb, h, w)`.
+    /// Element index of `(nb, cb, h, w)` (of the packed shape).
     pub fn elem_index(&self, nb: usize, cb: usize, h: usize, w: usize) -> usize {
-        ((nb * self.c_blocks() + cb) * self.shape[2] + h) * self.shape[3] + w
+        let [_, _, ph, pw] = self.packed_shape();
+        ((nb * self.c_blocks() + cb) * ph + h) * pw + w
     }
 
-    /// Byte offset of the logical value `(n, c, h, w)`.
+    /// Byte offset of value `(n, c, h, w)` of the packed shape (for a plain layout, the
+    /// logical value).
     pub fn byte_offset(&self, n: usize, c: usize, h: usize, w: usize) -> usize {
         let e = self.elem_index(n / self.batch, c / self.block, h, w);
         e * self.elem_bytes() + (n % self.batch) * self.block + c % self.block
     }
 
-    /// The DRAM segment's shape: `[NB, CB, H, W, BATCH, block]`.
+    /// The DRAM segment's shape: `[NB, CB, H, W, BATCH, block]` (of the packed shape).
     pub fn segment_shape(&self) -> Vec<usize> {
+        let [_, _, h, w] = self.packed_shape();
         vec![
             self.n_blocks(),
             self.c_blocks(),
-            self.shape[2],
-            self.shape[3],
+            h,
+            w,
             self.batch,
             self.block,
         ]
     }
 
-    /// Packs an NCHW tensor (padding lanes are zero).
+    /// Packs an NCHW tensor (padding lanes are zero; a folded layout gets every window).
     ///
     /// # Panics
     /// When `x` does not have [`ActLayout::shape`].
     pub fn pack(&self, x: ArrayView4<i8>) -> Vec<u8> {
         assert_eq!(x.shape(), &self.shape, "tensor shape vs layout");
         let mut out = vec![0u8; self.bytes()];
-        for ((n, c, h, w), &v) in x.indexed_iter() {
-            out[self.byte_offset(n, c, h, w)] = v as u8;
+        match self.fold {
+            None => {
+                for ((n, c, h, w), &v) in x.indexed_iter() {
+                    out[self.byte_offset(n, c, h, w)] = v as u8;
+                }
+            }
+            Some(f) => {
+                let [n, c, h, w] = self.shape;
+                let [_, vc, rows, cols] = self.packed_shape();
+                for b in 0..n {
+                    for v in 0..vc {
+                        for y in 0..rows {
+                            for q in 0..cols {
+                                if let Some([ch, ih, iw]) = f.source(c, v, y, q, [h, w]) {
+                                    out[self.byte_offset(b, v, y, q)] = x[[b, ch, ih, iw]] as u8;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
         out
     }
 
-    /// Unpacks the logical NCHW tensor, ignoring padding lanes.
+    /// Unpacks the logical NCHW tensor, ignoring padding lanes. A folded layout gives each
+    /// value from the first window holding it, and zero for input pixels no window covers
+    /// (which the convolution reading it never uses).
     ///
     /// # Panics
     /// When `bytes` is shorter than [`ActLayout::bytes`].
     pub fn unpack(&self, bytes: &[u8]) -> Array4<i8> {
         assert!(bytes.len() >= self.bytes(), "packed tensor too short");
         let [n, c, h, w] = self.shape;
-        Array4::from_shape_fn((n, c, h, w), |(n, c, h, w)| {
-            bytes[self.byte_offset(n, c, h, w)] as i8
-        })
+        match self.fold {
+            None => Array4::from_shape_fn((n, c, h, w), |(n, c, h, w)| {
+                bytes[self.byte_offset(n, c, h, w)] as i8
+            }),
+            Some(f) => {
+                let mut x = Array4::zeros((n, c, h, w));
+                let mut seen = Array4::from_elem((n, c, h, w), false);
+                let [_, vc, rows, cols] = self.packed_shape();
+                for b in 0..n {
+                    for y in 0..rows {
+                        for q in 0..cols {
+                            for v in 0..vc {
+                                if let Some([ch, ih, iw]) = f.source(c, v, y, q, [h, w]) {
+                                    if !seen[[b, ch, ih, iw]] {
+                                        seen[[b, ch, ih, iw]] = true;
+                                        x[[b, ch, ih, iw]] =
+                                            bytes[self.byte_offset(b, v, y, q)] as i8;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                x
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 7x7 stride-2 window of an RGB image folded whole, and its columns only.
+    #[test]
+    fn folded_layouts_hold_every_window() {
+        let x = Array4::from_shape_fn((2, 3, 9, 8), |(n, c, h, w)| {
+            (n * 97 + c * 31 + h * 8 + w) as i8
+        });
+        let whole = WindowFold {
+            kh: 7,
+            kw: 7,
+            sh: 2,
+            sw: 2,
+            pad_top: 3,
+            pad_left: 3,
+            rows: 5,
+            cols: 4,
+        };
+        let columns = WindowFold {
+            kh: 1,
+            sh: 1,
+            pad_top: 0,
+            rows: 9,
+            ..whole
+        };
+        for fold in [whole, columns] {
+            let l = ActLayout::new([2, 3, 9, 8], 1, 16).folded(fold);
+            assert_eq!(l.packed_shape(), [2, fold.kh * 7 * 3, fold.rows, 4]);
+            let bytes = l.pack(x.view());
+            assert_eq!(bytes.len(), l.bytes());
+            for (y, q, ky, kx, c) in [(0, 0, 3, 3, 0), (2, 1, 0, 6, 2), (4, 3, 2, 0, 1)] {
+                let ky = if fold.kh == 1 { 0 } else { ky };
+                let v = (ky * fold.kw + kx) * 3 + c;
+                let (h, w) = (y * fold.sh + ky - fold.pad_top, q * 2 + kx - 3);
+                assert_eq!(bytes[l.byte_offset(1, v, y, q)] as i8, x[[1, c, h, w]]);
+            }
+            // a window reaching into the padding, and a padding lane
+            assert_eq!(bytes[l.byte_offset(0, 0, 0, 0)], 0);
+            let v_pad = fold.kh * fold.kw * 3;
+            if v_pad % 16 != 0 {
+                assert_eq!(bytes[l.byte_offset(0, v_pad, 1, 1)], 0);
+            }
+            // the windows cover every pixel here
+            assert_eq!(l.unpack(&bytes), x);
+            assert_eq!(l.checked_bytes(), Ok(l.bytes() as u64));
+        }
+        let empty = ActLayout::new([1, 3, 9, 8], 1, 16).folded(WindowFold { kh: 0, ..whole });
+        assert!(empty.checked_bytes().is_err());
     }
 }

@@ -98,28 +98,16 @@ impl DeviceProgram {
     /// Checks that tensor `s` (`what`: input, output, ...) is a segment of the program with
     /// the size its layout needs.
     pub fn check_tensor(&self, what: &str, s: &TensorSegment) -> Result<(), String> {
-        let l = &s.layout;
-        if l.batch == 0 || l.block == 0 || l.shape.contains(&0) {
-            return Err(format!("{what} '{}' has an empty layout {l:?}", s.name));
-        }
+        let need = s
+            .layout
+            .checked_bytes()
+            .map_err(|e| format!("{what} '{}': {e}", s.name))?;
         let seg = self
             .program
             .segment(&s.name)
             .ok_or_else(|| format!("{what} '{}' is not a segment of the program", s.name))?;
-        let [n, c, h, w] = l.shape;
-        let need = [
-            n.div_ceil(l.batch),
-            c.div_ceil(l.block),
-            h,
-            w,
-            l.batch,
-            l.block,
-        ]
-        .iter()
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
         let have = seg.size();
-        if need != Some(have) {
-            let need = need.map_or("more than 2^64".into(), |b| b.to_string());
+        if need != have {
             return Err(format!(
                 "{what} '{}' needs {need} bytes in its layout, the segment has {have}",
                 s.name

@@ -14,11 +14,16 @@
 //! | `+ zero_point`                     | `ADD` imm (skipped when 0)                                  |
 //! | `clamp(lo, hi)`                    | `MAX` imm `lo`, `MIN` imm `hi`; the int8 STORE then keeps the low 8 bits, which is exact inside `[lo, hi]` |
 //!
+//! Without a pre-shift, a bias and the rounding constant are one table added after the
+//! multiplication (`(acc + b) * m + round == acc * m + (b * m + round)` in wrapping
+//! arithmetic): one ALU instruction less.
+//!
 //! The reference itself is only defined for `pre_shift < 32`, `shift < 32` and `lo <= hi`
 //! (larger shifts overflow in Rust); other values are refused as invalid.
 
 use isa::{AluOp, HwConfig};
 
+use super::roofline::IssueRates;
 use super::BackendError;
 use crate::qlayer::Requant;
 
@@ -54,6 +59,18 @@ impl Epilogue {
     /// ACC rows of constants a tile of `blocks` channel blocks needs.
     pub fn table_rows(&self, blocks: usize) -> usize {
         self.tables.len() * blocks + self.splats.len()
+    }
+
+    /// Cycles the epilogue takes to issue over one accumulator row at `rates`.
+    pub fn issue_cycles(&self, rates: IssueRates) -> usize {
+        self.ops
+            .iter()
+            .map(|o| match (o.op, o.src) {
+                (AluOp::Mul, _) => rates.alu_mul as usize,
+                (_, EpSrc::Imm(_)) => 1,
+                _ => rates.alu_tensor as usize,
+            })
+            .sum()
     }
 
     fn table(&mut self, values: Vec<i32>) -> EpSrc {
@@ -121,7 +138,11 @@ pub fn plan(
 ) -> Result<Epilogue, BackendError> {
     check_requant(layer, r, channels)?;
     let mut ep = Epilogue::default();
-    if let Some(bias) = bias.filter(|b| b.iter().any(|&v| v != 0)) {
+    let bias = bias.filter(|b| b.iter().any(|&v| v != 0));
+    // Without a pre-shift the bias moves behind the multiplication and takes the rounding
+    // constant along: (acc + b) * m + round == acc * m + (b * m + round) modulo 2^32.
+    let merged = bias.filter(|_| r.pre_shift == 0 && r.shift > 0);
+    if let Some(bias) = bias.filter(|_| merged.is_none()) {
         let t = ep.table(bias.to_vec());
         ep.op(AluOp::Add, t);
     }
@@ -158,9 +179,24 @@ pub fn plan(
     }
     if r.shift > 0 {
         let round = 1i32 << (r.shift - 1);
-        match i16::try_from(round) {
-            Ok(imm) => ep.op(AluOp::Add, EpSrc::Imm(imm)),
-            Err(_) => {
+        match (merged, i16::try_from(round)) {
+            (Some(bias), _) => {
+                let t = ep.table(
+                    (0..channels)
+                        .map(|c| {
+                            // (a bias of the wrong length is refused by the layer's checks)
+                            bias.get(c)
+                                .copied()
+                                .unwrap_or(0)
+                                .wrapping_mul(i32::from(r.mul_of(c)))
+                                .wrapping_add(round)
+                        })
+                        .collect(),
+                );
+                ep.op(AluOp::Add, t);
+            }
+            (None, Ok(imm)) => ep.op(AluOp::Add, EpSrc::Imm(imm)),
+            (None, Err(_)) => {
                 let s = ep.splat(round);
                 ep.op(AluOp::Add, s);
             }
@@ -283,6 +319,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn without_a_pre_shift_the_bias_carries_the_rounding_constant() {
+        let ep = plan(
+            &HwConfig::default(),
+            "t",
+            &rq(0, vec![3], 8, 0, -128, 127),
+            Some(&[5, -9]),
+            2,
+        )
+        .unwrap();
+        let ops: Vec<AluOp> = ep.ops.iter().map(|o| o.op).collect();
+        assert_eq!(
+            ops,
+            [AluOp::Mul, AluOp::Add, AluOp::Shr, AluOp::Max, AluOp::Min]
+        );
+        assert_eq!(ep.tables, vec![vec![5 * 3 + 128, -9 * 3 + 128]]);
+        // with a pre-shift the bias stays in front
+        let ep = plan(
+            &HwConfig::default(),
+            "t",
+            &rq(2, vec![3], 8, 0, -128, 127),
+            Some(&[5, -9]),
+            2,
+        )
+        .unwrap();
+        assert_eq!(ep.ops.len(), 7);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use super::conv::{self, ConvBufs};
 use super::eltwise;
 use super::emit::Ctx;
 use super::epilogue::{self, Epilogue};
+use super::fold::{self, Fold};
 use super::layout::{pack_acc_rows, ActLayout, WeightLayout};
 use super::lut;
 use super::tiling::{self, ConvGeom, CostEstimate, Tiling};
@@ -51,6 +52,10 @@ pub struct LayerInfo {
     pub tiling: Option<Tiling>,
     /// The cost model's prediction for that tiling.
     pub estimate: Option<CostEstimate>,
+    /// Convolutions reading a tensor from the host: the part of the window folded into the
+    /// input-channel axis (the tiling is then that of the folded convolution, see
+    /// [`super::fold`]).
+    pub fold: Option<Fold>,
     /// Output tiles.
     pub tiles: usize,
     /// Instructions emitted for the layer (without the synchronization between layers).
@@ -91,6 +96,8 @@ struct TensorState {
     /// Segment and layout, once placed.
     bound: Option<(Buf, ActLayout)>,
     input: bool,
+    /// A network input the host packs for this program (so its first reader may fold it).
+    from_host: bool,
 }
 
 /// Builds one program from a sequence (or DAG) of layers, keeping activations packed in DRAM
@@ -106,11 +113,15 @@ struct TensorState {
 /// element; everything the accelerator writes, and what ACC8 loads read, has BLOCK_OUT lanes.
 /// With `BLOCK_IN == BLOCK_OUT` any layer can feed any other; otherwise a convolution cannot
 /// read a tensor the accelerator produced (the error says so; a host re-layout is needed).
+/// A convolution over few channels that reads a network input first may take it with its
+/// window folded into the channels ([`super::fold`]), which the host packs; no other layer of
+/// the program can then read that input.
 pub struct NetBuilder {
     pub(super) ctx: Ctx,
     tensors: Vec<TensorState>,
     layers: Vec<LayerInfo>,
     names: HashSet<String>,
+    fold_inputs: bool,
 }
 
 impl NetBuilder {
@@ -122,7 +133,15 @@ impl NetBuilder {
             tensors: Vec::new(),
             layers: Vec::new(),
             names: ["uops".to_string()].into_iter().collect(),
+            fold_inputs: true,
         })
+    }
+
+    /// Whether a convolution over few channels that is the first reader of a network input
+    /// may take it folded ([`super::fold`]; on by default). A folded input can be read by
+    /// no other layer of the program (a later reader gets [`BackendError::Layout`]).
+    pub fn set_input_folding(&mut self, on: bool) {
+        self.fold_inputs = on;
     }
 
     pub fn config(&self) -> &HwConfig {
@@ -161,14 +180,27 @@ impl NetBuilder {
     }
 
     /// Declares a network input of logical shape `[N, C, H, W]` (placed in DRAM when first
-    /// used, in the layout its first consumer reads).
+    /// used, in the layout its first consumer reads: a convolution over few channels may
+    /// take it folded, which the host then packs).
     pub fn input(&mut self, name: &str, shape: [usize; 4]) -> Tensor {
+        self.declare_input(name, shape, true)
+    }
+
+    /// Declares an input that another program leaves in device memory: like
+    /// [`NetBuilder::input`], but never folded (a folded copy would have to go through the
+    /// host).
+    pub fn device_input(&mut self, name: &str, shape: [usize; 4]) -> Tensor {
+        self.declare_input(name, shape, false)
+    }
+
+    fn declare_input(&mut self, name: &str, shape: [usize; 4], from_host: bool) -> Tensor {
         let name = self.unique(name);
         self.tensors.push(TensorState {
             name,
             shape,
             bound: None,
             input: true,
+            from_host,
         });
         Tensor(self.tensors.len() - 1)
     }
@@ -183,7 +215,15 @@ impl NetBuilder {
         let cfg = self.ctx.cfg.clone();
         let st = &self.tensors[t.0];
         match st.bound {
-            Some((buf, l)) if l.block == block => Ok(buf),
+            Some((buf, l)) if l.block == block && l.fold.is_none() => Ok(buf),
+            Some((_, l)) if l.fold.is_some() => Err(BackendError::Layout {
+                tensor: st.name.clone(),
+                reason: format!(
+                    "the convolution reading it first takes it with its window folded into the \
+                     channels, but '{reader}' reads it unfolded; read it in another program (or \
+                     turn input folding off: NetBuilder::set_input_folding)"
+                ),
+            }),
             Some((_, l)) => Err(BackendError::Layout {
                 tensor: st.name.clone(),
                 reason: format!(
@@ -196,15 +236,27 @@ impl NetBuilder {
             }),
             None => {
                 let l = ActLayout::new(st.shape, cfg.batch() as usize, block);
-                let name = st.name.clone();
-                let buf = self
-                    .ctx
-                    .b
-                    .buffer(&name, DType::I8, l.segment_shape(), Role::INPUT, None);
-                self.tensors[t.0].bound = Some((buf, l));
-                Ok(buf)
+                Ok(self.bind_as(t, l))
             }
         }
+    }
+
+    /// Whether `t` is a network input from the host that no layer has placed yet (its first
+    /// reader chooses its layout).
+    fn unplaced_host_input(&self, t: Tensor) -> bool {
+        let st = &self.tensors[t.0];
+        st.from_host && st.bound.is_none()
+    }
+
+    /// Places network input `t` (not placed yet) in `layout`.
+    fn bind_as(&mut self, t: Tensor, layout: ActLayout) -> Buf {
+        let name = self.tensors[t.0].name.clone();
+        let buf = self
+            .ctx
+            .b
+            .buffer(&name, DType::I8, layout.segment_shape(), Role::INPUT, None);
+        self.tensors[t.0].bound = Some((buf, layout));
+        buf
     }
 
     /// A new tensor written by a layer (BLOCK_OUT layout).
@@ -220,6 +272,7 @@ impl NetBuilder {
             shape,
             bound: Some((buf, l)),
             input: false,
+            from_host: false,
         });
         (Tensor(self.tensors.len() - 1), buf)
     }
@@ -329,8 +382,33 @@ impl NetBuilder {
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         self.check_shape(&layer.name, x, layer.input_shape)?;
-        let (ep, g, t, e) = Self::plan_conv(&cfg, layer, tiling)?;
-        let input = self.bind(x, cfg.block_in() as usize, &layer.name)?;
+        let plain = Self::plan_conv(&cfg, layer, tiling);
+        // An invalid layer stays refused; one the accelerator cannot run unfolded (a wide
+        // horizontal padding, say) may still run folded.
+        let folding = self.fold_inputs
+            && tiling.is_none()
+            && kind == LayerKind::Conv
+            && self.unplaced_host_input(x)
+            && !matches!(plain, Err(BackendError::InvalidLayer { .. }));
+        let best_fold = if folding {
+            self.best_fold(layer, plain.as_ref().ok().map(|p| p.3.score))
+        } else {
+            None
+        };
+        let folded;
+        let (layer, ep, g, t, e, input, fold) = match best_fold {
+            Some((f, window, conv, (ep, g, t, e))) => {
+                let l = ActLayout::inp(&cfg, layer.input_shape).folded(window);
+                let input = self.bind_as(x, l);
+                folded = conv;
+                (&folded, ep, g, t, e, input, Some(f))
+            }
+            None => {
+                let (ep, g, t, e) = plain?;
+                let input = self.bind(x, cfg.block_in() as usize, &layer.name)?;
+                (layer, ep, g, t, e, input, None)
+            }
+        };
         let wl = WeightLayout::new(&cfg, g.o, g.c, g.groups, g.kh, g.kw);
         let wbytes = wl.pack(layer.weight.view(), g.groups);
         let wname = self.unique(&format!("{}.weight", layer.name));
@@ -355,12 +433,51 @@ impl NetBuilder {
             kind,
             tiling: Some(t),
             estimate: Some(e),
+            fold,
             tiles: e.tiles as usize,
             insns: 0,
             kernels: 0,
         };
         self.end(info, k0);
         Ok(y)
+    }
+
+    /// The fold of `layer`'s input (see [`super::fold`]) whose convolution the cost model
+    /// scores better than `plain` (the unfolded convolution's score, `None` when it cannot
+    /// run), with that convolution and its plan; `None` when no fold needs fewer GEMM
+    /// micro-ops or none scores better.
+    #[allow(clippy::type_complexity)]
+    fn best_fold(
+        &self,
+        layer: &QConv2d,
+        plain: Option<f64>,
+    ) -> Option<(
+        Fold,
+        vta_runtime::layout::WindowFold,
+        QConv2d,
+        (Epilogue, ConvGeom, Tiling, CostEstimate),
+    )> {
+        let cfg = &self.ctx.cfg;
+        let bi = cfg.block_in() as usize;
+        let mut best = None;
+        let mut best_score = plain.unwrap_or(f64::INFINITY);
+        for f in Fold::ALL {
+            if fold::taps(layer, Some(f), bi) >= fold::taps(layer, None, bi) {
+                continue;
+            }
+            let Some((window, conv)) = fold::fold(layer, f) else {
+                continue;
+            };
+            // A fold whose convolution does not fit is simply not taken.
+            let Ok(p) = Self::plan_conv(cfg, &conv, None) else {
+                continue;
+            };
+            if p.3.score < best_score {
+                best_score = p.3.score;
+                best = Some((f, window, conv, p));
+            }
+        }
+        best
     }
 
     /// Adds a dense layer reading `x` of shape `[N, K, 1, 1]` (a batch of N vectors); its
@@ -395,6 +512,7 @@ impl NetBuilder {
             kind,
             tiling: None,
             estimate: None,
+            fold: None,
             tiles,
             insns: 0,
             kernels: 0,

@@ -31,13 +31,17 @@
 //!
 //! ```text
 //! T_mem     = (bytes + 16 * instructions) / (AXI_DATA_WIDTH / 8) + 8 * dma_rows
-//! T_compute = gemm_uops + reset_uops + alu_uops + 4 * compute_instructions
+//! T_compute = gemm_uops + reset_uops + epilogue_issue_cycles
+//!           + (ACC and UOP bytes) / (AXI_DATA_WIDTH / 8) + 4 * compute_instructions
 //! fill      = time to load the first chunk + time to store the last tile
 //! cycles    = max(T_mem, T_compute) + fill
 //! score     = cycles + 0.5 * T_mem
 //! ```
 //!
-//! `fill` is what double buffering cannot hide (so enormous tiles lose), and the `T_mem`
+//! The epilogue's micro-ops count at the execution core's issue rates (a tensor-operand ALU
+//! micro-op takes two cycles, MUL three: [`super::roofline::IssueRates`]), and the compute
+//! module performs the ACC (constant rows) and UOP loads itself, so their bus time is compute
+//! time. `fill` is what double buffering cannot hide (so enormous tiles lose), and the `T_mem`
 //! term makes traffic count even when a layer is compute-bound (DRAM energy, and bandwidth
 //! left to other bus masters), so that among tilings of equal speed the one moving the
 //! fewest bytes wins.
@@ -52,6 +56,7 @@ use isa::{HwConfig, MemType};
 
 use super::epilogue::Epilogue;
 use super::layout::WeightLayout;
+use super::roofline::IssueRates;
 use super::BackendError;
 use crate::qlayer::QConv2d;
 
@@ -196,6 +201,9 @@ pub struct ConvGeom {
     pub splats: usize,
     /// ALU instructions of the epilogue.
     pub ep_ops: usize,
+    /// Cycles the epilogue's micro-ops take to issue per accumulator row
+    /// ([`super::roofline::IssueRates::RTL`]).
+    pub ep_cycles: usize,
 }
 
 fn invalid(layer: &str, reason: String) -> BackendError {
@@ -305,6 +313,7 @@ impl ConvGeom {
             tables: ep.tables.len(),
             splats: ep.splats.len(),
             ep_ops: ep.ops.len(),
+            ep_cycles: ep.issue_cycles(IssueRates::RTL),
         })
     }
 
@@ -621,7 +630,11 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let bytes = e.load_bytes() + e.out_bytes;
     e.t_mem =
         (bytes + isa::INSN_BYTES as u64 * e.insns()) as f64 / b.bus_bytes + 8.0 * e.dma_rows as f64;
-    e.t_compute = (gemm_uops + reset_uops + alu_uops) as f64 + 4.0 * compute_insns as f64;
+    let alu_cycles = (out_rows_total * g.ep_cycles) as f64;
+    e.t_compute = (gemm_uops + reset_uops) as f64
+        + alu_cycles
+        + (tab_bytes as f64 + uop_bytes as f64) / b.bus_bytes
+        + 4.0 * compute_insns as f64;
     let first_chunk = (tci * pitch * b.inp_eb + max_w * b.wgt_eb) as f64 / b.bus_bytes;
     let last_store = (acc_tile * b.out_eb) as f64 / b.bus_bytes;
     e.cycles = e.t_mem.max(e.t_compute) + first_chunk + last_store;
