@@ -246,7 +246,9 @@ fn remote_backend_errors_are_one_clear_message() {
     assert!(err.contains("port '99999'"), "{err}");
     let out = vta(&["sim", prog, "--backend", "board"]);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("expected fsim, rtl, remote://HOST[:PORT], serial://PORT[?baud=N] or soc-sim"),
+        String::from_utf8_lossy(&out.stderr).contains(
+            "expected fsim, rtl, remote://HOST[:PORT], serial://PORT[?baud=N] or soc-sim"
+        ),
         "{out:?}"
     );
     // A server reachable from other hosts needs a token.

@@ -318,12 +318,23 @@ fn demo_on_rtl() {
 #[test]
 fn bench_rtl_on_a_network() {
     let j: serde_json::Value = serde_json::from_str(&ok(vta_env(
-        &["bench", "rtl", "--network", "resnet18", "--size", "16", "--json"],
+        &[
+            "bench",
+            "rtl",
+            "--network",
+            "resnet18",
+            "--size",
+            "16",
+            "--json",
+        ],
         &[],
     )))
     .unwrap();
     assert_eq!(j["network"], "resnet18", "{j}");
-    let (cycles, host) = (j["cycles"].as_u64().unwrap(), j["host_cycles"].as_u64().unwrap());
+    let (cycles, host) = (
+        j["cycles"].as_u64().unwrap(),
+        j["host_cycles"].as_u64().unwrap(),
+    );
     assert!(cycles > 0 && host >= cycles, "{j}");
     assert!(j["cycles_per_second"].as_f64().unwrap() > 0.0, "{j}");
 }

@@ -195,7 +195,14 @@ fn bench_prints_figures() {
 #[test]
 fn bench_calibration_and_whole_runs() {
     // ResNet-18 at its smallest input keeps these quick; the figures' shape is checked.
-    let text = ok(vta(&["bench", "calibration", "--size", "16", "--samples", "2"]));
+    let text = ok(vta(&[
+        "bench",
+        "calibration",
+        "--size",
+        "16",
+        "--samples",
+        "2",
+    ]));
     assert!(
         text.contains("sample 2:") && text.contains("per sample:"),
         "{text}"
@@ -221,7 +228,11 @@ fn bench_calibration_and_whole_runs() {
     .unwrap();
     let runs = j["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{j}");
-    assert!(runs.iter().all(|r| r["cpu_seconds"].as_f64().unwrap() > 0.0), "{j}");
+    assert!(
+        runs.iter()
+            .all(|r| r["cpu_seconds"].as_f64().unwrap() > 0.0),
+        "{j}"
+    );
     assert_eq!(j["command"][0], "run", "{j}");
     // A model that cannot be run names the failing `vta run`.
     let dir = scratch("bench_run");

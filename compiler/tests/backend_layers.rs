@@ -270,9 +270,7 @@ fn requant_edge_cases_are_exact_on_the_accelerator() {
             layer
                 .weight
                 .mapv_inplace(|_| if rng.coin() { 127 } else { -128 });
-            layer.bias = (0..8)
-                .map(|_| rng.range(-(1 << 30), 1 << 30))
-                .collect();
+            layer.bias = (0..8).map(|_| rng.range(-(1 << 30), 1 << 30)).collect();
             layer.requant = r.clone();
             let x = rng.act(layer.input_shape, -128, 127);
             check_conv(&cfg, &layer, &x);

@@ -17,9 +17,9 @@
 //! ([`Counters`]) live here for the same reason.
 
 mod alloc;
-mod completion;
 #[cfg(target_os = "linux")]
 pub mod board;
+mod completion;
 mod counters;
 mod program;
 pub mod regs;

@@ -50,7 +50,12 @@ pub struct RunBenchArgs {
     #[arg(long, value_name = "FILE|PRESET", conflicts_with = "model")]
     config: Option<String>,
     /// Input height and width of the ResNet-18 compiled when no model is given
-    #[arg(long, value_name = "N", default_value_t = 224, conflicts_with = "model")]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 224,
+        conflicts_with = "model"
+    )]
     size: usize,
     /// Processes to run, one after another
     #[arg(long, value_name = "N", default_value_t = 5)]

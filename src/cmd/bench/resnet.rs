@@ -62,7 +62,10 @@ impl std::fmt::Display for CalibrationFigures {
             writeln!(f, "  sample {}: {cpu:.3} s CPU ({wall:.3} s wall)", k + 1)?;
         }
         let (min, median) = self.cpu();
-        write!(f, "per sample: {min:.3} s CPU fastest, {median:.3} s median")
+        write!(
+            f,
+            "per sample: {min:.3} s CPU fastest, {median:.3} s median"
+        )
     }
 }
 
@@ -199,7 +202,10 @@ impl Drop for ScratchDir {
 /// into `dir`, as `vta zoo resnet18 --sample` and `vta compile --calibrate` would; returns
 /// (model, input) paths.
 pub fn write_resnet(dir: &Path, cfg: &HwConfig, size: usize) -> Result<(PathBuf, PathBuf)> {
-    eprintln!("bench: compiling ResNet-18 {size}x{size} for {}", cfg.config_string());
+    eprintln!(
+        "bench: compiling ResNet-18 {size}x{size} for {}",
+        cfg.config_string()
+    );
     let x = zoo::sample_input(&[1, 3, size, size], 0);
     let m = Compiled::compile(
         resnet(size)?,
@@ -263,7 +269,10 @@ pub fn rtl_network(
     size: usize,
     dev: &mut vta_sim::rtl::RtlDevice,
 ) -> Result<RtlNetworkFigures> {
-    eprintln!("bench: compiling ResNet-18 {size}x{size} for {}", cfg.config_string());
+    eprintln!(
+        "bench: compiling ResNet-18 {size}x{size} for {}",
+        cfg.config_string()
+    );
     let x = zoo::sample_input(&[1, 3, size, size], 0);
     let m = Compiled::compile(
         resnet(size)?,
