@@ -156,6 +156,62 @@ fn a_digits_sweep_marks_the_fit_validates_the_model_and_resumes_from_its_cache()
     }
 }
 
+/// On an ECP5 board the estimate is the open flow's place and route of the SoC, with the
+/// routed Fmax: a config whose clock the design does not reach does not fit. The estimates
+/// come from cache entries written here (figures of the README's ULX3S-25F run, the Fmax the
+/// same at both clocks for the test), so no nextpnr runs.
+#[test]
+fn an_open_flow_board_sweep_checks_the_clock_against_the_routed_fmax() {
+    let dir = scratch("dse_openflow");
+    let mut cfg = isa::HwConfig::preset("small").unwrap();
+    for mhz in [50, 60] {
+        cfg.clock_mhz = mhz;
+        let g = vta_hw::generate(&cfg).unwrap();
+        let path = dir.join(format!(
+            "cache/fit/{}-ulx3s-25f-soc32k.json",
+            dse::resources::rtl_hash(&g.verilog)
+        ));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let doc = serde_json::json!({
+            "config_string": cfg.config_string(),
+            "tool": "test fixture (the README's ULX3S-25F figures)",
+            "luts": 11732, "ffs": 7377, "dsps": 28, "bram36": 13.5, "urams": 0,
+            "fmax_mhz": 53.2,
+        });
+        std::fs::write(path, doc.to_string()).unwrap();
+    }
+    let text = ok(vta_dse(
+        &dir,
+        &[
+            "--net",
+            "digits",
+            "--board",
+            "ulx3s-25f",
+            "--config",
+            "small",
+            "--clock",
+            "50,60",
+            "-o",
+            "out",
+        ],
+    ));
+    assert!(
+        text.starts_with(
+            "digits on ulx3s-25f (LFE5U-25F-6BG381C): 2 combinations, 2 valid, 0 skipped; 1 fit;"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("yes, Pareto (Fmax 53.2 MHz)"), "{text}");
+    assert!(text.contains("no: Fmax 53.2 MHz < clock 60 MHz"), "{text}");
+    assert!(text.contains("0 synthesized"), "{text}");
+    let csv = std::fs::read_to_string(dir.join("out/results.csv")).unwrap();
+    assert!(
+        csv.lines().next().unwrap().contains(",urams,fmax_mhz,"),
+        "{csv}"
+    );
+    assert!(csv.contains(",53.2,"), "{csv}");
+}
+
 #[test]
 fn bad_sweeps_are_refused_naming_the_problem() {
     let dir = scratch("dse_bad");

@@ -24,3 +24,17 @@ pub mod shell;
 pub mod tcl;
 
 pub use board::{load_any, AnyBoard, Board, BoardError, PsKind};
+
+/// The toolkit's cache of slow results (synthesis estimates, open-flow runs and tools, design
+/// sweeps): `$VTA_CACHE_DIR`, else `$XDG_CACHE_HOME/vta`, else `~/.cache/vta`; `None`
+/// without any of them.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    let env = |k| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    env("VTA_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("vta")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/vta")))
+}

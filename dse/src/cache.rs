@@ -41,14 +41,7 @@ impl Cache {
     /// `$VTA_CACHE_DIR`, else `$XDG_CACHE_HOME/vta`, else `~/.cache/vta` (what `vta hw
     /// bitstream` uses); `None` without any of them.
     pub fn default_root() -> Option<PathBuf> {
-        let env = |k| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        env("VTA_CACHE_DIR")
-            .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("vta")))
-            .or_else(|| env("HOME").map(|d| d.join(".cache/vta")))
+        bitstreams::cache_dir()
     }
 
     pub fn root(&self) -> &Path {

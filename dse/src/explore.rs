@@ -16,7 +16,7 @@ use vta_sim::rtl::MemTiming;
 use crate::cache::{build_id, Cache};
 use crate::measure::{self, CycleSource};
 use crate::network::Network;
-use crate::resources::{rtl_hash, scratchpad_bram36, Estimator, Resources, Target};
+use crate::resources::{rtl_hash, Estimator, Resources, Target};
 use crate::sweep::{Plan, Skipped};
 use crate::{pareto, Error};
 
@@ -72,7 +72,8 @@ pub enum Estimate {
         tool: String,
         cached: bool,
     },
-    /// The scratchpads alone need more block RAM than the part has (not synthesized).
+    /// The memories alone (the scratchpads; on an open-flow board also the SoC's device
+    /// memory) need more block RAM than the part has (not synthesized).
     BramOverflow { bram36: f64 },
     /// The estimator failed.
     Failed(String),
@@ -309,10 +310,11 @@ impl Context<'_> {
         let mut misfit = Vec::new();
         match &estimate {
             Estimate::Synthesized { resources, .. } => {
-                misfit.extend(resources.overflows(&self.target.capacity))
+                misfit.extend(resources.overflows(&self.target.capacity));
+                misfit.extend(Target::timing_problem(cfg, resources));
             }
             Estimate::BramOverflow { bram36 } => misfit.push(format!(
-                "BRAM36 {bram36} > {} (scratchpads alone)",
+                "BRAM36 {bram36} > {} (memories alone)",
                 self.target.capacity.bram36
             )),
             Estimate::Failed(e) => misfit.push(format!("no estimate: {e}")),
@@ -331,7 +333,7 @@ impl Context<'_> {
     /// Whether both of `cfg`'s results are in the cache.
     fn is_cached(&self, cfg: &HwConfig) -> bool {
         self.cached_cycles(cfg, self.opts.cycles).is_some()
-            && (scratchpad_bram36(cfg) > self.target.capacity.bram36
+            && (self.target.memory_bram36(cfg) > self.target.capacity.bram36
                 || vta_hw::generate(cfg)
                     .ok()
                     .and_then(|g| {
@@ -482,7 +484,7 @@ impl Context<'_> {
 
     /// `cfg`'s resources: the block-RAM check, then the cache or the estimator.
     fn estimate(&self, cfg: &HwConfig) -> Estimate {
-        let bram36 = scratchpad_bram36(cfg);
+        let bram36 = self.target.memory_bram36(cfg);
         if bram36 > self.target.capacity.bram36 {
             return Estimate::BramOverflow { bram36 };
         }

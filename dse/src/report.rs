@@ -31,6 +31,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "dsps",
     "bram36",
     "urams",
+    "fmax_mhz",
     "resource_source",
     "fits",
     "pareto",
@@ -59,7 +60,7 @@ fn resource_source(p: &Point) -> String {
         Estimate::Synthesized { tool, cached, .. } => {
             format!("{tool}{}", if *cached { " (cached)" } else { "" })
         }
-        Estimate::BramOverflow { .. } => "analytic (scratchpads only)".into(),
+        Estimate::BramOverflow { .. } => "analytic (memories only)".into(),
         Estimate::Failed(_) => String::new(),
     }
 }
@@ -118,6 +119,7 @@ pub fn csv(x: &Exploration) -> String {
             opt(r.map(|r| r.dsps)),
             opt(bram),
             opt(r.map(|r| r.urams)),
+            opt(r.and_then(|r| r.fmax_mhz).map(|f| format!("{f:.1}"))),
             resource_source(p),
             p.fits().to_string(),
             p.pareto.to_string(),
@@ -230,11 +232,14 @@ pub fn summary(x: &Exploration) -> String {
             Estimate::BramOverflow { bram36 } => format!("{bram36}*"),
             _ => opt(r.map(|r| r.bram36)),
         };
-        let mark = match (p.fits(), p.pareto) {
+        let mut mark = match (p.fits(), p.pareto) {
             (true, true) => "yes, Pareto".to_string(),
             (true, false) => "yes".to_string(),
             (false, _) => format!("no: {}", problems(p).join("; ")),
         };
+        if let (true, Some(f)) = (p.fits(), r.and_then(|r| r.fmax_mhz)) {
+            let _ = write!(mark, " (Fmax {f:.1} MHz)");
+        }
         let _ = writeln!(
             s,
             "{:<30} {:>4} {:>5} {:>11} {:>9} {:>7} {:>7} {:>5} {:>7}  {mark}",
@@ -255,7 +260,7 @@ pub fn summary(x: &Exploration) -> String {
     {
         let _ = writeln!(
             s,
-            "* the scratchpads' block RAM alone (analytic): over the part, so not synthesized"
+            "* the memories' block RAM alone (analytic): over the part, so not synthesized"
         );
     }
     if !x.skipped.is_empty() {

@@ -4,14 +4,17 @@
 //! its part, its resources, the clock its PS gives the fabric and the width of its DRAM
 //! port). Its [`Estimator`] turns the generated Verilog into resource counts: for Xilinx
 //! parts yosys `synth_xilinx` ([`YosysXilinx`], minutes per config, cached by the Verilog's
-//! hash). Other flows (nextpnr for the open-flow parts) are further implementations of the
-//! trait. Before any synthesis, the instant analytic count of the scratchpads' block RAM
-//! (`bitstreams::fit`) rules out configs whose buffers alone overflow the part.
+//! hash); for ECP5 and Gowin boards the open flow's place and route of the SoC
+//! ([`OpenFlow`]: nextpnr, tens of minutes per config, cached), which also gives the routed
+//! Fmax, so a config whose clock the design cannot reach does not fit. Before any synthesis,
+//! the instant analytic count of the memories' block RAM (`bitstreams::fit`,
+//! `bitstreams::openflow::fit`) rules out configs whose buffers alone overflow the part.
 
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use bitstreams::board;
+use bitstreams::openflow::{self, OpenBoard};
+use bitstreams::AnyBoard;
 use isa::HwConfig;
 use serde_json::Value;
 
@@ -26,6 +29,10 @@ pub struct Resources {
     /// Block RAM in 36 Kb tiles (a RAMB18 counts half).
     pub bram36: f64,
     pub urams: u64,
+    /// The routed design's maximum clock, MHz (from a flow with timing analysis: the open
+    /// flow's nextpnr; yosys alone gives none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fmax_mhz: Option<f64>,
 }
 
 impl Resources {
@@ -37,6 +44,7 @@ impl Resources {
             dsps: v["dsps"].as_u64()?,
             bram36: v["bram36"].as_f64()?,
             urams: v["urams"].as_u64().unwrap_or(0),
+            fmax_mhz: v["fmax_mhz"].as_f64(),
         })
     }
 
@@ -58,10 +66,16 @@ impl Resources {
 }
 
 /// How designs are synthesized for a target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Flow {
     /// yosys `synth_xilinx -family FAMILY`.
     YosysXilinx { family: String },
+    /// The open flow (yosys, nextpnr) of the SoC with `memory_kib` of device memory on an
+    /// ECP5 or Gowin board.
+    OpenFlow {
+        board: Box<OpenBoard>,
+        memory_kib: u32,
+    },
 }
 
 /// The FPGA a sweep is for.
@@ -96,6 +110,7 @@ impl Target {
                 dsps: p.dsps,
                 bram36: p.bram36 as f64,
                 urams: 0,
+                fmax_mhz: None,
             },
             flow: Flow::YosysXilinx {
                 family: p.family.to_string(),
@@ -105,31 +120,84 @@ impl Target {
         })
     }
 
-    /// A built-in board or a board file (see `vta hw bitstream`).
+    /// A built-in board or a board file (see `vta hw bitstream`): a Zynq board (its part,
+    /// through yosys) or an ECP5/Gowin board (the SoC through the open flow).
     pub fn board(spec: &str) -> Result<Target, Error> {
-        let b = board::load(spec).map_err(|e| Error::Target(e.to_string()))?;
-        let r = &b.resources;
-        Ok(Target {
-            name: format!("{} ({})", b.name, b.part),
-            capacity: Resources {
-                luts: r.luts,
-                ffs: r.ffs,
-                dsps: r.dsps,
-                bram36: r.bram36 as f64,
-                urams: r.urams,
-            },
-            flow: Flow::YosysXilinx {
-                family: r.yosys_family.clone(),
-            },
-            clock_max_mhz: Some(b.fabric_clock_max_mhz),
-            port_bits: Some(b.data.max_width),
+        let b = bitstreams::load_any(spec).map_err(|e| Error::Target(e.to_string()))?;
+        Ok(match b {
+            AnyBoard::Zynq(b) => {
+                let r = &b.resources;
+                Target {
+                    name: format!("{} ({})", b.name, b.part),
+                    capacity: Resources {
+                        luts: r.luts,
+                        ffs: r.ffs,
+                        dsps: r.dsps,
+                        bram36: r.bram36 as f64,
+                        urams: r.urams,
+                        fmax_mhz: None,
+                    },
+                    flow: Flow::YosysXilinx {
+                        family: r.yosys_family.clone(),
+                    },
+                    clock_max_mhz: Some(b.fabric_clock_max_mhz),
+                    port_bits: Some(b.data.max_width),
+                }
+            }
+            AnyBoard::Open(b) => {
+                let r = &b.resources;
+                Target {
+                    name: format!("{} ({})", b.name, b.part),
+                    capacity: Resources {
+                        luts: r.luts,
+                        ffs: r.ffs,
+                        dsps: r.dsps,
+                        // 18 Kb blocks, two to a 36 Kb tile.
+                        bram36: r.bram_blocks as f64 / 2.0,
+                        urams: 0,
+                        fmax_mhz: None,
+                    },
+                    flow: Flow::OpenFlow {
+                        memory_kib: b.device_memory_kib,
+                        board: b,
+                    },
+                    clock_max_mhz: None,
+                    // The SoC's device memory is on chip, behind the accelerator's own bus.
+                    port_bits: None,
+                }
+            }
         })
+    }
+
+    /// Block RAM, in 36 Kb tiles, that `cfg`'s memories need (the scratchpads, and on an
+    /// open-flow board the SoC's device memory too), at once and before any synthesis.
+    pub fn memory_bram36(&self, cfg: &HwConfig) -> f64 {
+        match &self.flow {
+            Flow::YosysXilinx { .. } => scratchpad_bram36(cfg),
+            Flow::OpenFlow { memory_kib, .. } => {
+                let mut mems = openflow::soc::scratchpads(cfg);
+                mems.push(openflow::fit::Memory {
+                    name: "device memory".into(),
+                    key: None,
+                    depth: u64::from(*memory_kib) * 1024 * 8 / u64::from(cfg.axi_data_width),
+                    width: u64::from(cfg.axi_data_width),
+                });
+                let blocks: u64 = mems
+                    .iter()
+                    .map(|m| openflow::fit::blocks_for(m.depth, m.width))
+                    .sum();
+                blocks as f64 / 2.0
+            }
+        }
     }
 
     /// The estimator of this target's flow.
     pub fn estimator(&self) -> Box<dyn Estimator> {
         match &self.flow {
             Flow::YosysXilinx { family } => Box::new(YosysXilinx::new(family)),
+            Flow::OpenFlow { board, memory_kib } => {
+                Box::new(OpenFlow::new(board.as_ref().clone(), *memory_kib))
+            }
         }
     }
 
@@ -138,6 +206,13 @@ impl Target {
     pub fn clock_problem(&self, cfg: &HwConfig) -> Option<String> {
         let max = self.clock_max_mhz?;
         (cfg.clock_mhz > max).then(|| format!("clock {} MHz > {max} MHz", cfg.clock_mhz))
+    }
+
+    /// Why `cfg`'s routed design misses its clock, if an estimate with timing says it does.
+    pub fn timing_problem(cfg: &HwConfig, r: &Resources) -> Option<String> {
+        let fmax = r.fmax_mhz?;
+        (fmax < f64::from(cfg.clock_mhz))
+            .then(|| format!("Fmax {fmax:.1} MHz < clock {} MHz", cfg.clock_mhz))
     }
 
     /// The memory timing the board gives `cfg`: the RTL simulator's default, with beats
@@ -227,6 +302,93 @@ impl Estimator for YosysXilinx {
     }
 }
 
+/// The open flow's place and route of the SoC (`bitstreams::openflow::soc`): the cells yosys
+/// mapped (LUT4s, flip-flops, 18x18 multipliers, 18 Kb blocks as half tiles) and the routed
+/// Fmax of the design clock, through the same cache as `vta hw bitstream --no-bitstream`.
+/// The tools come from the PATH or the tool cache (installed on first use).
+pub struct OpenFlow {
+    board: OpenBoard,
+    memory_kib: u32,
+}
+
+impl OpenFlow {
+    pub fn new(board: OpenBoard, memory_kib: u32) -> OpenFlow {
+        OpenFlow { board, memory_kib }
+    }
+
+    fn nextpnr(&self) -> &'static str {
+        match self.board.chip {
+            openflow::board::Chip::Ecp5 { .. } => "nextpnr-ecp5",
+            openflow::board::Chip::Gowin { .. } => "nextpnr-himbaechel",
+        }
+    }
+}
+
+impl Estimator for OpenFlow {
+    fn tool(&self) -> String {
+        format!(
+            "yosys + {} on {} (the SoC, {} KiB device memory)",
+            self.nextpnr(),
+            self.board.name,
+            self.memory_kib
+        )
+    }
+
+    fn cache_key(&self, rtl_hash: &str) -> String {
+        format!(
+            "fit/{rtl_hash}-{}-soc{}k.json",
+            self.board.name, self.memory_kib
+        )
+    }
+
+    fn synthesize(
+        &self,
+        g: &vta_hw::Generated,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Value, Error> {
+        let cfg = &g.config;
+        let root = bitstreams::cache_dir().ok_or_else(|| {
+            Error::Target(
+                "no cache directory for the open tools: set VTA_CACHE_DIR (or HOME or \
+                 XDG_CACHE_HOME)"
+                    .into(),
+            )
+        })?;
+        let design = openflow::soc::soc_design(cfg, self.memory_kib)
+            .map_err(|e| Error::Target(format!("the SoC: {e}")))?;
+        let (outcome, _, _) = openflow::soc::resources_and_fmax(
+            &root,
+            &self.board,
+            &design,
+            f64::from(cfg.clock_mhz),
+            1,
+            progress,
+        )
+        .map_err(|e| Error::Target(e.to_string()))?;
+        let fmax = outcome
+            .report
+            .clocks
+            .iter()
+            .map(|c| c.fmax_mhz)
+            .fold(f64::INFINITY, f64::min);
+        let m = &outcome.mapped;
+        Ok(serde_json::json!({
+            "config_string": cfg.config_string(),
+            "isa_hash": format!("{:016x}", cfg.isa_hash()),
+            "rtl_hash": rtl_hash(&g.verilog),
+            "part": self.board.part,
+            "family": self.board.chip.family(),
+            "tool": format!("{} ({})", self.tool(), openflow::tools::PACKAGES.join(", ")),
+            "luts": m.luts,
+            "ffs": m.ffs,
+            "dsps": m.dsps,
+            "bram36": m.bram_blocks as f64 / 2.0,
+            "urams": 0,
+            "fmax_mhz": fmax.is_finite().then_some(fmax),
+        }))
+    }
+}
+
 /// The accelerator Verilog's hash, 16 hex digits (as `vta hw report --json` records it).
 pub fn rtl_hash(verilog: &str) -> String {
     format!("{:016x}", isa::container::fnv1a(verilog.as_bytes()))
@@ -263,6 +425,7 @@ mod tests {
             dsps: 220,
             bram36: 140.0,
             urams: 0,
+            fmax_mhz: None,
         };
         assert!(r.overflows(&z.capacity).is_empty());
         r.dsps = 256;
@@ -303,7 +466,49 @@ mod tests {
             1
         );
         let e = Target::board("nope").unwrap_err().to_string();
-        assert!(e.contains("unknown board 'nope'"), "{e}");
+        assert!(
+            e.contains("unknown board 'nope'") && e.contains("ulx3s-25f"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn open_flow_boards_are_targets_with_the_soc_and_timing() {
+        let t = Target::board("ulx3s-25f").unwrap();
+        assert!(t.name.starts_with("ulx3s-25f (LFE5U-25F"), "{}", t.name);
+        assert_eq!((t.capacity.luts, t.capacity.dsps), (24_288, 28));
+        assert_eq!(t.capacity.bram36, 28.0);
+        assert_eq!(t.clock_max_mhz, None);
+        let e = t.estimator();
+        assert!(
+            e.tool().contains("nextpnr-ecp5 on ulx3s-25f"),
+            "{}",
+            e.tool()
+        );
+        assert_eq!(e.cache_key("ab"), "fit/ab-ulx3s-25f-soc32k.json");
+        // The board's default config: the scratchpads and 32 KiB of device memory, as
+        // `vta hw bitstream`'s pre-check counts them (27 blocks of 18 Kb).
+        let cfg = bitstreams::openflow::board::builtin()
+            .into_iter()
+            .find(|b| b.name == "ulx3s-25f")
+            .unwrap()
+            .default_config();
+        assert_eq!(t.memory_bram36(&cfg), 13.5);
+        // Timing is a fit criterion once an estimate has it.
+        let mut r = Resources {
+            fmax_mhz: Some(45.25),
+            ..Resources::default()
+        };
+        assert_eq!(
+            Target::timing_problem(&cfg, &r).as_deref(),
+            Some("Fmax 45.2 MHz < clock 50 MHz")
+        );
+        r.fmax_mhz = Some(53.2);
+        assert_eq!(Target::timing_problem(&cfg, &r), None);
+        r.fmax_mhz = None;
+        assert_eq!(Target::timing_problem(&cfg, &r), None);
+        let g = Target::board("tang-nano-20k").unwrap();
+        assert!(g.estimator().tool().contains("nextpnr-himbaechel"));
     }
 
     #[test]
@@ -311,8 +516,8 @@ mod tests {
         let v = serde_json::json!({"luts": 3, "ffs": 4, "dsps": 5, "bram36": 1.5});
         let r = Resources::from_report(&v).unwrap();
         assert_eq!(
-            (r.luts, r.ffs, r.dsps, r.bram36, r.urams),
-            (3, 4, 5, 1.5, 0)
+            (r.luts, r.ffs, r.dsps, r.bram36, r.urams, r.fmax_mhz),
+            (3, 4, 5, 1.5, 0, None)
         );
         assert_eq!(describe(&r), "LUT 3, FF 4, DSP 5, BRAM36 1.5");
         assert!(Resources::from_report(&serde_json::json!({"luts": 3})).is_none());

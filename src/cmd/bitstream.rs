@@ -61,19 +61,6 @@ pub struct BitstreamArgs {
     no_bitstream: bool,
 }
 
-/// Where cached yosys estimates and the open tools live: `$VTA_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/vta`, else `~/.cache/vta`.
-pub(super) fn cache_dir() -> Option<PathBuf> {
-    let env = |k| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    env("VTA_CACHE_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("vta")))
-        .or_else(|| env("HOME").map(|d| d.join(".cache/vta")))
-}
-
 fn estimate_from_json(text: &str, what: &str) -> Result<fit::Estimate> {
     let v: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("{what} is not JSON"))?;
@@ -120,7 +107,7 @@ fn synthesis_estimate(
         }
         return estimate_from_json(&text, &path.display().to_string());
     }
-    let cached = cache_dir().map(|d| d.join(format!("fit/{rtl}-{family}.json")));
+    let cached = bitstreams::cache_dir().map(|d| d.join(format!("fit/{rtl}-{family}.json")));
     if let Some(c) = &cached {
         if let Ok(text) = std::fs::read_to_string(c) {
             let mut e = estimate_from_json(&text, &c.display().to_string())?;

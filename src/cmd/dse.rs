@@ -55,9 +55,12 @@ pub struct DseArgs {
     /// FPGA part (xc7z020, xc7z010, xc7z045) [default: xc7z020]
     #[arg(long, conflicts_with = "board")]
     part: Option<String>,
-    /// Board instead of a part (pynq-z1, pynq-z2, ultra96-v2, zcu104, kv260, or a board
-    /// file): also checks the clock against what the board gives the fabric, and memory moves
-    /// at most the board's DRAM port width per cycle
+    /// Board instead of a part: a Zynq board (pynq-z1, pynq-z2, ultra96-v2, zcu104, kv260:
+    /// also checks the clock against what the board gives the fabric, and memory moves at most
+    /// the board's DRAM port width per cycle), an ECP5/Gowin board (ulx3s-85f, ulx3s-25f,
+    /// orangecrab-85f, tang-nano-20k, tang-mega-138k-pro: the SoC placed and routed by the
+    /// open flow, tens of minutes per config, whose routed Fmax must reach the clock), or a
+    /// board file
     #[arg(long, value_name = "NAME|FILE")]
     board: Option<String>,
     /// Base config: the parameters no axis sweeps come from it [default: default, or the
@@ -107,8 +110,9 @@ pub struct DseArgs {
     /// AXI_DATA_WIDTH values (bits: 64..512)
     #[arg(long, value_name = "VALUES", help_heading = AXES)]
     bus: Option<String>,
-    /// CLOCK_MHZ values (100..200:25 steps by 25; latency scales with it, and yosys does no
-    /// timing analysis, so only a board's fabric limit is checked)
+    /// CLOCK_MHZ values (100..200:25 steps by 25; latency scales with it; yosys does no
+    /// timing analysis, so on a part or Zynq board only the fabric limit is checked, on an
+    /// ECP5/Gowin board the routed Fmax)
     #[arg(long, value_name = "VALUES", help_heading = AXES)]
     clock: Option<String>,
     /// Where every config's cycles come from

@@ -1,13 +1,13 @@
 //! `vta hw bitstream` for ECP5 and Gowin boards: the open flow of `bitstreams::openflow`
 //! (yosys, nextpnr, ecppack / gowin_pack) run on the design, with the fit pre-check first and
-//! the readable report (resources, Fmax per clock, critical path) last; and
-//! [`resources_and_fmax`], the same flow without packing, cached, for other commands.
+//! the readable report (resources, Fmax per clock, critical path) last. The SoC design and
+//! the cached flow without packing are `bitstreams::openflow::soc`'s.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use bitstreams::openflow::{flow, report, tools::Toolbox, top, OpenBoard};
-use isa::{HwConfig, MemType};
+use bitstreams::openflow::{flow, report, soc, tools::Toolbox, top, OpenBoard};
+use isa::HwConfig;
 use serde_json::json;
 
 /// What `--design` builds.
@@ -22,70 +22,17 @@ pub enum DesignKind {
 
 /// The design to build for `cfg` with `memory_kib` of device memory (the SoC).
 pub fn design(kind: DesignKind, cfg: &HwConfig, memory_kib: u32) -> Result<top::Design> {
-    if kind == DesignKind::Counter {
-        return Ok(top::counter_design());
-    }
-    let mut params = vta_hw::soc::SocParams::for_config(cfg);
-    params.mem_bytes = memory_kib
-        .checked_mul(1024)
-        .context("--memory-kib is too large")?;
-    let g = vta_hw::soc::generate(cfg, &params)?;
-    let mut memories = scratchpads(cfg);
-    let bits = u64::from(cfg.axi_data_width);
-    memories.push(bitstreams::openflow::fit::Memory {
-        name: "device memory".into(),
-        key: None,
-        depth: u64::from(params.mem_bytes) * 8 / bits,
-        width: bits,
-    });
-    Ok(top::Design {
-        verilog: g.verilog,
-        top: "vta_soc".into(),
-        ports: top::Ports {
-            clock: "clk".into(),
-            reset: params.reset_pin().into(),
-            uart_rx: "uart_rx".into(),
-            uart_tx: "uart_tx".into(),
-            leds: top::LedPorts::Bits(vec![
-                "led_busy".into(),
-                "led_done".into(),
-                "led_error".into(),
-            ]),
-        },
-        memories,
-        description: format!(
-            "vta_soc (accelerator, {memory_kib} KiB device memory, UART bridge at {} baud)",
-            params.baud
-        ),
+    Ok(match kind {
+        DesignKind::Counter => top::counter_design(),
+        DesignKind::Soc => soc::soc_design(cfg, memory_kib)?,
     })
 }
 
-/// The accelerator's scratchpads, for the block-RAM pre-check.
-pub fn scratchpads(cfg: &HwConfig) -> Vec<bitstreams::openflow::fit::Memory> {
-    [
-        (MemType::Uop, "UOP", Some("LOG_UOP_BUFF_SIZE")),
-        (MemType::Inp, "INP", Some("LOG_INP_BUFF_SIZE")),
-        (MemType::Wgt, "WGT", Some("LOG_WGT_BUFF_SIZE")),
-        (MemType::Acc, "ACC", Some("LOG_ACC_BUFF_SIZE")),
-        // OUT mirrors ACC: it shrinks with LOG_ACC_BUFF_SIZE.
-        (MemType::Out, "OUT", None),
-    ]
-    .into_iter()
-    .map(|(m, name, key)| bitstreams::openflow::fit::Memory {
-        name: name.into(),
-        key: key.map(str::to_string),
-        depth: u64::from(cfg.depth(m)),
-        width: u64::from(cfg.elem_bits(m)),
-    })
-    .collect()
-}
-
-/// The tool cache under the vta cache directory.
-pub fn toolbox() -> Result<Toolbox> {
-    let root = super::bitstream::cache_dir().context(
+/// The cache directory of the open tools and runs.
+fn cache_root() -> Result<PathBuf> {
+    bitstreams::cache_dir().context(
         "no cache directory for the open tools: set VTA_CACHE_DIR (or HOME or XDG_CACHE_HOME)",
-    )?;
-    Ok(Toolbox::new(&root))
+    )
 }
 
 fn say(s: &str) {
@@ -103,52 +50,8 @@ pub struct Build<'a> {
     pub json: bool,
     pub allow_timing_fail: bool,
     pub seed: u64,
-    /// Stop after place and route, through the cache of [`resources_and_fmax`].
+    /// Stop after place and route, through the cache of [`soc::resources_and_fmax`].
     pub no_bitstream: bool,
-}
-
-/// Resources and Fmax of `design` on `board` with the design clock at `clock_mhz`: the open
-/// flow through place and route, no bitstream, run in a work directory under the cache
-/// (`<cache>/openflow/<hash>`) and its outcome kept there, keyed by a hash of the design's
-/// Verilog, the board, the clock, the seed and the tool versions, so asking again costs
-/// nothing. Returns the outcome, the work directory and whether it came from the cache.
-pub fn resources_and_fmax(
-    board: &OpenBoard,
-    design: &top::Design,
-    clock_mhz: f64,
-    seed: u64,
-    progress: &mut dyn FnMut(&str),
-) -> Result<(flow::Outcome, PathBuf, bool)> {
-    let key = isa::container::fnv1a(
-        format!(
-            "{}\n{board:?}\n{clock_mhz}\n{seed}\n{:?}",
-            design.verilog,
-            bitstreams::openflow::tools::PACKAGES
-        )
-        .as_bytes(),
-    );
-    let root = super::bitstream::cache_dir().context(
-        "no cache directory for the open flow: set VTA_CACHE_DIR (or HOME or XDG_CACHE_HOME)",
-    )?;
-    let work = root.join(format!("openflow/{}-{key:016x}", board.name));
-    let saved = work.join("outcome.json");
-    if let Ok(text) = std::fs::read_to_string(&saved) {
-        if let Ok(o) = serde_json::from_str(&text) {
-            return Ok((o, work, true));
-        }
-    }
-    let spec = flow::Spec {
-        board,
-        design,
-        clock_mhz,
-        out: &work,
-        pack: false,
-        seed,
-    };
-    let outcome = flow::run(&spec, &toolbox()?, progress)?;
-    // A cache that cannot be written only costs the next call the run again.
-    let _ = std::fs::write(&saved, serde_json::to_string(&outcome)?);
-    Ok((outcome, work, false))
 }
 
 /// Runs the flow and returns the report (text or JSON); timing not met is an error (the
@@ -184,7 +87,9 @@ pub fn build(o: &Build) -> Result<String> {
     ));
     let outcome = if o.no_bitstream {
         let (outcome, work, cached) =
-            resources_and_fmax(b, &d, spec.clock_mhz, o.seed, &mut |s| say(s))?;
+            soc::resources_and_fmax(&cache_root()?, b, &d, spec.clock_mhz, o.seed, &mut |s| {
+                say(s)
+            })?;
         say(&format!(
             "{} place and route in {} (no bitstream)",
             if cached {
@@ -198,7 +103,7 @@ pub fn build(o: &Build) -> Result<String> {
             .with_context(|| format!("cannot create {}", o.out.display()))?;
         outcome
     } else {
-        flow::run(&spec, &toolbox()?, &mut |s| say(s))?
+        flow::run(&spec, &Toolbox::new(&cache_root()?), &mut |s| say(s))?
     };
     let text = text_report(o, &cfg, &d, &blocks, &outcome);
     let json = json_report(o, &cfg, &d, &outcome);
