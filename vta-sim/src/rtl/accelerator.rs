@@ -84,7 +84,17 @@ pub enum AcceleratorError {
     /// The bitstream is not the expected one.
     #[error("identity check failed: {0}")]
     Identity(String),
+    /// The control port left an AXI-Lite transaction unanswered (broken RTL: the port answers
+    /// every transaction within a few cycles).
+    #[error(
+        "the control port did not answer {0} within {LITE_TIMEOUT_CYCLES} cycles: the \
+         accelerator's AXI-Lite slave is broken"
+    )]
+    ControlPort(String),
 }
+
+/// Cycles an AXI-Lite transaction may take before the control port counts as broken.
+const LITE_TIMEOUT_CYCLES: u32 = 1000;
 
 /// What the hardware does with an error response, and whether it flagged this one.
 fn error_responses_message(rs: &[ErrorResponse], total: u64, control: u32, t0: u64) -> String {
@@ -350,31 +360,40 @@ impl<M: Monitor> Accelerator<M> {
         self.cycle += 1;
     }
 
-    fn lite_transaction(&mut self, t: Lite) -> u32 {
+    fn lite_transaction(&mut self, t: Lite) -> Result<u32, AcceleratorError> {
         assert_eq!(self.lite, Lite::Idle, "one AXI-Lite transaction at a time");
         self.lite = t;
         self.lite_result = None;
-        for _ in 0..1000 {
+        for _ in 0..LITE_TIMEOUT_CYCLES {
             self.cycle();
             if let Some(v) = self.lite_result.take() {
-                return v;
+                return Ok(v);
             }
         }
-        panic!("the control port did not answer {t:?} within 1000 cycles");
+        // Abandon the transaction so the port can be used (and fail again) cleanly.
+        self.lite = Lite::Idle;
+        Err(AcceleratorError::ControlPort(match t {
+            Lite::Write { addr, data, .. } => {
+                format!("a write of {data:#x} to register {addr:#x}")
+            }
+            Lite::Read { addr, .. } => format!("a read of register {addr:#x}"),
+            Lite::Idle => "an idle port".into(),
+        }))
     }
 
     /// Writes a control register (one AXI-Lite write, all byte strobes).
-    pub fn write_reg(&mut self, offset: u32, value: u32) {
+    pub fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), AcceleratorError> {
         self.lite_transaction(Lite::Write {
             addr: offset,
             data: value,
             aw: false,
             w: false,
-        });
+        })
+        .map(|_| ())
     }
 
     /// Reads a control register.
-    pub fn read_reg(&mut self, offset: u32) -> u32 {
+    pub fn read_reg(&mut self, offset: u32) -> Result<u32, AcceleratorError> {
         self.lite_transaction(Lite::Read {
             addr: offset,
             ar: false,
@@ -382,26 +401,25 @@ impl<M: Monitor> Accelerator<M> {
     }
 
     /// Reads every register of the map.
-    pub fn read_all(&mut self) -> Vec<(&'static str, u32)> {
-        let Ok(r) = regs::read_all(self);
-        r
+    pub fn read_all(&mut self) -> Result<Vec<(&'static str, u32)>, AcceleratorError> {
+        regs::read_all(self)
     }
 
     /// Checks VERSION and the ISA hash against `cfg` (what a driver does before running a
     /// program built for `cfg`: [`regs::check_identity`]).
     pub fn check_identity(&mut self, cfg: &HwConfig) -> Result<(), AcceleratorError> {
-        let Ok(r) = regs::check_identity(self, cfg);
-        r.map_err(AcceleratorError::Identity)
+        regs::check_identity(self, cfg)?.map_err(AcceleratorError::Identity)
     }
 
     /// Every register as `NAME=value`, for messages.
     pub fn status(&mut self) -> String {
-        let regs: Vec<String> = self
-            .read_all()
-            .iter()
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        format!("registers: {}", regs.join(" "))
+        match self.read_all() {
+            Ok(regs) => {
+                let regs: Vec<String> = regs.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                format!("registers: {}", regs.join(" "))
+            }
+            Err(e) => format!("registers unreadable: {e}"),
+        }
     }
 
     /// Completes a run that reached DONE (started at cycle `t0`, the first write of
@@ -450,13 +468,12 @@ impl<M: Monitor> Accelerator<M> {
 /// The simulated control port: AXI4-Lite transactions on the model; waiting between polls
 /// is the clock running on (a read of CONTROL itself takes a few cycles).
 impl<M: Monitor> regs::Host for Accelerator<M> {
-    type Error = std::convert::Infallible;
+    type Error = AcceleratorError;
     fn read_reg(&mut self, offset: u32) -> Result<u32, Self::Error> {
-        Ok(Accelerator::read_reg(self, offset))
+        Accelerator::read_reg(self, offset)
     }
     fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), Self::Error> {
-        Accelerator::write_reg(self, offset, value);
-        Ok(())
+        Accelerator::write_reg(self, offset, value)
     }
     fn poll_wait(&mut self, _polls: u64) -> Result<(), Self::Error> {
         Ok(())

@@ -515,11 +515,12 @@ impl Host<'_> {
 impl regs::Host for Host<'_> {
     type Error = RtlError;
     fn read_reg(&mut self, offset: u32) -> Result<u32, RtlError> {
-        Ok(self.acc.read_reg(offset))
+        self.acc.read_reg(offset).map_err(RtlError::Accelerator)
     }
     fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), RtlError> {
-        self.acc.write_reg(offset, value);
-        Ok(())
+        self.acc
+            .write_reg(offset, value)
+            .map_err(RtlError::Accelerator)
     }
     fn poll_wait(&mut self, _polls: u64) -> Result<(), RtlError> {
         let now = self.acc.cycles();
@@ -605,5 +606,29 @@ fn check_counters(run: &RtlRun, insn_count: u32) -> Result<(), RtlError> {
         Ok(())
     } else {
         Err(RtlError::Counters(bad.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A control port that never answers (held in reset here; broken RTL in life) fails the
+    /// transaction with a message instead of a panic, and a reset makes the port work again.
+    #[test]
+    fn an_unanswered_control_port_is_an_error_and_a_reset_recovers() {
+        let cfg = HwConfig::default();
+        let mut sim = RtlSim::new(&cfg, &RtlOptions::default(), &mut |_| {}).unwrap();
+        let (m, _) = sim.acc.model_and_monitor();
+        let rst = m.port("ap_rst_n");
+        m.set(rst, 0);
+        let e = sim.acc.read_reg(regs::CONTROL).unwrap_err().to_string();
+        assert!(
+            e.contains("did not answer a read of register 0x0 within 1000 cycles"),
+            "{e}"
+        );
+        assert!(sim.acc.status().starts_with("registers unreadable: "));
+        sim.acc.reset();
+        assert!(sim.acc.check_identity(&cfg).is_ok());
     }
 }
