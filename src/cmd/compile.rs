@@ -34,7 +34,7 @@ pub struct CompileArgs {
     /// activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
-    #[arg(long, value_name = "SIZE", value_parser = super::parse_bytes, help = super::MEMORY_BUDGET_HELP)]
+    #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size, help = super::MEMORY_BUDGET_HELP)]
     memory_budget: Option<u64>,
     /// Print the report as JSON (output file, op-support table, step counts, launches,
     /// compile times)

@@ -60,7 +60,7 @@ pub struct RunArgs {
     /// dependency tokens order every conflicting pair of memory accesses (no races)
     #[arg(long)]
     check: bool,
-    #[arg(long, value_name = "SIZE", value_parser = super::parse_bytes, help = super::MEMORY_BUDGET_HELP)]
+    #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size, help = super::MEMORY_BUDGET_HELP)]
     memory_budget: Option<u64>,
     /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
     #[arg(long)]

@@ -59,6 +59,11 @@ enum Cmd {
         /// Wall-clock bound of each accelerator launch, in seconds.
         #[arg(long, default_value_t = 10.0)]
         timeout: f64,
+        /// Most memory all of the model's tensors together may take (e.g. 256MiB, or bytes);
+        /// a model beyond it is refused, naming the tensor, before anything is allocated
+        /// [default: 4GiB]
+        #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size)]
+        memory_budget: Option<u64>,
         #[command(flatten)]
         board: BoardArgs,
     },
@@ -220,8 +225,9 @@ fn run(cli: Cli) -> Result<()> {
             inputs,
             outputs,
             timeout,
+            memory_budget,
             board,
-        } => run_model(&model, &inputs, &outputs, timeout, &board),
+        } => run_model(&model, &inputs, &outputs, timeout, memory_budget, &board),
         Cmd::Serve {
             listen,
             config,
@@ -290,13 +296,15 @@ fn run_model(
     inputs: &[PathBuf],
     outputs: &[PathBuf],
     timeout: f64,
+    memory_budget: Option<u64>,
     board: &BoardArgs,
 ) -> Result<()> {
     if !(timeout > 0.0 && timeout.is_finite()) {
         bail!("--timeout {timeout}: give a positive number of seconds");
     }
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let model = vta_runtime::file::read(&bytes, None, vta_runtime::budget::DEFAULT_MEMORY_BUDGET)
+    let budget = memory_budget.unwrap_or(vta_runtime::budget::DEFAULT_MEMORY_BUDGET);
+    let model = vta_runtime::file::read(&bytes, None, budget)
         .map_err(|e| anyhow!("{}: {e}", file.display()))?;
     let plan = &model.plan;
     if outputs.len() != plan.outputs.len() {

@@ -8,6 +8,38 @@ use crate::tensor::{DType, Fact};
 /// The budget when none is chosen: 4 GiB for all of a model's tensors together.
 pub const DEFAULT_MEMORY_BUDGET: u64 = 4 << 30;
 
+/// Parses a byte count: a whole number with an optional binary unit (`B`, `KiB`, `MiB`, `GiB`,
+/// `TiB`; `K`, `M`, `G`, `T` mean the same).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let not_a_size =
+        || format!("'{s}' is not a size; write e.g. 512MiB, 8GiB or a number of bytes");
+    if digits.is_empty() {
+        return Err(not_a_size());
+    }
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KiB" => 10,
+        "M" | "MiB" => 20,
+        "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
+        u => {
+            return Err(format!(
+                "unknown unit '{u}' in '{s}'; write a whole number of bytes, optionally with \
+                 KiB, MiB, GiB or TiB (e.g. 8GiB)"
+            ))
+        }
+    };
+    let n: u64 = digits.parse().map_err(|_| {
+        format!("'{s}' is not a size; write e.g. 512MiB, 8GiB or a number of bytes")
+    })?;
+    n.checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("'{s}' is not a usable size: it must be above 0 and below 16 EiB"))
+}
+
 /// Bytes of one element.
 pub fn elem_bytes(dtype: DType) -> u64 {
     match dtype {
@@ -81,6 +113,20 @@ impl MemoryBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units_and_bad_ones_are_named() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("8G"), Ok(8 << 30));
+        assert_eq!(parse_size("2 TiB"), Ok(2 << 40));
+        assert!(parse_size("8GB").unwrap_err().contains("unknown unit 'GB'"));
+        assert!(parse_size("lots").unwrap_err().contains("is not a size"));
+        assert!(parse_size("0").unwrap_err().contains("above 0"));
+        assert!(parse_size("99999999T")
+            .unwrap_err()
+            .contains("below 16 EiB"));
+    }
 
     #[test]
     fn a_tensor_beyond_the_budget_is_refused_with_its_name_and_size() {
