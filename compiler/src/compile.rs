@@ -12,7 +12,7 @@ use isa::HwConfig;
 use vta_runtime::model::Model;
 
 use crate::backend::{self, BackendError, LayerInfo};
-use crate::frontend::{import_graph, FrontendError, FrontendOptions};
+use crate::frontend::{import_graph_shaped, FrontendError, FrontendOptions};
 use crate::graph::plan::{StepKind, ValueId};
 use crate::graph::{Support, SupportTable};
 use crate::{launches, quant};
@@ -112,7 +112,7 @@ impl Imported {
         let mut times = CompileTimes::default();
         let t = Instant::now();
         stage("importing");
-        let graph = import_graph(onnx, source, opts.memory_budget)?;
+        let graph = import_graph_shaped(onnx, source, opts.memory_budget, &opts.input_shapes)?;
         times.import = t.elapsed();
 
         let t = Instant::now();

@@ -24,8 +24,19 @@ pub use crate::quant::{FrontendOptions, RequantFidelity};
 /// IR, refusing tensors beyond `memory_budget` bytes (see [`vta_runtime::budget`]), and
 /// simplifies it (steps 1 and 2).
 pub fn import_graph(onnx: &[u8], source: &str, memory_budget: u64) -> Result<Graph, FrontendError> {
+    import_graph_shaped(onnx, source, memory_budget, &[])
+}
+
+/// [`import_graph`] with the shapes of inputs fixed by name (see
+/// [`FrontendOptions::input_shapes`]).
+pub fn import_graph_shaped(
+    onnx: &[u8],
+    source: &str,
+    memory_budget: u64,
+    input_shapes: &[(String, Vec<usize>)],
+) -> Result<Graph, FrontendError> {
     let model = crate::onnx::decode_model(onnx, source)?;
-    let mut g = crate::onnx::import::import(&model, source, memory_budget)?;
+    let mut g = crate::onnx::import::import(&model, source, memory_budget, input_shapes)?;
     passes::simplify(&mut g);
     Ok(g)
 }
@@ -69,7 +80,7 @@ pub fn load_and_plan(
         file: file.clone(),
         message: format!("cannot read the model: {e}"),
     })?;
-    let g = import_graph(&bytes, &file, opts.memory_budget)?;
+    let g = import_graph_shaped(&bytes, &file, opts.memory_budget, &opts.input_shapes)?;
     crate::quant::plan_graph(&g, calibration, cfg, opts)
 }
 

@@ -119,6 +119,18 @@ fn graph(
     out: &str,
     opset: i64,
 ) -> Result<Graph, String> {
+    graph_shaped(nodes, ins, inits, out, opset, &[])
+}
+
+/// [`graph`] with input shapes fixed as `--input-shape` does.
+fn graph_shaped(
+    nodes: Vec<NodeProto>,
+    ins: Vec<ValueInfoProto>,
+    inits: Vec<(&str, Tensor)>,
+    out: &str,
+    opset: i64,
+    shapes: &[(String, Vec<usize>)],
+) -> Result<Graph, String> {
     let m = ModelProto {
         ir_version: 8,
         opset_import: vec![OperatorSetIdProto {
@@ -139,7 +151,7 @@ fn graph(
         ..Default::default()
     };
     let m = decode_model(&m.encode_to_vec(), "t.onnx").map_err(|e| e.to_string())?;
-    import(&m, "t.onnx", DEFAULT_MEMORY_BUDGET).map_err(|e| e.to_string())
+    import(&m, "t.onnx", DEFAULT_MEMORY_BUDGET, shapes).map_err(|e| e.to_string())
 }
 
 /// Imports a one-node model and returns its output fact, checking that evaluating it gives
@@ -808,4 +820,55 @@ fn a_fixed_input_dimension_of_zero_or_below_is_named_not_called_dynamic() {
     // -1, the usual spelling of "any batch", stays the batch of one.
     let g = with_dims(&[-1, 3, 4, 4]).unwrap();
     assert_eq!(g.fact(g.inputs[0]).shape, vec![1, 3, 4, 4]);
+}
+
+#[test]
+fn symbolic_input_dimensions_are_fixed_by_input_shape_and_checked() {
+    // x: [N, 3, H, W] with H and W symbolic, as OCR models export it.
+    let model = |shapes: &[(String, Vec<usize>)]| {
+        let mut x = vi("x", DType::F32, &[1, 3, 1, 1]);
+        let shape = x.r#type.as_mut().unwrap().tensor_type.as_mut().unwrap();
+        for (i, d) in shape.shape.as_mut().unwrap().dim.iter_mut().enumerate() {
+            if i != 1 {
+                d.dim_value = None;
+                d.dim_param = Some(format!("d{i}"));
+            }
+        }
+        graph_shaped(
+            vec![node("Relu", &["x"], &["y"], vec![])],
+            vec![x],
+            vec![],
+            "y",
+            13,
+            shapes,
+        )
+    };
+    let e = model(&[]).unwrap_err();
+    assert!(
+        e.contains("input 'x' has a dynamic dimension 2 ('d2')")
+            && e.contains("--input-shape x=DIMS (e.g. 1x3x224x224)"),
+        "{e}"
+    );
+    let shape = |n: &str, d: &[usize]| vec![(n.to_string(), d.to_vec())];
+    let g = model(&shape("x", &[1, 3, 48, 160])).unwrap();
+    assert_eq!(g.fact(g.inputs[0]).shape, vec![1, 3, 48, 160]);
+    assert_eq!(g.fact(g.outputs[0]).shape, vec![1, 3, 48, 160]);
+    // A nameless shape is the only input's.
+    let g = model(&shape("", &[2, 3, 8, 8])).unwrap();
+    assert_eq!(g.fact(g.inputs[0]).shape, vec![2, 3, 8, 8]);
+    let e = model(&shape("x", &[1, 4, 48, 160])).unwrap_err();
+    assert!(
+        e.contains("gives input 'x' dimension 1 as 4, but the model fixes it to 3"),
+        "{e}"
+    );
+    let e = model(&shape("x", &[1, 3, 48])).unwrap_err();
+    assert!(
+        e.contains("gives input 'x' 3 dimension(s) (1x3x48), the model 4"),
+        "{e}"
+    );
+    let e = model(&shape("img", &[1, 3, 8, 8])).unwrap_err();
+    assert!(
+        e.contains("--input-shape names 'img', which is not an input of the model (its inputs: x)"),
+        "{e}"
+    );
 }

@@ -36,10 +36,35 @@ pub struct CompileArgs {
     launch_per_layer: bool,
     #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size, help = super::MEMORY_BUDGET_HELP)]
     memory_budget: Option<u64>,
+    /// Fix the shape of a model input whose dimensions besides the batch are symbolic
+    /// (e.g. an OCR model's `x` of 1x3x48xW): NAME=DIMS such as x=1x3x48x320 (or just DIMS
+    /// for a model with one input); dimensions the model fixes must agree. Repeat per input
+    #[arg(long, value_name = "NAME=DIMS", value_parser = parse_input_shape)]
+    input_shape: Vec<(Option<String>, Vec<usize>)>,
     /// Print the report as JSON (output file, op-support table, step counts, launches,
     /// compile times)
     #[arg(long)]
     json: bool,
+}
+
+/// `x=1x3x48x320` (or `1,3,48,320`), or the dimensions alone.
+fn parse_input_shape(s: &str) -> std::result::Result<(Option<String>, Vec<usize>), String> {
+    let (name, dims) = match s.rsplit_once('=') {
+        Some((n, d)) if !n.is_empty() => (Some(n.to_string()), d),
+        Some((_, _)) => return Err(format!("'{s}' has no input name before '='")),
+        None => (None, s),
+    };
+    let dims: Vec<usize> = dims
+        .split(['x', ','])
+        .map(|d| d.trim().parse::<usize>().ok().filter(|&n| n > 0))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is not a shape: give NAME=DIMS with dimensions of at least 1 separated \
+                 by x, e.g. x=1x3x48x320"
+            )
+        })?;
+    Ok((name, dims))
 }
 
 fn ms(d: Duration) -> String {
@@ -61,6 +86,11 @@ pub fn run(a: CompileArgs) -> Result<String> {
             RequantFidelity::WithinOneLsb
         },
         memory_budget: a.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
+        input_shapes: a
+            .input_shape
+            .into_iter()
+            .map(|(n, d)| (n.unwrap_or_default(), d))
+            .collect(),
         ..Default::default()
     };
     let source = a.model.display().to_string();
@@ -189,5 +219,30 @@ fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(x), Ok(y)) => x == y,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_input_shape;
+
+    #[test]
+    fn input_shapes_parse_with_or_without_a_name() {
+        assert_eq!(
+            parse_input_shape("x=1x3x48x320"),
+            Ok((Some("x".into()), vec![1, 3, 48, 320]))
+        );
+        assert_eq!(parse_input_shape("1,3,8,8"), Ok((None, vec![1, 3, 8, 8])));
+        // Names may contain '=' only before the last one.
+        assert_eq!(
+            parse_input_shape("a=b=2x2"),
+            Ok((Some("a=b".into()), vec![2, 2]))
+        );
+        for bad in ["x=1x0x4", "x=", "=1x3", "x=1xx3", "x=-1x3"] {
+            assert!(parse_input_shape(bad).is_err(), "{bad}");
+        }
+        assert!(parse_input_shape("=1x3")
+            .unwrap_err()
+            .contains("no input name"));
     }
 }

@@ -23,7 +23,9 @@ pub struct ImportError {
     pub message: String,
 }
 
-fn input_fact(v: &ValueInfoProto) -> Result<Fact, String> {
+/// The facts of graph input `v`; `given` is the shape the user fixed for it, which fills its
+/// symbolic dimensions and must agree with its fixed ones.
+fn input_fact(v: &ValueInfoProto, given: Option<&[usize]>) -> Result<Fact, String> {
     let tt = v
         .r#type
         .as_ref()
@@ -41,8 +43,39 @@ fn input_fact(v: &ValueInfoProto) -> Result<Fact, String> {
             v.name
         )
     })?;
+    if let Some(g) = given {
+        if g.len() != shape.dim.len() {
+            return Err(format!(
+                "--input-shape gives input '{}' {} dimension(s) ({}), the model {}",
+                v.name,
+                g.len(),
+                dims_text(g),
+                shape.dim.len()
+            ));
+        }
+    }
     let mut dims = Vec::new();
     for (i, d) in shape.dim.iter().enumerate() {
+        if let Some(&n) = given.and_then(|g| g.get(i)) {
+            match d.dim_value {
+                Some(m) if m > 0 && m as usize != n => {
+                    return Err(format!(
+                        "--input-shape gives input '{}' dimension {i} as {n}, but the model \
+                         fixes it to {m}",
+                        v.name
+                    ));
+                }
+                _ if n == 0 => {
+                    return Err(format!(
+                        "--input-shape gives input '{}' dimension {i} as 0 (every dimension \
+                         must be at least 1)",
+                        v.name
+                    ));
+                }
+                _ => dims.push(n),
+            }
+            continue;
+        }
         match d.dim_value {
             Some(n) if n > 0 => dims.push(n as usize),
             Some(0) => {
@@ -67,8 +100,12 @@ fn input_fact(v: &ValueInfoProto) -> Result<Fact, String> {
                     .clone()
                     .map_or_else(|| "unknown".to_string(), |p| format!("'{p}'"));
                 return Err(format!(
-                    "input '{}' has a dynamic dimension {i} ({what}); only the first (batch) dimension may be symbolic",
-                    v.name
+                    "input '{}' has a dynamic dimension {i} ({what}); only the first (batch) \
+                     dimension may be symbolic: fix the others with --input-shape {}=DIMS \
+                     (e.g. {})",
+                    v.name,
+                    v.name,
+                    example_shape(shape)
                 ));
             }
         }
@@ -81,6 +118,27 @@ fn input_fact(v: &ValueInfoProto) -> Result<Fact, String> {
         return Err(format!("input '{}' of shape {dims:?} is too large", v.name));
     }
     Ok(Fact::new(dtype, dims))
+}
+
+/// `1x3x224x224`.
+fn dims_text(d: &[usize]) -> String {
+    d.iter().map(usize::to_string).collect::<Vec<_>>().join("x")
+}
+
+/// The input's shape with 1 for the batch and a typical size for other symbolic dimensions,
+/// as an example of what `--input-shape` takes.
+fn example_shape(shape: &crate::onnx::proto::TensorShapeProto) -> String {
+    let d: Vec<usize> = shape
+        .dim
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match d.dim_value {
+            Some(n) if n > 0 => n as usize,
+            _ if i == 0 => 1,
+            _ => 224,
+        })
+        .collect();
+    dims_text(&d)
 }
 
 /// Orders nodes so that producers come first (ONNX requires it; tolerate files that do not).
@@ -148,10 +206,17 @@ fn order(nodes: &[NodeProto], known: &HashSet<String>) -> Result<Vec<usize>, Str
     Ok(out)
 }
 
-/// Imports a decoded model. `file` names it in errors. Every tensor (initializers, inputs,
-/// inferred outputs) is charged to a memory budget of `memory_budget` bytes before it is
-/// allocated or computed (see [`vta_runtime::budget`]).
-pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Graph, FrontendError> {
+/// Imports a decoded model. `file` names it in errors. `input_shapes` fixes the shapes of
+/// inputs by name (their symbolic dimensions; fixed ones must agree; an empty name is the
+/// only input's). Every tensor
+/// (initializers, inputs, inferred outputs) is charged to a memory budget of `memory_budget`
+/// bytes before it is allocated or computed (see [`vta_runtime::budget`]).
+pub fn import(
+    model: &ModelProto,
+    file: &str,
+    memory_budget: u64,
+    input_shapes: &[(String, Vec<usize>)],
+) -> Result<Graph, FrontendError> {
     let err = |m: String| {
         FrontendError::Import(ImportError {
             file: file.to_string(),
@@ -180,11 +245,42 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
         let t = g.add_const(init.name.clone(), v);
         names.insert(init.name.clone(), t);
     }
+    let inputs: Vec<&str> = gp
+        .input
+        .iter()
+        .filter(|i| !names.contains_key(&i.name))
+        .map(|i| i.name.as_str())
+        .collect();
+    // A shape without a name is the only input's.
+    let named: Vec<(&str, &[usize])> = input_shapes
+        .iter()
+        .map(|(n, d)| match (n.is_empty(), inputs.as_slice()) {
+            (false, _) => Ok((n.as_str(), d.as_slice())),
+            (true, [only]) => Ok((*only, d.as_slice())),
+            (true, _) => Err(err(format!(
+                "--input-shape {} has no input name, and the model has {} inputs ({}): give \
+                 NAME=DIMS",
+                dims_text(d),
+                inputs.len(),
+                inputs.join(", ")
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
+    for (name, _) in &named {
+        if !inputs.contains(name) {
+            return Err(err(format!(
+                "--input-shape names '{name}', which is not an input of the model (its inputs: \
+                 {})",
+                inputs.join(", ")
+            )));
+        }
+    }
     for inp in &gp.input {
         if names.contains_key(&inp.name) {
             continue; // an initializer listed as an input (IR < 4): a constant
         }
-        let fact = input_fact(inp).map_err(err)?;
+        let given = named.iter().find(|(n, _)| *n == inp.name).map(|(_, d)| *d);
+        let fact = input_fact(inp, given).map_err(err)?;
         budget.charge(&inp.name, &fact).map_err(err)?;
         let t = g.add_tensor(inp.name.clone(), fact, None);
         names.insert(inp.name.clone(), t);

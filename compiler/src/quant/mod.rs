@@ -78,6 +78,9 @@ pub struct FrontendOptions {
     /// [`vta_runtime::budget`]); a model asking for more is refused before anything is
     /// allocated.
     pub memory_budget: u64,
+    /// Shapes of inputs by name, for models whose inputs have symbolic dimensions besides
+    /// the batch (fixed dimensions must agree; an empty name is the only input's).
+    pub input_shapes: Vec<(String, Vec<usize>)>,
 }
 
 impl Default for FrontendOptions {
@@ -86,6 +89,7 @@ impl Default for FrontendOptions {
             fidelity: RequantFidelity::default(),
             offload: true,
             memory_budget: vta_runtime::budget::DEFAULT_MEMORY_BUDGET,
+            input_shapes: Vec::new(),
         }
     }
 }
