@@ -872,3 +872,51 @@ fn symbolic_input_dimensions_are_fixed_by_input_shape_and_checked() {
         "{e}"
     );
 }
+
+/// A float convolution with a dead output channel (weights all but zero, as BatchNorm folding
+/// leaves them) and a real bias: at the weights' own scale the bias would not fit int32 (the
+/// accumulator range computation overflowed i64 here once). The channel's weight scale is
+/// widened so the bias fits, and the layer runs on the accelerator, bit-exact with the
+/// integer reference.
+#[test]
+fn a_dead_channel_with_a_bias_is_quantized_not_overflowed() {
+    let mut w = tensor(DType::F32, &[2, 3, 3, 3], 7);
+    if let Tensor::F32(a) = &mut w {
+        for (i, v) in a.iter_mut().enumerate() {
+            if i >= 27 {
+                *v = 1e-12;
+            }
+        }
+    }
+    let mut g = graph(
+        vec![node(
+            "Conv",
+            &["x", "w", "b"],
+            &["y"],
+            vec![("pads", A::Is(vec![1, 1, 1, 1]))],
+        )],
+        vec![vi("x", DType::F32, &[1, 3, 5, 5])],
+        vec![("w", w), ("b", f32s(&[0.25, 3.0]))],
+        "y",
+        13,
+    )
+    .unwrap();
+    passes::simplify(&mut g);
+    let cfg = isa::HwConfig::preset("default").unwrap();
+    let calib: Vec<ArrayD<f32>> = (0..4)
+        .map(|s| match tensor(DType::F32, &[1, 3, 5, 5], 40 + s) {
+            Tensor::F32(a) => a,
+            _ => unreachable!(),
+        })
+        .collect();
+    let (plan, table) = plan_graph(&g, &calib, &cfg, &FrontendOptions::default()).unwrap();
+    let kinds: Vec<&str> = plan.layers().map(|l| l.kind()).collect();
+    assert_eq!(kinds, ["QConv2d"], "{table}");
+    let x = tensor(DType::F32, &[1, 3, 5, 5], 99);
+    let y = run_plan(&plan, &[x]).unwrap().outputs(&plan)[0].to_f64_vec();
+    // The dead channel's output (the second 5x5 plane) is its bias, up to one output LSB.
+    let lsb = y.iter().fold(0f64, |a, v| a.max(v.abs())) / 127.0;
+    for v in &y[25..] {
+        assert!((v - 3.0).abs() <= lsb, "{v}");
+    }
+}

@@ -225,8 +225,9 @@ pub fn conv_acc_ranges(
             for &wv in &w[o * per..(o + 1) * per] {
                 let a = i64::from(wv) * i64::from(x_lo);
                 let b = i64::from(wv) * i64::from(x_hi);
-                lo += a.min(b);
-                hi += a.max(b);
+                // Saturating: a range past i64 is as unrepresentable as one past i32.
+                lo = lo.saturating_add(a.min(b));
+                hi = hi.saturating_add(a.max(b));
             }
             AccRange { lo, hi }
         })

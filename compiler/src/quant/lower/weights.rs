@@ -322,11 +322,17 @@ impl<'g> Lowerer<'g> {
                 let m = wv[c * per..(c + 1) * per]
                     .iter()
                     .fold(0f32, |a, v| a.max(v.abs()));
-                if m > 0.0 {
+                let from_weights = if m > 0.0 {
                     f64::from(m) / 127.0
                 } else {
                     1.0 / 127.0
-                }
+                };
+                // A channel whose weights are all but zero (BatchNorm folded into a dead
+                // channel) with a real bias would need a bias beyond int32 at the weights'
+                // scale: widen the scale until the bias fits with room to spare (the weights
+                // then round to the few levels they are worth).
+                let bias = b.map_or(0.0, |b| f64::from(b[c]).abs());
+                from_weights.max(bias / (x.scale * f64::from(1u32 << 30)))
             })
             .collect();
         let quant = |sw: &[f64]| -> (Vec<i32>, Vec<i64>) {
@@ -343,6 +349,15 @@ impl<'g> Lowerer<'g> {
             (q, bq)
         };
         let (q0, b0) = quant(&sw);
+        // A bias beyond int32 at these scales (a tiny input scale, e.g. an input that was 0
+        // throughout calibration) cannot be requantized on the accelerator.
+        if let Some(&v) = b0.iter().find(|v| i32::try_from(**v).is_err()) {
+            return Err(format!(
+                "bias {v} does not fit int32 at input scale {:.3e} (the input's calibrated range \
+                 is too small)",
+                x.scale
+            ));
+        }
         let (mut lo, mut hi) = self.range_of(x.v);
         if pad_zero {
             lo = lo.min(0);
