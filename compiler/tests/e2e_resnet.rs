@@ -104,6 +104,7 @@ fn resnet18_runs_bit_exact_on_fsim() {
         &compiler::onnx::decode_model(&onnx, "r").unwrap(),
         "r",
         DEFAULT_MEMORY_BUDGET,
+        &[],
     )
     .unwrap();
     passes::simplify(&mut g);

@@ -81,6 +81,7 @@ fn float_executor_matches_onnxruntime() {
         &load_model(&path).unwrap(),
         "tiny_cnn.onnx",
         DEFAULT_MEMORY_BUDGET,
+        &[],
     )
     .unwrap();
     let mut g = g0.clone();

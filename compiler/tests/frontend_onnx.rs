@@ -37,7 +37,13 @@ fn case(name: &str) -> (compiler::graph::Graph, Vec<(String, Tensor)>, Tensor) {
     let dir = data().join("onnx-testdata").join(name);
     let path = dir.join("model.onnx");
     let model = load_model(&path).unwrap();
-    let g = import(&model, &path.display().to_string(), DEFAULT_MEMORY_BUDGET).unwrap();
+    let g = import(
+        &model,
+        &path.display().to_string(),
+        DEFAULT_MEMORY_BUDGET,
+        &[],
+    )
+    .unwrap();
     let mut inputs = Vec::new();
     for i in 0.. {
         let p = dir.join(format!("test_data_set_0/input_{i}.pb"));
@@ -132,7 +138,7 @@ fn bad_files_are_errors_not_panics() {
             assert!(e.to_string().starts_with("cut.onnx: "), "{e}");
         } else {
             // A prefix that happens to be a valid model must still import or fail cleanly.
-            let _ = import(&r.unwrap(), "cut.onnx", DEFAULT_MEMORY_BUDGET);
+            let _ = import(&r.unwrap(), "cut.onnx", DEFAULT_MEMORY_BUDGET, &[]);
         }
     }
     let mut state = 0x1234_5678u32;
@@ -144,7 +150,7 @@ fn bad_files_are_errors_not_panics() {
             b[i] = (state >> 24) as u8;
         }
         if let Ok(m) = decode_model(&b, "x.onnx") {
-            if let Ok(mut g) = import(&m, "x.onnx", DEFAULT_MEMORY_BUDGET) {
+            if let Ok(mut g) = import(&m, "x.onnx", DEFAULT_MEMORY_BUDGET, &[]) {
                 passes::simplify(&mut g);
             }
         }
@@ -194,7 +200,7 @@ fn structural_errors_name_the_problem() {
         ..Default::default()
     };
     let m = decode_model(&model_with(vec![relu], 13), "m.onnx").unwrap();
-    let e = import(&m, "m.onnx", DEFAULT_MEMORY_BUDGET)
+    let e = import(&m, "m.onnx", DEFAULT_MEMORY_BUDGET, &[])
         .unwrap_err()
         .to_string();
     assert!(e.contains("missing initializer"), "{e}");
@@ -214,7 +220,7 @@ fn structural_errors_name_the_problem() {
         }),
         doc_string: String::new(),
     });
-    match import(&m2, "m.onnx", DEFAULT_MEMORY_BUDGET) {
+    match import(&m2, "m.onnx", DEFAULT_MEMORY_BUDGET, &[]) {
         Err(FrontendError::Unsupported { table, count, .. }) => {
             assert_eq!(count, 1);
             assert!(

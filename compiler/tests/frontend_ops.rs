@@ -920,3 +920,34 @@ fn a_dead_channel_with_a_bias_is_quantized_not_overflowed() {
         assert!((v - 3.0).abs() <= lsb, "{v}");
     }
 }
+
+/// LayerNorm as transformer necks export it (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt,
+/// Div) imports and runs on the CPU: every row normalized to mean 0 and variance 1.
+#[test]
+fn an_exported_layer_norm_imports_and_normalizes() {
+    let mean = |x: &str, y: &str| node("ReduceMean", &[x], &[y], vec![("axes", A::Is(vec![-1]))]);
+    let g = graph(
+        vec![
+            mean("x", "m"),
+            node("Sub", &["x", "m"], &["d"], vec![]),
+            node("Pow", &["d", "two"], &["d2"], vec![]),
+            mean("d2", "v"),
+            node("Add", &["v", "eps"], &["ve"], vec![]),
+            node("Sqrt", &["ve"], &["s"], vec![]),
+            node("Div", &["d", "s"], &["y"], vec![]),
+        ],
+        vec![vi("x", DType::F32, &[1, 4, 6])],
+        vec![("two", s_f32(2.0)), ("eps", s_f32(1e-6))],
+        "y",
+        14,
+    )
+    .unwrap();
+    assert_eq!(g.fact(g.outputs[0]).shape, vec![1, 4, 6]);
+    let x = tensor(DType::F32, &[1, 4, 6], 5);
+    let y = g.run_outputs(&[x]).unwrap()[0].to_f64_vec();
+    for row in y.chunks(6) {
+        let m = row.iter().sum::<f64>() / 6.0;
+        let v = row.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 6.0;
+        assert!(m.abs() < 1e-5 && (v - 1.0).abs() < 1e-4, "{row:?}");
+    }
+}

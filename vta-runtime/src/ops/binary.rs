@@ -1,6 +1,6 @@
 //! `Add`, `Sub`, `Mul`, `Div` with numpy broadcasting, in f32 or wrapping int32/int64
-//! (integer `Div` truncates toward zero). `Add` can carry a fused activation (a residual
-//! add followed by `Relu`).
+//! (integer `Div` truncates toward zero), and `Pow` in f32. `Add` can carry a fused
+//! activation (a residual add followed by `Relu`).
 
 use ndarray::{ArrayD, IxDyn, Zip};
 
@@ -15,6 +15,8 @@ pub enum BinKind {
     Sub,
     Mul,
     Div,
+    /// Float only (the variance of an exported LayerNorm, `Pow(x, 2)`).
+    Pow,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
@@ -61,6 +63,7 @@ impl Op for Binary {
             BinKind::Sub => "Sub",
             BinKind::Mul => "Mul",
             BinKind::Div => "Div",
+            BinKind::Pow => "Pow",
         }
     }
 
@@ -74,6 +77,12 @@ impl Op for Binary {
             return Err(format!(
                 "{} is supported on float, int32 and int64, got {}",
                 self.op_type(),
+                a.dtype
+            ));
+        }
+        if self.kind == BinKind::Pow && a.dtype != DType::F32 {
+            return Err(format!(
+                "Pow is supported on float tensors, got {}",
                 a.dtype
             ));
         }
@@ -99,26 +108,31 @@ impl Op for Binary {
                         BinKind::Sub => x - y,
                         BinKind::Mul => x * y,
                         BinKind::Div => x / y,
+                        BinKind::Pow => x.powf(y),
                     };
                     Ok(act.map_or(v, |a| a.apply(v)))
                 })?)
             }
-            (Tensor::I32(a), Tensor::I32(b)) => Tensor::I32(zip(a, b, |x, y| match k {
-                BinKind::Add => Ok(x.wrapping_add(y)),
-                BinKind::Sub => Ok(x.wrapping_sub(y)),
-                BinKind::Mul => Ok(x.wrapping_mul(y)),
-                BinKind::Div => x
-                    .checked_div(y)
-                    .ok_or_else(|| "integer division by zero".to_string()),
-            })?),
-            (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(zip(a, b, |x, y| match k {
-                BinKind::Add => Ok(x.wrapping_add(y)),
-                BinKind::Sub => Ok(x.wrapping_sub(y)),
-                BinKind::Mul => Ok(x.wrapping_mul(y)),
-                BinKind::Div => x
-                    .checked_div(y)
-                    .ok_or_else(|| "integer division by zero".to_string()),
-            })?),
+            (Tensor::I32(a), Tensor::I32(b)) if k != BinKind::Pow => {
+                Tensor::I32(zip(a, b, |x, y| match k {
+                    BinKind::Add => Ok(x.wrapping_add(y)),
+                    BinKind::Sub => Ok(x.wrapping_sub(y)),
+                    BinKind::Mul => Ok(x.wrapping_mul(y)),
+                    _ => x
+                        .checked_div(y)
+                        .ok_or_else(|| "integer division by zero".to_string()),
+                })?)
+            }
+            (Tensor::I64(a), Tensor::I64(b)) if k != BinKind::Pow => {
+                Tensor::I64(zip(a, b, |x, y| match k {
+                    BinKind::Add => Ok(x.wrapping_add(y)),
+                    BinKind::Sub => Ok(x.wrapping_sub(y)),
+                    BinKind::Mul => Ok(x.wrapping_mul(y)),
+                    _ => x
+                        .checked_div(y)
+                        .ok_or_else(|| "integer division by zero".to_string()),
+                })?)
+            }
             (a, b) => {
                 return Err(format!(
                     "{} of {} and {} is not supported",

@@ -35,6 +35,7 @@ pub mod prelu;
 pub mod qlinear_conv;
 pub mod qlinear_matmul;
 pub mod quantize_linear;
+pub mod reduce_mean;
 pub mod relu;
 pub mod reshape;
 pub mod resize;
@@ -120,6 +121,7 @@ any_op! {
     Slice(slice::Slice),
     Pad(pad::Pad),
     InsertZeros(internal::InsertZeros),
+    ReduceMean(reduce_mean::ReduceMean),
 }
 
 /// An operator of the graph IR.

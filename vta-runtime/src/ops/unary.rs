@@ -1,5 +1,5 @@
 //! Single-input element-wise functions of float tensors: `Sigmoid`, `HardSigmoid`,
-//! `HardSwish`, `Tanh`, `LeakyRelu`, `Erf`, `Exp`, `Gelu`, `Softplus`, `Mish`, and SiLU
+//! `HardSwish`, `Tanh`, `LeakyRelu`, `Erf`, `Exp`, `Gelu`, `Softplus`, `Mish`, `Sqrt`, and SiLU
 //! (`x * Sigmoid(x)`, which the graph passes fuse from its two ONNX nodes).
 //!
 //! [`Unary::apply`] is the one scalar definition: [`Op::eval`] maps it over a tensor, and the
@@ -39,6 +39,8 @@ pub enum UnaryKind {
     Mish,
     /// `x * sigmoid(x)` (not an ONNX operator: the fusion of `Mul(x, Sigmoid(x))`).
     Silu,
+    /// The square root (NaN below 0, as ONNX and IEEE 754 define it).
+    Sqrt,
 }
 
 /// A single-input element-wise float function.
@@ -118,6 +120,7 @@ impl UnaryKind {
             UnaryKind::Softplus => "Softplus",
             UnaryKind::Mish => "Mish",
             UnaryKind::Silu => "Silu",
+            UnaryKind::Sqrt => "Sqrt",
         }
     }
 }
@@ -155,6 +158,7 @@ impl Unary {
             UnaryKind::Softplus => softplus(x),
             UnaryKind::Mish => x * softplus(x).tanh(),
             UnaryKind::Silu => x * sigmoid(x),
+            UnaryKind::Sqrt => x.sqrt(),
         }
     }
 }
@@ -238,5 +242,7 @@ mod tests {
         assert!((f(UnaryKind::Softplus).apply(0.0) - std::f32::consts::LN_2).abs() < 1e-7);
         assert_eq!(f(UnaryKind::Softplus).apply(100.0), 100.0);
         assert!((f(UnaryKind::Mish).apply(1.0) - 0.865_098_4).abs() < 1e-6);
+        assert_eq!(f(UnaryKind::Sqrt).apply(6.25), 2.5);
+        assert!(f(UnaryKind::Sqrt).apply(-1.0).is_nan());
     }
 }

@@ -12,6 +12,7 @@ impl FromOnnx for Binary {
             "Add" => BinKind::Add,
             "Sub" => BinKind::Sub,
             "Mul" => BinKind::Mul,
+            "Pow" => BinKind::Pow,
             _ => BinKind::Div,
         };
         Ok(Binary::new(kind))

@@ -32,6 +32,7 @@ pub mod pad;
 pub mod prelu;
 pub mod qlinear_conv;
 pub mod quantize_linear;
+pub mod reduce_mean;
 pub mod reshape;
 pub mod resize;
 pub mod shape;
@@ -146,7 +147,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Conv" => Box::new(conv::Conv::parse(ctx)?),
         "Gemm" => Box::new(gemm::Gemm::parse(ctx)?),
         "MatMul" => Box::new(matmul::MatMul),
-        "Add" | "Sub" | "Mul" | "Div" => Box::new(binary::Binary::parse(ctx)?),
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" => Box::new(binary::Binary::parse(ctx)?),
         "Relu" => Box::new(relu::Relu),
         "Clip" => Box::new(clip::Clip::parse(ctx)?),
         "BatchNormalization" => Box::new(batch_norm::BatchNorm::parse(ctx)?),
@@ -171,13 +172,14 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Squeeze" | "Unsqueeze" => Box::new(squeeze::Squeeze::parse(ctx)?),
         "Transpose" => Box::new(transpose::Transpose::parse(ctx)?),
         "Sigmoid" | "HardSigmoid" | "HardSwish" | "Tanh" | "LeakyRelu" | "Erf" | "Exp" | "Gelu"
-        | "Softplus" | "Mish" => Box::new(unary::Unary::parse(ctx)?),
+        | "Softplus" | "Mish" | "Sqrt" => Box::new(unary::Unary::parse(ctx)?),
         "PRelu" => Box::new(prelu::PRelu),
         "Resize" | "Upsample" => Box::new(resize::Resize::parse(ctx)?),
         "ConvTranspose" => Box::new(conv_transpose::ConvTranspose::parse(ctx)?),
         "Split" => Box::new(split::Split::parse(ctx)?),
         "Slice" => Box::new(slice::Slice::parse(ctx)?),
         "Pad" => Box::new(pad::Pad::parse(ctx)?),
+        "ReduceMean" => Box::new(reduce_mean::ReduceMean::parse(ctx)?),
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }

@@ -1,5 +1,5 @@
 //! Single-input element-wise functions (`Sigmoid`, `HardSigmoid`, `HardSwish`, `Tanh`,
-//! `LeakyRelu`, `Erf`, `Exp`, `Gelu`, `Softplus`, `Mish`) from the attributes of an ONNX node;
+//! `LeakyRelu`, `Erf`, `Exp`, `Gelu`, `Softplus`, `Mish`, `Sqrt`) from the attributes of an ONNX node;
 //! the op itself is `vta_runtime::ops::unary`.
 
 pub use vta_runtime::ops::unary::*;
@@ -28,6 +28,7 @@ impl FromOnnx for Unary {
             },
             "Softplus" => UnaryKind::Softplus,
             "Mish" => UnaryKind::Mish,
+            "Sqrt" => UnaryKind::Sqrt,
             other => return Err(format!("{other} is not an element-wise function")),
         };
         Ok(Unary::new(kind))

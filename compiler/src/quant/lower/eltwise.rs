@@ -394,6 +394,7 @@ impl<'g> Lowerer<'g> {
             (BinKind::Div, true) => {
                 return Err("division of a constant by a tensor (not affine)".into())
             }
+            (BinKind::Pow, _) => return Err("Pow is not affine".into()),
         };
         let name = self.node_name(ix);
         let what = format!("{} by a constant", bin.op_type());
@@ -478,6 +479,7 @@ impl<'g> Lowerer<'g> {
                 (BinaryOp::Add, ma, mb, requant, dev)
             }
             BinKind::Div => return Err("division of two tensors".into()),
+            BinKind::Pow => return Err("Pow of two tensors".into()),
         };
         self.check_muls(&requant)?;
         let c = RequantChoice {
