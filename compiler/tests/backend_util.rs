@@ -144,7 +144,9 @@ impl ConvSpec {
         let (kh, kw) = self.k;
         let weight =
             Array4::from_shape_simple_fn((self.o, cg, kh, kw), || rng.range(-128, 127) as i8);
-        let bias = (0..self.o).map(|_| rng.range(-20000, 20000)).collect();
+        let bias = (0..self.o)
+            .map(|_| rng.range(-20000, 20000))
+            .collect();
         let typical = 64.0 * 74.0 * ((cg * kh * kw) as f64).sqrt();
         QConv2d {
             name: name.into(),
