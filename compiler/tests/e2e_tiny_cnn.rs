@@ -150,6 +150,7 @@ fn compile_per_layer(model: &str) -> Compiled {
     let cfg = isa::HwConfig::default();
     let backend = BackendOptions {
         launch_per_layer: true,
+        ..Default::default()
     };
     let opts = FrontendOptions::default();
     Compiled::compile_observed(bytes, model, &calib, &cfg, &opts, &backend, &mut |_| {}).unwrap()

@@ -40,14 +40,25 @@
 //! against `BLOCK_IN` times as many for the diagonal GEMM. Issue time per output row and tap
 //! is 1 (reset) + 2 (`ADD` tensor) + 3 (`MUL`) + 2 (`ADD` tensor) = 8 cycles on today's
 //! execution core ([`super::roofline::IssueRates::RTL`]) against 1 GEMM micro-op, so a
-//! depthwise layer takes more cycles than with the diagonal GEMM (the README gives the
-//! measured figures for a MobileNetV2). The ALU lowering is the default because it does the
-//! network's real work and no more: on a MobileNet it keeps the device MACs within a few
-//! percent of the real MACs, which is what a user sizing power or comparing accelerators
-//! reads, and its extra cycles are in the ALU issue rate that a second ACC read port
-//! ([`super::roofline::IssueRates::TENSOR_ALU_1`]) removes. [`NetBuilder::set_depthwise_alu`]
-//! switches back to the diagonal GEMM where latency matters more. Configs without `ALU_MUL`
-//! always use the GEMM.
+//! depthwise layer takes more cycles than with the diagonal GEMM. Measured
+//! (`compiler/tests/e2e_mobilenet_v2.rs`, `backend_depthwise.rs`; default config):
+//!
+//! | | ALU (default) | diagonal GEMM |
+//! |---|---|---|
+//! | MobileNetV2 at 64x64: device MACs / real MACs | 1.049 | 2.035 |
+//! | its compute bound / memory bound (cycles, from the instruction streams) | 1 437 350 / 651 518 | 661 354 / 745 674 |
+//! | one depthwise layer (32 ch, 6x6, 3x3 stride 2) on the RTL simulator | 2 862 cycles | 1 465 cycles |
+//!
+//! The ALU lowering is the default because it is what the network asks for: the device does
+//! the network's real multiplies and no more (the goal of device MACs at most 1.3x the real
+//! ones on MobileNet-style networks), while the diagonal GEMM multiplies 15 zeros for every
+//! useful product. It costs latency: about 1.9x the cycles of a whole MobileNetV2 on today's
+//! core, whose tensor ALU micro-ops issue every other cycle and MUL every third (a second ACC
+//! read port, [`super::roofline::IssueRates::TENSOR_ALU_1`], takes 2 of the 8 cycles per tap
+//! off). Where latency matters more than MAC efficiency, [`NetBuilder::set_depthwise_alu`]
+//! (`vta compile --depthwise-on-gemm`) takes the diagonal GEMM. Configs without `ALU_MUL`
+//! always use the GEMM, and so do depthwise convolutions with a channel multiplier (two or
+//! more output channels per input channel: output lane `n` would need input lane `n / m`).
 //!
 //! [`NetBuilder::set_depthwise_alu`]: super::NetBuilder::set_depthwise_alu
 
@@ -167,9 +178,10 @@ pub fn emit(
     for tile in &tiles {
         let ab = pipe.acc_half() * half;
         let (i0, acc, prod) = (ab, ab + kp * ip, ab + kp * (ip + op));
+        // Constant rows: table `k` of plane `j` at `tab + k * tile.kp + j`.
         let tab = ab + kp * (ip + 2 * op);
         if pipe.begin_tile(ctx, (tile.cb0, tile.kp)) {
-            load_tables(ctx, ep, Some(consts), tab, tile.cb0, kp, g.cob)?;
+            load_tables(ctx, ep, Some(consts), tab, tile.cb0, tile.kp, g.cob)?;
         }
         // The input band of every plane, zero padded.
         let rs = (tile.p0 * g.sh) as isize - g.pad[0] as isize;
@@ -241,7 +253,7 @@ pub fn emit(
                     i0 + ky * cols + kx,
                     &window,
                 )?;
-                let w = tab + (w_table0 + tap) * kp;
+                let w = tab + (w_table0 + tap) * tile.kp;
                 ctx.alu(AluOp::Mul, Operand::Tensor, dst, w, &per_plane)?;
                 if tap > 0 {
                     ctx.alu(
