@@ -3,7 +3,8 @@
 //! deterministic weights) at 64 x 64: compiled from ONNX, run on the functional simulator
 //! bit for bit with the integer reference, with its depthwise convolutions on the ALU at
 //! their real MAC count (device MACs / real MACs at most 1.3 over the whole network) and,
-//! with `depthwise_on_gemm`, on diagonal GEMM tiles (BLOCK_IN times the MACs, fewer cycles).
+//! with `depthwise_on_gemm`, on diagonal GEMM tiles (BLOCK_IN times those layers' MACs, fewer
+//! cycles); and both ways on the RTL simulator, byte for byte as on the functional one.
 
 mod onnx_builder;
 
@@ -175,4 +176,40 @@ fn mobilenet_v2_runs_exactly_with_its_depthwise_convolutions_at_their_real_macs(
         ratios[1] > ratios[0] + 0.5,
         "the diagonal GEMM costs more MACs: {ratios:?}"
     );
+}
+
+/// The same network on the cycle-accurate RTL simulator, both lowerings: the same bytes as on
+/// the functional simulator, and the measured cycles (the README's table).
+#[test]
+fn mobilenet_v2_on_rtl_matches_fsim_both_ways() {
+    let model = mobilenet_v2(64);
+    let x = sample(&[1, 3, 64, 64], 5, 2.0);
+    let cfg = isa::HwConfig::default();
+    let cache = std::env::var_os("VTA_HDL_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vta-hw-models")
+        });
+    let opts = vta_sim::rtl::RtlOptions {
+        cache_dir: Some(cache),
+        ..Default::default()
+    };
+    let mut rtl =
+        vta_sim::rtl::RtlDevice::with_options(&cfg, &opts, &mut |s| eprintln!("[rtl model] {s}"))
+            .unwrap();
+    for on_gemm in [false, true] {
+        let c = compile(&model, &x, on_gemm);
+        let inputs = [Tensor::F32(x.clone())];
+        let want = c
+            .run(&mut FsimDevice::checking_races(&cfg), &inputs)
+            .unwrap();
+        let got = c.run(&mut rtl, &inputs).unwrap();
+        assert_eq!(want.values, got.values, "on_gemm {on_gemm}");
+        assert!(c.check(&inputs, &got).unwrap().is_exact(), "on_gemm {on_gemm}");
+        let cycles: u64 = got.launches.iter().filter_map(|l| l.get("cycles")).sum();
+        eprintln!(
+            "depthwise on {}: {cycles} RTL cycles",
+            if on_gemm { "GEMM" } else { "ALU" }
+        );
+    }
 }

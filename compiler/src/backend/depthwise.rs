@@ -47,12 +47,13 @@
 //! |---|---|---|
 //! | MobileNetV2 at 64x64: device MACs / real MACs | 1.049 | 2.035 |
 //! | its compute bound / memory bound (cycles, from the instruction streams) | 1 437 350 / 651 518 | 661 354 / 745 674 |
+//! | its cycles on the RTL simulator | 1 901 507 | 1 188 855 |
 //! | one depthwise layer (32 ch, 6x6, 3x3 stride 2) on the RTL simulator | 2 862 cycles | 1 465 cycles |
 //!
 //! The ALU lowering is the default because it is what the network asks for: the device does
 //! the network's real multiplies and no more (the goal of device MACs at most 1.3x the real
 //! ones on MobileNet-style networks), while the diagonal GEMM multiplies 15 zeros for every
-//! useful product. It costs latency: about 1.9x the cycles of a whole MobileNetV2 on today's
+//! useful product. It costs latency: 1.6x the cycles of a whole MobileNetV2 on today's
 //! core, whose tensor ALU micro-ops issue every other cycle and MUL every third (a second ACC
 //! read port, [`super::roofline::IssueRates::TENSOR_ALU_1`], takes 2 of the 8 cycles per tap
 //! off). Where latency matters more than MAC efficiency, [`NetBuilder::set_depthwise_alu`]
