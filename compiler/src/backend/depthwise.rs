@@ -53,8 +53,9 @@
 //! The ALU lowering is the default because it is what the network asks for: the device does
 //! the network's real multiplies and no more (the goal of device MACs at most 1.3x the real
 //! ones on MobileNet-style networks), while the diagonal GEMM multiplies `BLOCK_IN - 1` zeros
-//! (15 by default) for every useful product. It costs latency: 1.6x the cycles of a whole MobileNetV2 on today's
-//! core, whose tensor ALU micro-ops issue every other cycle and MUL every third (a second ACC
+//! (15 by default) for every useful product. It costs latency: 1.6x the cycles of a whole
+//! MobileNetV2 on today's core, whose tensor ALU micro-ops issue every other cycle and MUL
+//! every third (a second ACC
 //! read port, [`super::roofline::IssueRates::TENSOR_ALU_1`], takes 2 of the 8 cycles per tap
 //! off). Where latency matters more than MAC efficiency, [`NetBuilder::set_depthwise_alu`]
 //! (`vta compile --depthwise-on-gemm`) takes the diagonal GEMM. Configs without `ALU_MUL`
