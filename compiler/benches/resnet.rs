@@ -59,6 +59,7 @@ fn bench(cfg_name: &str, size: usize, check: bool, rtl: bool) -> BenchResult {
             &FrontendOptions::default(),
             &BackendOptions {
                 launch_per_layer: per_layer,
+                ..Default::default()
             },
             &mut |_| {},
         )

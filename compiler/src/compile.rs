@@ -24,6 +24,10 @@ pub struct BackendOptions {
     /// the cost of copying every activation through the host), instead of one launch per run
     /// of consecutive accelerator steps.
     pub launch_per_layer: bool,
+    /// Depthwise convolutions on the GEMM core with diagonal weight tiles (fewer cycles,
+    /// BLOCK_IN times the real MACs) instead of the ALU (the real MACs); see
+    /// [`backend::depthwise`].
+    pub depthwise_on_gemm: bool,
 }
 
 /// Why compiling a model failed.
@@ -226,13 +230,19 @@ impl Compiled {
         times.lowering = t.elapsed();
 
         let t = Instant::now();
-        let grouped = launches::group(&plan, cfg, backend.launch_per_layer, &mut |k| {
-            stage(&format!(
-                "back end: step {k}/{} {}",
-                plan.steps.len(),
-                plan.steps[k].name
-            ))
-        })
+        let grouped = launches::group(
+            &plan,
+            cfg,
+            backend.launch_per_layer,
+            backend.depthwise_on_gemm,
+            &mut |k| {
+                stage(&format!(
+                    "back end: step {k}/{} {}",
+                    plan.steps.len(),
+                    plan.steps[k].name
+                ))
+            },
+        )
         .map_err(|(step, source)| Error::Backend {
             step,
             name: plan
@@ -413,6 +423,52 @@ impl Compiled {
         ];
         let right = [true, false, false, false, false, false, true, true];
         s.push_str(&vta_runtime::report::columns(&head, &rows, &right));
+        let (real, device) = self.macs();
+        if real > 0 {
+            let _ = writeln!(
+                s,
+                "MACs of the convolution and dense layers on the accelerator: {real} real, {device} \
+                 on the device (GEMM micro-ops x BATCH x BLOCK_IN x BLOCK_OUT, plus the ALU \
+                 multiplies of depthwise convolutions): device MACs / real MACs = {:.3}",
+                device as f64 / real as f64
+            );
+        }
         s
+    }
+
+    /// The multiply-accumulates of the convolution and dense layers the accelerator runs:
+    /// (the layers' own, what the device performs for them).
+    pub fn macs(&self) -> (u64, u64) {
+        let (mut real, mut device) = (0, 0);
+        for a in &self.steps {
+            let LayerReport::Compiled(_, info) = &a.report else {
+                continue;
+            };
+            let st = &self.plan.steps[a.step];
+            let layer_macs = match &st.kind {
+                StepKind::Accel(backend_layer) => match backend_layer {
+                    vta_runtime::plan::Layer::Conv2d(l) => {
+                        let [n, o, oh, ow] = l.output_shape();
+                        let per_output: usize = l.weight.shape()[1..].iter().product();
+                        (n * o * oh * ow * per_output) as u64
+                    }
+                    vta_runtime::plan::Layer::Dense(l) => {
+                        let n = st
+                            .inputs
+                            .first()
+                            .and_then(|&v| self.plan.values[v].fact.shape.first().copied())
+                            .unwrap_or(1);
+                        (n * l.weight.len()) as u64
+                    }
+                    _ => 0,
+                },
+                _ => 0,
+            };
+            if layer_macs > 0 {
+                real += layer_macs;
+                device += info.device_macs;
+            }
+        }
+        (real, device)
     }
 }

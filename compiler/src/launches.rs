@@ -43,9 +43,11 @@ struct Open {
 }
 
 impl Open {
-    fn new(cfg: &HwConfig) -> Result<Open, BackendError> {
+    fn new(cfg: &HwConfig, depthwise_on_gemm: bool) -> Result<Open, BackendError> {
+        let mut net = NetBuilder::new(cfg)?;
+        net.set_depthwise_alu(!depthwise_on_gemm);
         Ok(Open {
-            net: NetBuilder::new(cfg)?,
+            net,
             steps: Vec::new(),
             tensors: HashMap::new(),
             inputs: Vec::new(),
@@ -174,13 +176,16 @@ impl Open {
 }
 
 /// Groups `plan`'s accelerator steps into launches for `cfg`; with `per_layer`, every step
-/// gets a launch of its own (per-layer device counters, at the cost of host round trips).
+/// gets a launch of its own (per-layer device counters, at the cost of host round trips);
+/// with `depthwise_on_gemm`, depthwise convolutions use diagonal GEMM tiles instead of the ALU
+/// ([`crate::backend::depthwise`]).
 /// `stage` hears about every step compiled. Errors other than a refusal (unsupported layer,
 /// config or layout) fail the whole compilation, naming the step.
 pub fn group(
     plan: &Plan,
     cfg: &HwConfig,
     per_layer: bool,
+    depthwise_on_gemm: bool,
     stage: &mut dyn FnMut(usize),
 ) -> Result<Grouped, (usize, BackendError)> {
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); plan.values.len()];
@@ -196,7 +201,7 @@ pub fn group(
         layers: Vec::new(),
         on_device: HashSet::new(),
     };
-    let new = |k: usize| Open::new(cfg).map_err(|e| (k, e));
+    let new = |k: usize| Open::new(cfg, depthwise_on_gemm).map_err(|e| (k, e));
     let mut open = new(0)?;
     let close = |open: Open, g: &mut Grouped, k: usize| -> Result<(), (usize, BackendError)> {
         if let Some((launch, infos)) = open.finish(plan, &used_after).map_err(|e| (k, e))? {

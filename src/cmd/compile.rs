@@ -34,6 +34,11 @@ pub struct CompileArgs {
     /// activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
+    /// Run depthwise convolutions on the GEMM core with diagonal weight tiles: fewer cycles,
+    /// but BLOCK_IN times their real MACs [default: on the ALU, at their real MACs, on configs
+    /// with ALU MUL]
+    #[arg(long)]
+    depthwise_on_gemm: bool,
     #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size, help = super::MEMORY_BUDGET_HELP)]
     memory_budget: Option<u64>,
     /// Fix the shape of a model input whose dimensions besides the batch are symbolic
@@ -106,6 +111,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
         let progress = super::progress::Progress::spinner(&format!("compiling {source}"));
         let backend = BackendOptions {
             launch_per_layer: a.launch_per_layer,
+            depthwise_on_gemm: a.depthwise_on_gemm,
         };
         Compiled::compile_observed(
             onnx,
@@ -189,6 +195,7 @@ fn compile_json(
         })
         .collect();
     let tm = &model.times;
+    let (real_macs, device_macs) = model.macs();
     serde_json::json!({
         "model": source,
         "output": path.display().to_string(),
@@ -202,6 +209,8 @@ fn compile_json(
             "instructions": l.program.program.insns.len(),
         })).collect::<Vec<_>>(),
         "support": support,
+        "real_macs": real_macs,
+        "device_macs": device_macs,
         "calibration_samples": model.calibration_samples,
         "times_ms": {
             "import": ms(tm.import),

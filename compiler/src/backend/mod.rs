@@ -43,8 +43,9 @@
 //!   `ALU_MUL`, requant multipliers must be 0 or powers of two (applied as shifts).
 //! - **Conv**: any kernel size, stride, padding (horizontal padding at most 15, the LOAD pad
 //!   field; vertical padding of any size), channel and batch counts (padded to the blocks),
-//!   groups (block-diagonal weights that keep only the input blocks each output block needs,
-//!   so depthwise convolutions do one block of work per output block), per-tensor and
+//!   groups (block-diagonal weights that keep only the input blocks each output block needs;
+//!   depthwise convolutions run on the ALU at their real MAC count, see [`depthwise`]),
+//!   per-tensor and
 //!   per-channel requantization. A convolution over few input channels that reads a tensor
 //!   from the host takes it with its kernel's columns or whole window folded into the
 //!   channels ([`fold`]: ResNet's first layer does 10 instead of 49 GEMM micro-ops per
@@ -72,7 +73,7 @@
 //! - [`fold`]: folding a convolution's window into the input channels.
 //! - [`roofline`]: memory and compute bounds of a program, from its instructions.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
-//! - `conv`, [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`], [`lut`]: the
+//! - `conv`, [`depthwise`], [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`], [`lut`]: the
 //!   lowerings; [`net`]: programs of several layers.
 //!
 //! # Chaining
@@ -88,6 +89,7 @@
 
 pub mod concat;
 pub mod conv;
+pub mod depthwise;
 pub mod eltwise;
 pub mod emit;
 pub mod epilogue;

@@ -11,6 +11,7 @@ use ndarray::{Array4, ArrayView4};
 use vta_runtime::program::{DeviceProgram, TensorSegment};
 
 use super::conv::{self, ConvBufs};
+use super::depthwise;
 use super::eltwise;
 use super::emit::Ctx;
 use super::epilogue::{self, Epilogue};
@@ -63,6 +64,10 @@ pub struct LayerInfo {
     /// Distinct micro-op kernels the layer registered (kernels shared with earlier layers
     /// are not counted again).
     pub kernels: usize,
+    /// Multiply-accumulates the device performs for the layer: GEMM micro-ops x BATCH x
+    /// BLOCK_IN x BLOCK_OUT, or the ALU MUL lanes of a depthwise convolution on the ALU
+    /// (0 for layers without MACs).
+    pub device_macs: u64,
 }
 
 /// A compiled program ([`DeviceProgram`]: what a compiled model stores and runs) and how each
@@ -122,6 +127,7 @@ pub struct NetBuilder {
     layers: Vec<LayerInfo>,
     names: HashSet<String>,
     fold_inputs: bool,
+    depthwise_alu: bool,
 }
 
 impl NetBuilder {
@@ -134,6 +140,7 @@ impl NetBuilder {
             layers: Vec::new(),
             names: ["uops".to_string()].into_iter().collect(),
             fold_inputs: true,
+            depthwise_alu: true,
         })
     }
 
@@ -142,6 +149,13 @@ impl NetBuilder {
     /// no other layer of the program (a later reader gets [`BackendError::Layout`]).
     pub fn set_input_folding(&mut self, on: bool) {
         self.fold_inputs = on;
+    }
+
+    /// Whether depthwise convolutions run on the ALU at their real MAC count (on by default,
+    /// on configs with ALU MUL) or on the GEMM core with diagonal weight tiles (fewer cycles,
+    /// BLOCK_IN times the MACs); see [`super::depthwise`].
+    pub fn set_depthwise_alu(&mut self, on: bool) {
+        self.depthwise_alu = on;
     }
 
     pub fn config(&self) -> &HwConfig {
@@ -382,6 +396,13 @@ impl NetBuilder {
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         self.check_shape(&layer.name, x, layer.input_shape)?;
+        if self.depthwise_alu
+            && tiling.is_none()
+            && kind == LayerKind::Conv
+            && depthwise::applies(&cfg, layer)
+        {
+            return self.depthwise(layer, x);
+        }
         let plain = Self::plan_conv(&cfg, layer, tiling);
         // An invalid layer stays refused; one the accelerator cannot run unfolded (a wide
         // horizontal padding, say) may still run folded.
@@ -437,7 +458,29 @@ impl NetBuilder {
             tiles: e.tiles as usize,
             insns: 0,
             kernels: 0,
+            device_macs: e.gemm_uops * u64::from(cfg.batch() * cfg.block_in() * cfg.block_out()),
         };
+        self.end(info, k0);
+        Ok(y)
+    }
+
+    /// A depthwise convolution on the ALU ([`super::depthwise`]).
+    fn depthwise(&mut self, layer: &QConv2d, x: Tensor) -> Result<Tensor, BackendError> {
+        let cfg = self.ctx.cfg.clone();
+        let o = layer.input_shape[1];
+        let ep = epilogue::plan(&cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
+        let g = ConvGeom::new(&cfg, layer, &ep)?;
+        let ep = depthwise::with_weight_tables(layer, &ep);
+        let t = depthwise::plan(&self.ctx, &layer.name, &g, &ep)?;
+        let input = self.bind(x, cfg.block_out() as usize, &layer.name)?;
+        let consts = self
+            .consts(&layer.name, &ep, g.cob)
+            .ok_or_else(|| BackendError::Internal("depthwise weights without a segment".into()))?;
+        let (y, out) = self.produce(&format!("{}.out", layer.name), [g.n, g.o, g.oh, g.ow]);
+        let k0 = self.begin();
+        let tiles = depthwise::emit(&mut self.ctx, &g, &t, &ep, input, out, consts)?;
+        let mut info = self.eltwise_info(&layer.name, LayerKind::Conv, tiles);
+        info.device_macs = depthwise::device_macs(&cfg, &g);
         self.end(info, k0);
         Ok(y)
     }
@@ -516,6 +559,7 @@ impl NetBuilder {
             tiles,
             insns: 0,
             kernels: 0,
+            device_macs: 0,
         }
     }
 

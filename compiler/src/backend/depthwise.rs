@@ -1,0 +1,291 @@
+//! Depthwise convolutions (`groups == C == O`, one input channel per output channel) on the
+//! ALU, at their real multiply count.
+//!
+//! # Why not the GEMM core
+//!
+//! A GEMM micro-op multiplies one input vector (`BLOCK_IN` lanes) by a whole
+//! `BLOCK_OUT x BLOCK_IN` weight tile, so every output lane sums over the *same* input lanes.
+//! A depthwise output channel reads only its own input channel: with channels in the lanes the
+//! weight tile is diagonal and `BLOCK_IN - 1` of every `BLOCK_IN` products multiply a zero
+//! (the block-diagonal lowering of [`super::conv`] does `BLOCK_IN` times the real MACs: 16x
+//! on the default config). Putting pixels in the lanes instead (a Toeplitz weight tile)
+//! still needs at least `ceil((4 + KH - 1) * (4 + KW - 1) / 16)` input vectors per 4x4 output
+//! patch (about 5x the real MACs for 3x3), and a pixels-in-lanes activation layout nothing
+//! else produces. The ALU works lane by lane, channels in lanes, so it multiplies exactly the
+//! real products.
+//!
+//! # The lowering
+//!
+//! Tiles are `kp` channel planes (BLOCK_OUT channels each) x `th` whole output rows of one
+//! sample block, double-buffered over the two halves of ACC like the pooling layers of
+//! [`super::eltwise`]. Per tile:
+//!
+//! 1. LOAD ACC8 the input band (`(th-1)*SH + KH` rows of `(OW-1)*SW + KW` columns, the
+//!    convolution's zero padding as LOAD pads) of each plane, and, when the half does not hold
+//!    them already, the tile's constant rows: the epilogue's tables and one weight row per
+//!    kernel tap (`KH*KW` rows per channel block: lane `n` holds the tap's weight of channel
+//!    `n`).
+//! 2. Per tap `(ky, kx)`: copy the tap's input window into a product buffer (reset, `ADD`
+//!    tensor with the input band's strides), `MUL` tensor it by the tap's weight row (a source
+//!    step of 0 over the pixels), `ADD` it into the accumulators. The first tap multiplies in
+//!    the accumulators directly.
+//! 3. The requantization epilogue ([`super::epilogue`], bias included), then STORE.
+//!
+//! Wrapping int32 arithmetic is associative, so the sum in tap order equals the reference's
+//! bit for bit.
+//!
+//! # Cost, and the choice
+//!
+//! Device MACs (ALU MUL lanes) equal the real MACs (up to channel padding to BLOCK_OUT),
+//! against `BLOCK_IN` times as many for the diagonal GEMM. Issue time per output row and tap
+//! is 1 (reset) + 2 (`ADD` tensor) + 3 (`MUL`) + 2 (`ADD` tensor) = 8 cycles on today's
+//! execution core ([`super::roofline::IssueRates::RTL`]) against 1 GEMM micro-op, so a
+//! depthwise layer takes more cycles than with the diagonal GEMM. Measured
+//! (`compiler/tests/e2e_mobilenet_v2.rs`, `backend_depthwise.rs`; default config):
+//!
+//! | | ALU (default) | diagonal GEMM |
+//! |---|---|---|
+//! | MobileNetV2 at 64x64: device MACs / real MACs | 1.049 | 2.035 |
+//! | its compute bound / memory bound (cycles, from the instruction streams) | 1 437 350 / 651 518 | 661 354 / 745 674 |
+//! | its cycles on the RTL simulator | 1 901 507 | 1 188 855 |
+//! | one depthwise layer (32 ch, 6x6, 3x3 stride 2) on the RTL simulator | 2 862 cycles | 1 465 cycles |
+//!
+//! The ALU lowering is the default because it is what the network asks for: the device does
+//! the network's real multiplies and no more (the goal of device MACs at most 1.3x the real
+//! ones on MobileNet-style networks), while the diagonal GEMM multiplies `BLOCK_IN - 1` zeros
+//! (15 by default) for every useful product. It costs latency: 1.6x the cycles of a whole
+//! MobileNetV2 on today's core, whose tensor ALU micro-ops issue every other cycle and MUL
+//! every third (a second ACC
+//! read port, [`super::roofline::IssueRates::TENSOR_ALU_1`], takes 2 of the 8 cycles per tap
+//! off). Where latency matters more than MAC efficiency, [`NetBuilder::set_depthwise_alu`]
+//! (`vta compile --depthwise-on-gemm`) takes the diagonal GEMM. Configs without `ALU_MUL`
+//! always use the GEMM, and so do depthwise convolutions with a channel multiplier (two or
+//! more output channels per input channel: output lane `n` would need input lane `n / m`).
+//!
+//! [`NetBuilder::set_depthwise_alu`]: super::NetBuilder::set_depthwise_alu
+
+use isa::builder::{Buf, Operand};
+use isa::{AluOp, MemType, Uop};
+
+use super::eltwise::{epilogue, load_tables, plane_tiles};
+use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
+use super::epilogue::Epilogue;
+use super::layout::ActLayout;
+use super::tiling::{valid_span, ConvGeom, MAX_ITER};
+use super::BackendError;
+use crate::qlayer::QConv2d;
+
+/// Whether `layer` is a depthwise convolution this lowering takes on `cfg`: one input and one
+/// output channel per group (and more than one group), on a config with ALU MUL.
+pub fn applies(cfg: &isa::HwConfig, layer: &QConv2d) -> bool {
+    let c = layer.input_shape[1];
+    let o = layer.weight.shape().first().copied().unwrap_or(0);
+    cfg.alu_mul && layer.groups > 1 && layer.groups == c && o == c
+}
+
+/// The tiling of a depthwise convolution: `kp` channel planes x `th` output rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DwTiling {
+    pub kp: usize,
+    pub th: usize,
+    /// ACC rows of one plane's input band, products and accumulators.
+    pub in_pitch: usize,
+    pub out_pitch: usize,
+}
+
+fn in_rows(g: &ConvGeom, th: usize) -> usize {
+    (th - 1) * g.sh + g.kh
+}
+
+fn in_cols(g: &ConvGeom) -> usize {
+    (g.ow - 1) * g.sw + g.kw
+}
+
+/// The tiling that fits half of ACC with the most output rows (then the most planes), or
+/// `Unsupported` when one output row of one plane does not fit.
+pub fn plan(ctx: &Ctx, layer: &str, g: &ConvGeom, ep: &Epilogue) -> Result<DwTiling, BackendError> {
+    let half = ctx.budget.acc_half;
+    let tabs = ep.tables.len();
+    let per_plane = |th: usize| in_rows(g, th) * in_cols(g) + 2 * th * g.ow + tabs;
+    let fits = |th: usize| per_plane(th) + ep.splats.len() <= half && th * g.ow <= MAX_ITER;
+    let Some(th) = (1..=g.oh).rev().find(|&th| fits(th)) else {
+        return Err(BackendError::Unsupported {
+            layer: layer.into(),
+            config: ctx.cfg.config_string(),
+            reason: format!(
+                "one output row of one channel block needs {} ACC rows but half of ACC holds {half}",
+                per_plane(1) + ep.splats.len()
+            ),
+        });
+    };
+    let th = g.oh.div_ceil(g.oh.div_ceil(th));
+    let kp = if th == g.oh {
+        ((half - ep.splats.len()) / per_plane(th)).clamp(1, g.cob)
+    } else {
+        1
+    };
+    let kp = g.cob.div_ceil(g.cob.div_ceil(kp));
+    Ok(DwTiling {
+        kp,
+        th,
+        in_pitch: in_rows(g, th) * in_cols(g),
+        out_pitch: th * g.ow,
+    })
+}
+
+/// The epilogue with the weights appended as per-channel tables (tap `ky*KW + kx` is table
+/// `ep.tables.len() + ky*KW + kx`), so that one constant segment holds both.
+pub fn with_weight_tables(layer: &QConv2d, ep: &Epilogue) -> Epilogue {
+    let mut all = ep.clone();
+    let (o, _, kh, kw) = layer.weight.dim();
+    for ky in 0..kh {
+        for kx in 0..kw {
+            all.tables.push(
+                (0..o)
+                    .map(|c| i32::from(layer.weight[[c, 0, ky, kx]]))
+                    .collect(),
+            );
+        }
+    }
+    all
+}
+
+/// ALU MUL lane operations of the layer: its device MACs.
+pub fn device_macs(cfg: &isa::HwConfig, g: &ConvGeom) -> u64 {
+    let lanes = (cfg.batch() * cfg.block_out()) as u64;
+    (g.nb * g.cob * g.oh * g.ow * g.kh * g.kw) as u64 * lanes
+}
+
+/// Emits depthwise convolution `g` (input and output in the BLOCK_OUT layout) with tiling
+/// `t`; `ep` is [`with_weight_tables`]'s epilogue and `consts` its constant segment. Returns
+/// the number of tiles.
+pub fn emit(
+    ctx: &mut Ctx,
+    g: &ConvGeom,
+    t: &DwTiling,
+    ep: &Epilogue,
+    input: Buf,
+    out: Buf,
+    consts: Buf,
+) -> Result<usize, BackendError> {
+    let il = ActLayout::out(&ctx.cfg, [g.n, g.c, g.h, g.w]);
+    let ol = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
+    let half = ctx.budget.acc_half;
+    let (ip, op, kp) = (t.in_pitch, t.out_pitch, t.kp);
+    let cols = in_cols(g);
+    let khw = g.kh * g.kw;
+    let w_table0 = ep.tables.len() - khw;
+    let tiles = plane_tiles(g.nb, g.cob, kp, g.oh, t.th);
+    let mut pipe: Pipeline<(usize, usize)> = Pipeline::new(tiles.len(), 0);
+    for tile in &tiles {
+        let ab = pipe.acc_half() * half;
+        let (i0, acc, prod) = (ab, ab + kp * ip, ab + kp * (ip + op));
+        // Constant rows: table `k` of plane `j` at `tab + k * tile.kp + j`.
+        let tab = ab + kp * (ip + 2 * op);
+        if pipe.begin_tile(ctx, (tile.cb0, tile.kp)) {
+            load_tables(ctx, ep, Some(consts), tab, tile.cb0, tile.kp, g.cob)?;
+        }
+        // The input band of every plane, zero padded.
+        let rs = (tile.p0 * g.sh) as isize - g.pad[0] as isize;
+        let rows = in_rows(g, tile.len);
+        let cs = -(g.pad[1] as isize);
+        let (r0, r1) = valid_span(rs, rows, 1, g.h);
+        let (q0, q1) = valid_span(cs, cols, 1, g.w);
+        for k in 0..tile.kp {
+            let sram = i0 + k * ip;
+            let d = if r1 <= r0 || q1 <= q0 {
+                Dma {
+                    mem: MemType::Acc8,
+                    sram,
+                    buf: input,
+                    elem: 0,
+                    y: 0,
+                    x: cols,
+                    stride: 0,
+                    pad: [rows, 0, 0, 0],
+                }
+            } else {
+                Dma {
+                    mem: MemType::Acc8,
+                    sram,
+                    buf: input,
+                    elem: il.elem_index(
+                        tile.nb,
+                        tile.cb0 + k,
+                        (rs + r0 as isize) as usize,
+                        (cs + q0 as isize) as usize,
+                    ),
+                    y: r1 - r0,
+                    x: q1 - q0,
+                    stride: g.w,
+                    pad: [r0, rows - r1, q0, cols - q1],
+                }
+            };
+            ctx.load(d)?;
+        }
+        let pixels = tile.len * g.ow;
+        // Over the tile's outputs, reading the input band at a tap's offset.
+        let window = [
+            Dim::new(tile.kp, op, ip, 0),
+            Dim::new(tile.len, g.ow, g.sh * cols, 0),
+            Dim::new(g.ow, 1, g.sw, 0),
+        ];
+        // Over the tile's outputs, reading one row per plane (a weight table).
+        let per_plane = [Dim::new(tile.kp, op, 1, 0), Dim::new(pixels, 1, 0, 0)];
+        let reset = |ctx: &mut Ctx, at: usize| {
+            ctx.gemm(
+                &[Uop {
+                    dst_idx: at as u32,
+                    src_idx: 0,
+                    wgt_idx: 0,
+                }],
+                &[Dim::new(tile.kp, op, 0, 0), Dim::new(pixels, 1, 0, 0)],
+                true,
+            )
+        };
+        for ky in 0..g.kh {
+            for kx in 0..g.kw {
+                let tap = ky * g.kw + kx;
+                let dst = if tap == 0 { acc } else { prod };
+                reset(ctx, dst)?;
+                ctx.alu(
+                    AluOp::Add,
+                    Operand::Tensor,
+                    dst,
+                    i0 + ky * cols + kx,
+                    &window,
+                )?;
+                let w = tab + (w_table0 + tap) * tile.kp;
+                ctx.alu(AluOp::Mul, Operand::Tensor, dst, w, &per_plane)?;
+                if tap > 0 {
+                    ctx.alu(
+                        AluOp::Add,
+                        Operand::Tensor,
+                        acc,
+                        prod,
+                        &[Dim::new(tile.kp, op, op, 0), Dim::new(pixels, 1, 1, 0)],
+                    )?;
+                }
+            }
+        }
+        epilogue(ctx, ep, acc, op, tile.kp, pixels, tab)?;
+        pipe.results_ready(ctx);
+        let stores = (0..tile.kp)
+            .map(|k| {
+                Dma::row(
+                    MemType::Out,
+                    acc + k * op,
+                    out,
+                    ol.elem_index(tile.nb, tile.cb0 + k, tile.p0, 0),
+                    pixels,
+                )
+            })
+            .collect();
+        for d in coalesce(stores) {
+            ctx.store(d)?;
+        }
+        pipe.end_tile(ctx);
+    }
+    pipe.finish()?;
+    Ok(tiles.len())
+}
