@@ -43,6 +43,7 @@ impl<'g> Lowerer<'g> {
         }
         let requant = Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![1],
             shift: s,
             zero_point: clamp_i8(i64::from(out.zp)),
@@ -143,7 +144,7 @@ impl<'g> Lowerer<'g> {
             hi: hw * i64::from(hi) + bias,
         }];
         let m = x.scale / (out.scale * hw as f64);
-        let rq = self.make_requant(&[m], &ranges, MulRounding::Nearest, &out)?;
+        let rq = self.make_requant_precise(&[m], &ranges, &out)?;
         let note = self.check_fidelity(&rq, &out, true)?;
         let name = self.node_name(ix);
         let layer = QConv2d {

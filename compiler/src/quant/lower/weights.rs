@@ -174,6 +174,35 @@ impl<'g> Lowerer<'g> {
         Ok(c)
     }
 
+    /// [`Self::make_requant`] for a convolution or dense layer of an imported model, whose
+    /// worst-case accumulator is far larger than the range where outputs do not saturate:
+    /// with an accumulator clamp ([`choose_requant_clamped`]) when that makes the result
+    /// closer to ONNX's (two more ALU instructions per output element).
+    pub(super) fn make_requant_precise(
+        &self,
+        m: &[f64],
+        ranges: &[AccRange],
+        out: &QOut,
+    ) -> R<RequantChoice> {
+        let plain = self.make_requant(m, ranges, MulRounding::Nearest, out);
+        let clamped = choose_requant_clamped(
+            m,
+            ranges,
+            MulRounding::Nearest,
+            self.pow2_only,
+            clamp_i8(i64::from(out.zp)),
+            out.lo,
+            out.hi,
+        )
+        .and_then(|c| self.check_muls(&c.requant).map(|_| c));
+        match (plain, clamped) {
+            (Ok(p), Ok(c)) if c.deviation + 0.002 < p.deviation => Ok(c),
+            (Ok(p), _) => Ok(p),
+            (Err(_), Ok(c)) => Ok(c),
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
+
     // ---------------------------------------------------------------- convolution / dense
 
     /// A convolution input whose zero point is not 0 in the int8 domain, padded with that
@@ -294,7 +323,7 @@ impl<'g> Lowerer<'g> {
         }
         let ranges = conv_acc_ranges(&wv, o, &bias, lo, hi);
         let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
-        let c = self.make_requant(&m, &ranges, MulRounding::Nearest, out)?;
+        let c = self.make_requant_precise(&m, &ranges, out)?;
         let note = self.check_fidelity(&c, out, float_semantics)?;
         let bias32 = bias
             .iter()
@@ -350,7 +379,7 @@ impl<'g> Lowerer<'g> {
         let (lo, hi) = self.range_of(x.v);
         let ranges = conv_acc_ranges(&wv, mo, &bias, lo, hi);
         let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
-        let c = self.make_requant(&m, &ranges, MulRounding::Nearest, out)?;
+        let c = self.make_requant_precise(&m, &ranges, out)?;
         let note = self.check_fidelity(&c, out, float_semantics)?;
         let bias32 = bias
             .iter()
