@@ -170,7 +170,7 @@ fn expand_node(n: &NodeProto, name: &str, gp: &GraphProto) -> Option<Expanded> {
         }
         "QLinearConcat" => {
             // Inputs: y_scale, y_zero_point, then (x, x_scale, x_zero_point) triples.
-            if n.input.len() < 5 || (n.input.len() - 2) % 3 != 0 {
+            if n.input.len() < 5 || !(n.input.len() - 2).is_multiple_of(3) {
                 return None;
             }
             let xs: Vec<String> = (0..(n.input.len() - 2) / 3)

@@ -35,8 +35,10 @@
 //! multiplier `M = s_x s_w / s_y` by `mul / 2^(pre + shift)` with round-half-up, while ONNX
 //! rounds `acc * M` (computed in float) half to even; imported convolution and dense layers
 //! clamp the accumulator first where that keeps more multiplier bits
-//! ([`requant::choose_requant_clamped`]). Exact ties do not occur with onnxruntime's f32
-//! multipliers, so the tie rule does not matter; the multiplier's precision does.
+//! ([`requant::choose_requant_clamped`]). For those, exact ties do not occur with
+//! onnxruntime's f32 multipliers, so the tie rule does not matter there, the multiplier's
+//! precision does; a dyadic multiplier (a pool over `2^k` pixels, an Add of equal scales)
+//! has ties, which the accelerator rounds up where ONNX rounds to even (1 LSB).
 //! [`RequantFidelity`] chooses what an
 //! imported quantized layer must satisfy to be offloaded: a proven bound below 1 LSB on the
 //! deviation before rounding (two reals less than 1 apart round to integers at most 1 apart,

@@ -201,10 +201,13 @@ fn choose(
             let fits = (0..m.len().max(ranges.len())).all(|c| {
                 let mu = muls[if muls.len() == 1 { 0 } else { c }];
                 let rg = range_of(c);
-                [clamped(rg.lo >> pre), clamped(rg.hi >> pre)].iter().all(|&a| {
-                    let v = a * mu + rnd;
-                    a * mu >= i64::from(i32::MIN) && v <= i64::from(i32::MAX)
-                }) && rg.lo >= i64::from(i32::MIN)
+                [clamped(rg.lo >> pre), clamped(rg.hi >> pre)]
+                    .iter()
+                    .all(|&a| {
+                        let v = a * mu + rnd;
+                        a * mu >= i64::from(i32::MIN) && v <= i64::from(i32::MAX)
+                    })
+                    && rg.lo >= i64::from(i32::MIN)
                     && rg.hi <= i64::from(i32::MAX)
             });
             if !fits {
@@ -376,7 +379,10 @@ mod tests {
             for acc in (-4_700_000..4_700_000).step_by(611) {
                 let exact = ((acc as f64 * mc).round() - 5.0).clamp(-128.0, 127.0) as i32;
                 let got = i32::from(c.requant.apply(acc, ch));
-                assert!((got - exact).abs() <= 1, "ch {ch} acc {acc}: {got} vs {exact}");
+                assert!(
+                    (got - exact).abs() <= 1,
+                    "ch {ch} acc {acc}: {got} vs {exact}"
+                );
             }
             // The clamp's bound saturates, and nothing inside it overflows.
             let (lo, hi) = c.requant.acc_clamp.unwrap();

@@ -19,8 +19,7 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::calibrate::Stats;
 use super::requant::{
-    choose_requant, choose_requant_clamped, conv_acc_ranges, AccRange, MulRounding,
-    RequantChoice,
+    choose_requant, choose_requant_clamped, conv_acc_ranges, AccRange, MulRounding, RequantChoice,
 };
 use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
 use crate::frontend::FrontendError;
