@@ -79,16 +79,18 @@ fn initializer(gp: &GraphProto, name: &str) -> Option<Tensor> {
         .and_then(|t| tensor_from_proto(t).ok())
 }
 
-/// Builds the expansion as a list of nodes, naming intermediate tensors after the node.
+/// Builds the expansion as a list of nodes, naming intermediate tensors after the node's
+/// output (unique in a well-formed graph, unlike node names).
 struct Expansion<'a> {
     name: &'a str,
+    output: &'a str,
     nodes: Vec<NodeProto>,
 }
 
 impl Expansion<'_> {
     /// `DequantizeLinear(x, scale, zp)`, returns the float tensor's name.
     fn dq(&mut self, what: &str, x: &str, scale: &str, zp: &str, axis: Option<i64>) -> String {
-        let out = format!("{}:{what}:dequantized", self.name);
+        let out = format!("{}:{what}:dequantized", self.output);
         let ins: Vec<&str> = if zp.is_empty() {
             vec![x, scale]
         } else {
@@ -114,7 +116,7 @@ impl Expansion<'_> {
         q: (&str, &str),
         y: &str,
     ) {
-        let f = format!("{}:float", self.name);
+        let f = format!("{}:float", self.output);
         self.nodes
             .push(node(op, self.name.to_string(), ins, &f, attrs));
         let qins: Vec<&str> = if q.1.is_empty() {
@@ -135,11 +137,12 @@ impl Expansion<'_> {
 type Expanded = (Vec<NodeProto>, Vec<crate::onnx::proto::TensorProto>);
 
 fn expand_node(n: &NodeProto, name: &str, gp: &GraphProto) -> Option<Expanded> {
+    let y = n.output.first()?.as_str();
     let mut e = Expansion {
         name,
+        output: y,
         nodes: Vec::new(),
     };
-    let y = n.output.first()?.as_str();
     let mut inits = Vec::new();
     match n.op_type.as_str() {
         "QLinearAdd" | "QLinearMul" => {
@@ -206,7 +209,7 @@ fn expand_node(n: &NodeProto, name: &str, gp: &GraphProto) -> Option<Expanded> {
             if !input(n, 6).is_empty() {
                 // The bias scale, computed in f32 as onnxruntime's quantizer does.
                 let s = b_scale.mapv(|v| v * a_scale.iter().next().copied().unwrap_or(1.0));
-                let sname = format!("{name}:bias_scale");
+                let sname = format!("{y}:bias_scale");
                 inits.push(tensor_to_proto(&sname, &Tensor::F32(s)));
                 ins.push(e.dq("c", input(n, 6), &sname, "", per_col.then_some(0)));
             }
@@ -261,9 +264,53 @@ mod tests {
             ]
         );
         assert_eq!(out.node[2].name, "n");
-        assert_eq!(out.node[3].input, ["n:float", "ys", "yz"]);
+        assert_eq!(out.node[3].input, ["y:float", "ys", "yz"]);
         assert_eq!(out.node[3].output, ["y"]);
         assert!(out.node.iter().all(|n| n.domain.is_empty()));
+    }
+
+    #[test]
+    fn qgemm_dequantizes_its_bias_at_the_product_of_the_scales() {
+        let f32s = |name: &str, shape: &[usize], v: &[f32]| {
+            let a = ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(shape), v.to_vec()).unwrap();
+            tensor_to_proto(name, &Tensor::F32(a))
+        };
+        let mut qgemm = contrib(
+            "QGemm",
+            &["a", "as", "az", "b", "bs", "bz", "c", "ys", "yz"],
+        );
+        qgemm.attribute.push(int_attr("transB", 1));
+        let gp = GraphProto {
+            node: vec![qgemm],
+            initializer: vec![f32s("as", &[], &[0.5]), f32s("bs", &[2], &[0.25, 0.125])],
+            ..Default::default()
+        };
+        let out = expand(&gp);
+        let ops: Vec<&str> = out.node.iter().map(|n| n.op_type.as_str()).collect();
+        assert_eq!(
+            ops,
+            [
+                "DequantizeLinear",
+                "DequantizeLinear",
+                "DequantizeLinear",
+                "Gemm",
+                "QuantizeLinear"
+            ]
+        );
+        // Per-column weight scales along axis 0 (transB), the bias along its only axis.
+        for k in [1, 2] {
+            assert_eq!(out.node[k].attribute[0].name, "axis");
+            assert_eq!(out.node[k].attribute[0].i, 0);
+        }
+        assert_eq!(out.node[2].input, ["c", "y:bias_scale"]);
+        let scale = out.initializer.last().unwrap();
+        assert_eq!(scale.name, "y:bias_scale");
+        let v = tensor_from_proto(scale).unwrap();
+        assert_eq!(
+            v.as_f32().unwrap().iter().copied().collect::<Vec<_>>(),
+            [0.125, 0.0625]
+        );
+        assert_eq!(out.node[3].attribute[0].name, "transB");
     }
 
     #[test]
