@@ -17,10 +17,11 @@ use crate::onnx::{tensor_from_proto, tensor_to_proto};
 
 const DOMAIN: &str = "com.microsoft";
 
-/// The graph with every expandable contrib node replaced by its definition.
-pub fn expand(gp: &GraphProto) -> GraphProto {
+/// The graph with every expandable contrib node replaced by its definition; `None` when it
+/// has no contrib node (the graph is used as it is, not copied).
+pub fn expand(gp: &GraphProto) -> Option<GraphProto> {
     if !gp.node.iter().any(|n| n.domain == DOMAIN) {
-        return gp.clone();
+        return None;
     }
     let mut out = gp.clone();
     out.node.clear();
@@ -41,7 +42,7 @@ pub fn expand(gp: &GraphProto) -> GraphProto {
             None => out.node.push(n.clone()),
         }
     }
-    out
+    Some(out)
 }
 
 fn node(op: &str, name: String, ins: &[&str], out: &str, attrs: Vec<AttributeProto>) -> NodeProto {
@@ -252,7 +253,7 @@ mod tests {
             )],
             ..Default::default()
         };
-        let out = expand(&gp);
+        let out = expand(&gp).unwrap();
         let ops: Vec<&str> = out.node.iter().map(|n| n.op_type.as_str()).collect();
         assert_eq!(
             ops,
@@ -285,7 +286,7 @@ mod tests {
             initializer: vec![f32s("as", &[], &[0.5]), f32s("bs", &[2], &[0.25, 0.125])],
             ..Default::default()
         };
-        let out = expand(&gp);
+        let out = expand(&gp).unwrap();
         let ops: Vec<&str> = out.node.iter().map(|n| n.op_type.as_str()).collect();
         assert_eq!(
             ops,
@@ -324,6 +325,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert_eq!(expand(&gp), gp);
+        assert_eq!(expand(&gp).unwrap(), gp);
+        assert_eq!(expand(&GraphProto::default()), None);
     }
 }

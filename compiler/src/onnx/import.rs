@@ -164,7 +164,7 @@ pub fn import(model: &ModelProto, file: &str, memory_budget: u64) -> Result<Grap
         .as_ref()
         .ok_or_else(|| err("not an ONNX model: it has no graph".into()))?;
     let expanded = super::contrib::expand(gp);
-    let gp = &expanded;
+    let gp = expanded.as_ref().unwrap_or(gp);
     let opset =
         default_opset(model).ok_or_else(|| err("the model imports no ai.onnx opset".into()))?;
     let mut g = Graph {
