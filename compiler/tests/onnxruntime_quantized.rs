@@ -188,3 +188,57 @@ fn offloaded_layers_agree_with_the_exact_cpu_plan() {
         }
     }
 }
+
+#[test]
+fn contrib_elementwise_operators_are_lowered_like_qdq() {
+    // `scripts/ort-quant-edge.py`: Conv, SiLU (QLinearSigmoid, QLinearMul), Conv, QLinearLeakyRelu,
+    // QLinearConcat, Conv, QLinearAveragePool, quantized by onnxruntime in QOperator form.
+    let model = "edge_qop";
+    let c = compile(model, &FrontendOptions::default());
+    let report = c.compile_report();
+    for (node, layer) in [
+        ("sig_quant", "QTable"),
+        ("mul_quant", "QBinary"),
+        ("lrelu_quant", "QLeakyRelu"),
+        ("cat_quant", "QConcat"),
+        ("avg_quant", "QConv2d"),
+    ] {
+        let e = c
+            .support
+            .get(node)
+            .unwrap_or_else(|| panic!("no {node}:\n{report}"));
+        let ok = match &e.support {
+            Support::Accel { layer: l, .. } => *l == layer,
+            // The default config has no activation table: the table runs on the CPU.
+            Support::Cpu { reason, .. } => layer == "QTable" && reason.contains("QTable"),
+            _ => false,
+        };
+        assert!(ok, "{node}:\n{report}");
+    }
+    let exact = compile(
+        model,
+        &FrontendOptions {
+            offload: false,
+            ..Default::default()
+        },
+    );
+    let mut dev = FsimDevice::checking_races(&c.model.config);
+    let xs = npy("edge_inputs.npy");
+    let ort = npy("edge_qop_ort.npy");
+    let (mut worst_def, mut worst_ort) = (0u32, 0u32);
+    for (k, x) in xs.axis_iter(Axis(0)).enumerate() {
+        let inputs = [Tensor::F32(x.to_owned().insert_axis(Axis(0)).into_dyn())];
+        let r = c.model.run(&mut dev, &inputs).unwrap();
+        assert!(c.model.check(&inputs, &r).unwrap().is_exact());
+        let e = exact.model.run(&mut dev, &inputs).unwrap();
+        let ours = vec![r.outputs[0].as_f32().unwrap().iter().copied().collect()];
+        let e = e.outputs[0].as_f32().unwrap().to_owned();
+        let o = ort.index_axis(Axis(0), k).to_owned().into_dyn();
+        let step = step_of(&e);
+        worst_def = worst_def.max(*lsb_diffs(&ours, &e, step).iter().max().unwrap());
+        worst_ort = worst_ort.max(*lsb_diffs(&ours, &o, step).iter().max().unwrap());
+    }
+    println!("edge_qop: at most {worst_def} LSB from the exact plan, {worst_ort} from onnxruntime");
+    assert!(worst_def <= 2, "{worst_def} LSB from the exact plan");
+    assert!(worst_ort <= 8, "{worst_ort} LSB from onnxruntime");
+}
