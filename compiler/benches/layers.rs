@@ -52,6 +52,7 @@ fn layer(i: usize, batch: usize) -> QConv2d {
         groups: 1,
         requant: Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![1],
             shift: 8,
             zero_point: 0,

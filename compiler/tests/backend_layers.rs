@@ -222,6 +222,7 @@ fn requant_edge_cases_are_exact_on_the_accelerator() {
     let cases = [
         Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![32767],
             shift: 16,
             zero_point: 0,
@@ -230,6 +231,7 @@ fn requant_edge_cases_are_exact_on_the_accelerator() {
         },
         Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![-32768],
             shift: 31,
             zero_point: 3,
@@ -238,6 +240,7 @@ fn requant_edge_cases_are_exact_on_the_accelerator() {
         },
         Requant {
             pre_shift: 31,
+            acc_clamp: None,
             mul: vec![1],
             shift: 0,
             zero_point: -128,
@@ -246,6 +249,7 @@ fn requant_edge_cases_are_exact_on_the_accelerator() {
         },
         Requant {
             pre_shift: 5,
+            acc_clamp: None,
             mul: vec![1],
             shift: 0,
             zero_point: 0,
@@ -254,6 +258,7 @@ fn requant_edge_cases_are_exact_on_the_accelerator() {
         },
         Requant {
             pre_shift: 2,
+            acc_clamp: None,
             mul: vec![-3, 7, 0, 12345, -1, 2, 4, 8],
             shift: 20,
             zero_point: 1,
@@ -286,6 +291,7 @@ fn configs_without_mul_use_shifts_or_refuse() {
     let mut layer = ConvSpec::new(1, 16, 5, 16, 3, 1, 1).build(&mut rng, "nomul");
     layer.requant = Requant {
         pre_shift: 4,
+        acc_clamp: None,
         mul: vec![8],
         shift: 12,
         zero_point: 0,

@@ -74,6 +74,7 @@ pub fn requant(
     };
     Requant {
         pre_shift: rng.range(0, 2) as u8,
+        acc_clamp: None,
         mul,
         shift,
         zero_point: rng.range(-8, 8) as i8,

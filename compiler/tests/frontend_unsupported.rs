@@ -27,7 +27,7 @@ fn table(m: &Model) -> (usize, SupportTable, String) {
 
 #[test]
 fn every_unsupported_node_is_listed_with_a_fix() {
-    // Conv -> LpNormalization (unknown) -> Relu -> com.microsoft QLinearSigmoid -> Conv
+    // Conv -> LpNormalization (unknown) -> Relu -> com.microsoft QLinearSoftmax -> Conv
     //      -> Resize cubic (unsupported attribute) -> Sigmoid.
     let mut m = Model::new(13);
     m.input("x", &[1, 4, 8, 8])
@@ -44,7 +44,7 @@ fn every_unsupported_node_is_listed_with_a_fix() {
         .values("s", &[], &[0.1])
         .node(
             "qs",
-            "QLinearSigmoid",
+            "QLinearSoftmax",
             &["c", "s", "s", "s", "s"],
             &["d"],
             vec![],
@@ -85,7 +85,7 @@ fn every_unsupported_node_is_listed_with_a_fix() {
         "{t}"
     );
     // Nodes after the unsupported ones were analysed: the Relu and the second Conv (facts from
-    // value_info and from QLinearSigmoid's signature) and the Sigmoid (after the Resize, whose
+    // value_info and from QLinearSoftmax's signature) and the Sigmoid (after the Resize, whose
     // output shape nobody declared) is at least known to be supported.
     for n in ["conv", "relu", "conv2"] {
         assert!(

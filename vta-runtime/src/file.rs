@@ -4,7 +4,7 @@
 //! and write, the input and output quantization), so loading runs neither the ONNX importer nor
 //! the quantizer.
 //!
-//! # Format version 5
+//! # Format version 6
 //!
 //! One little-endian binary file (by convention `.vtab`, like program containers; the magic
 //! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
@@ -12,7 +12,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `VTAMODEL` |
-//! | 4 | `u32` format version, `5` |
+//! | 4 | `u32` format version, `6` |
 //! | 8 | `u64` length of the whole file in bytes |
 //! | str | config string ([`HwConfig::config_string`]) |
 //! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
@@ -33,7 +33,7 @@
 //! anything else is read; older ones — version 1 stored the ONNX model and rebuilt the plan at
 //! load, version 2 one program per layer, version 3 had neither the element-wise layers
 //! (table activations, affine, binary, leaky ReLU, upsampling) nor their CPU operators,
-//! version 4 no folded input layouts — are
+//! version 4 no folded input layouts, version 5 no accumulator clamp in requantizations — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
@@ -57,7 +57,7 @@ use crate::program::DeviceProgram;
 pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 
 /// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Bytes before the config string: magic, version, length.
 const HEAD: usize = frame::HEADER_BYTES;

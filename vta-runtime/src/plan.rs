@@ -90,7 +90,11 @@ impl Layer {
                     r.mul.len()
                 ));
             }
-            if r.shift > 31 || r.pre_shift > 31 || r.lo > r.hi {
+            if r.shift > 31
+                || r.pre_shift > 31
+                || r.lo > r.hi
+                || r.acc_clamp.is_some_and(|(lo, hi)| lo > hi)
+            {
                 return Err(format!("requantization {r:?} is out of range"));
             }
             Ok(())

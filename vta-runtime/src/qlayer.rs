@@ -17,17 +17,23 @@ pub use eltwise::{BinaryOp, QAffine, QBinary, QConcat, QLeakyRelu, QSlice, QTabl
 ///
 /// ```text
 /// v = acc >> pre_shift                      (arithmetic)
+/// v = clamp(v, acc_clamp)                   (when set)
 /// v = wrap32(v * mul[c])                    (mul per output channel, or one for all)
 /// v = (v + (1 << (shift - 1))) >> shift     (round half up; skipped when shift == 0)
 /// v = v + zero_point
 /// out = clamp(v, lo, hi)                    (activation clip and int8 range in one)
 /// ```
 ///
-/// `mul` is 16-bit (the ALU's immediate width) and `shift` at most 16, so every constant fits
-/// an ALU immediate; `pre_shift` keeps `v * mul` within 32 bits for large accumulators.
+/// `mul` is 16-bit (the ALU's immediate width); `shift` is below 32 (a rounding constant
+/// beyond the 16-bit immediate comes from a constant row); `pre_shift` keeps `v * mul` within
+/// 32 bits for large accumulators.
+/// `acc_clamp` does the same without dropping bits: bounds beyond which every output
+/// saturates anyway, so that no accumulator can overflow the product.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Requant {
     pub pre_shift: u8,
+    /// `(lo, hi)` the pre-shifted accumulator is clamped to before the multiplication.
+    pub acc_clamp: Option<(i32, i32)>,
     /// One multiplier for the whole tensor, or one per output channel.
     pub mul: Vec<i16>,
     pub shift: u8,
@@ -41,6 +47,7 @@ impl Requant {
     pub fn identity() -> Self {
         Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![1],
             shift: 0,
             zero_point: 0,
@@ -61,6 +68,9 @@ impl Requant {
     /// Requantizes one accumulator of output channel `c`.
     pub fn apply(&self, acc: i32, c: usize) -> i8 {
         let mut v = acc >> self.pre_shift;
+        if let Some((lo, hi)) = self.acc_clamp {
+            v = v.max(lo).min(hi);
+        }
         v = v.wrapping_mul(i32::from(self.mul_of(c)));
         if self.shift > 0 {
             v = v.wrapping_add(1 << (self.shift - 1)) >> self.shift;
@@ -258,6 +268,7 @@ mod tests {
     fn requant_rounds_half_up_and_clips() {
         let r = Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![3],
             shift: 2,
             zero_point: 1,
@@ -268,6 +279,23 @@ mod tests {
         assert_eq!(r.apply(5, 0), 5);
         assert_eq!(r.apply(-100, 0), 0);
         assert_eq!(r.apply(100, 0), 10);
+    }
+
+    #[test]
+    fn the_accumulator_clamp_comes_before_the_multiplier() {
+        let r = Requant {
+            pre_shift: 0,
+            acc_clamp: Some((-5000, 5000)),
+            mul: vec![30000],
+            shift: 20,
+            zero_point: 0,
+            lo: -128,
+            hi: 127,
+        };
+        // Unclamped, 2^30 * 30000 would wrap; clamped, it saturates as the exact product does.
+        assert_eq!(r.apply(1 << 30, 0), 127);
+        assert_eq!(r.apply(-(1 << 30), 0), -128);
+        assert_eq!(r.apply(700, 0), 20);
     }
 
     #[test]

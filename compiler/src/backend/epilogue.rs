@@ -8,15 +8,16 @@
 //! |------------------------------------|------------------------------------------------------------|
 //! | `acc + bias[c]` (conv, dense)      | `ADD` tensor: per-channel table row                        |
 //! | `v >> pre_shift`                   | `SHR` imm `pre_shift` (skipped when 0)                      |
+//! | `clamp(v, acc_clamp)` (when set)   | `MAX`, `MIN`: imm, or tensor from a splat row when a bound does not fit the 16-bit immediate |
 //! | `wrapping_mul(v, mul)`             | `MUL` imm (per tensor) or tensor (per-channel table); skipped when the multiplier is 1. Without `ALU_MUL`, a power of two `2^k` is `SHR -k` and 0 is `SHR -32` (exact: a left shift wraps like the product); other multipliers are refused |
 //! | `wrapping_add(v, 1 << (shift-1))`  | `ADD` imm, or tensor from a splat row when the constant does not fit the 16-bit immediate (`shift > 15`) |
 //! | `>> shift`                         | `SHR` imm `shift`                                           |
 //! | `+ zero_point`                     | `ADD` imm (skipped when 0)                                  |
 //! | `clamp(lo, hi)`                    | `MAX` imm `lo`, `MIN` imm `hi`; the int8 STORE then keeps the low 8 bits, which is exact inside `[lo, hi]` |
 //!
-//! Without a pre-shift, a bias and the rounding constant are one table added after the
-//! multiplication (`(acc + b) * m + round == acc * m + (b * m + round)` in wrapping
-//! arithmetic): one ALU instruction less.
+//! Without a pre-shift (and an accumulator clamp), a bias and the rounding constant are one
+//! table added after the multiplication (`(acc + b) * m + round == acc * m + (b * m + round)`
+//! in wrapping arithmetic): one ALU instruction less.
 //!
 //! The reference itself is only defined for `pre_shift < 32`, `shift < 32` and `lo <= hi`
 //! (larger shifts overflow in Rust); other values are refused as invalid.
@@ -113,6 +114,11 @@ pub fn check_requant(layer: &str, r: &Requant, channels: usize) -> Result<(), Ba
             r.lo, r.hi
         )));
     }
+    if let Some((lo, hi)) = r.acc_clamp.filter(|(lo, hi)| lo > hi) {
+        return Err(invalid(format!(
+            "requant accumulator clamp is empty (lo {lo} > hi {hi})"
+        )));
+    }
     Ok(())
 }
 
@@ -141,13 +147,22 @@ pub fn plan(
     let bias = bias.filter(|b| b.iter().any(|&v| v != 0));
     // Without a pre-shift the bias moves behind the multiplication and takes the rounding
     // constant along: (acc + b) * m + round == acc * m + (b * m + round) modulo 2^32.
-    let merged = bias.filter(|_| r.pre_shift == 0 && r.shift > 0);
+    let merged = bias.filter(|_| r.pre_shift == 0 && r.shift > 0 && r.acc_clamp.is_none());
     if let Some(bias) = bias.filter(|_| merged.is_none()) {
         let t = ep.table(bias.to_vec());
         ep.op(AluOp::Add, t);
     }
     if r.pre_shift > 0 {
         ep.op(AluOp::Shr, EpSrc::Imm(i16::from(r.pre_shift)));
+    }
+    if let Some((lo, hi)) = r.acc_clamp {
+        for (op, bound) in [(AluOp::Max, lo), (AluOp::Min, hi)] {
+            let src = match i16::try_from(bound) {
+                Ok(imm) => EpSrc::Imm(imm),
+                Err(_) => ep.splat(bound),
+            };
+            ep.op(op, src);
+        }
     }
     let per_tensor = r.mul.iter().all(|&m| m == r.mul[0]);
     if per_tensor {
@@ -258,6 +273,7 @@ mod tests {
     fn rq(pre: u8, mul: Vec<i16>, shift: u8, zp: i8, lo: i8, hi: i8) -> Requant {
         Requant {
             pre_shift: pre,
+            acc_clamp: None,
             mul,
             shift,
             zero_point: zp,
@@ -297,6 +313,14 @@ mod tests {
             rq(0, vec![i16::MIN], 16, 0, -128, 127),
             rq(1, vec![2, 0, 1, 16384], 17, 5, 0, 127),
             rq(0, vec![1024], 1, -128, -128, -128),
+            Requant {
+                acc_clamp: Some((-300, 200)),
+                ..rq(0, vec![13001], 20, 3, -128, 127)
+            },
+            Requant {
+                acc_clamp: Some((-1_000_000, 70_000)),
+                ..rq(2, vec![5, 30000, 1, 2], 24, -7, -128, 127)
+            },
         ];
         for cfg in &cfgs {
             for r in &cases {
@@ -350,6 +374,31 @@ mod tests {
     }
 
     #[test]
+    fn an_accumulator_clamp_comes_before_the_multiplier_and_keeps_the_bias_in_front() {
+        let r = Requant {
+            acc_clamp: Some((-40_000, 90)),
+            ..rq(0, vec![3], 8, 0, -128, 127)
+        };
+        let ep = plan(&HwConfig::default(), "t", &r, Some(&[5, -9]), 2).unwrap();
+        let ops: Vec<AluOp> = ep.ops.iter().map(|o| o.op).collect();
+        assert_eq!(
+            ops,
+            [
+                AluOp::Add,
+                AluOp::Max,
+                AluOp::Min,
+                AluOp::Mul,
+                AluOp::Add,
+                AluOp::Shr,
+                AluOp::Max,
+                AluOp::Min
+            ]
+        );
+        assert_eq!(ep.splats, vec![-40_000]);
+        assert_eq!(ep.ops[2].src, EpSrc::Imm(90));
+    }
+
+    #[test]
     fn large_rounding_constants_use_a_splat_row() {
         let ep = plan(
             &HwConfig::default(),
@@ -371,6 +420,10 @@ mod tests {
             rq(0, vec![1], 32, 0, -128, 127),
             rq(0, vec![1], 0, 0, 5, 4),
             rq(0, vec![1, 2], 0, 0, -128, 127),
+            Requant {
+                acc_clamp: Some((1, 0)),
+                ..rq(0, vec![1], 0, 0, -128, 127)
+            },
         ] {
             assert!(matches!(
                 plan(&cfg, "t", &r, None, 3),

@@ -139,6 +139,7 @@ mod tests {
             groups: 1,
             requant: Requant {
                 pre_shift: 2,
+                acc_clamp: None,
                 mul: vec![3],
                 shift: 6,
                 zero_point: 1,

@@ -1,7 +1,8 @@
 //! ONNX `ModelProto` to [`Graph`]: initializers become constants, inputs get static facts
 //! (a symbolic first dimension is the batch and becomes 1), nodes are parsed into ops in a
 //! dependency order, every node's output facts are inferred, and nodes whose inputs are all
-//! constants are evaluated at load time.
+//! constants are evaluated at load time. onnxruntime's quantized contrib operators are first
+//! expanded into their standard definition ([`super::contrib`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -227,6 +228,8 @@ pub fn import(
         .graph
         .as_ref()
         .ok_or_else(|| err("not an ONNX model: it has no graph".into()))?;
+    let expanded = super::contrib::expand(gp);
+    let gp = expanded.as_ref().unwrap_or(gp);
     let opset =
         default_opset(model).ok_or_else(|| err("the model imports no ai.onnx opset".into()))?;
     let mut g = Graph {

@@ -35,6 +35,7 @@
 //! ...", "unsupported opset ...", "tensor 'w' has 12 elements but 3 values", ...). `prost`
 //! bounds message nesting (recursion limit 100) and checks every length against the buffer.
 
+pub mod contrib;
 pub mod import;
 pub mod ops;
 pub mod proto;

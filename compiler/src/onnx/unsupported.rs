@@ -114,8 +114,10 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
     let op = node.op_type.as_str();
     if node.domain == "com.microsoft" {
         return format!(
-            "{op} is an onnxruntime contrib operator: quantize with \
-             quant_format=QuantFormat.QDQ (standard QuantizeLinear/DequantizeLinear around \
+            "{op} is an onnxruntime contrib operator in a form the importer does not expand \
+             (it expands QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, \
+             QLinearConcat, QLinearGlobalAveragePool and QLinearAveragePool in NCHW, and QGemm \
+             with constant scales): quantize with quant_format=QuantFormat.QDQ (standard QuantizeLinear/DequantizeLinear around \
              float operators, which the compiler imports), or keep this part in float"
         );
     }

@@ -18,17 +18,28 @@
 //!   channel Concat/Split; see `lower::eltwise`); MaxPool/Reshape/Flatten on DQ'd tensors
 //!   work on the int8 data directly;
 //! - **QOperator models**: QLinearConv and QLinearMatMul (constant weights) become layers;
-//!   ConvInteger/MatMulInteger (int32 outputs, no requantization) run on the CPU.
+//!   ConvInteger/MatMulInteger (int32 outputs, no requantization) run on the CPU;
+//!   onnxruntime's `com.microsoft` quantized operators are expanded by the importer into
+//!   `DQ -> op -> Q` ([`crate::onnx::contrib`]) and lowered as QDQ.
 //!
 //! Zero points: int8 activations with zero point 0 map directly; uint8 tensors are held as
 //! `uint8 - 128` (exact), so uint8 with zero point 128 is int8 with zero point 0. Other input
-//! zero points are folded into the bias when the layer has no padding (`sum (x - z) w =
-//! sum x w - z sum w`); with padding they would need a non-zero pad value, so such layers run on
-//! the CPU. Output zero points are the requantization's `zero_point`.
+//! zero points are folded into the bias (`sum (x - z) w = sum x w - z sum w`); a padded layer
+//! needs the zero point as its pad value while the accelerator pads with 0, so its input is
+//! first padded with the zero point by an exact int8 data-movement step on the CPU and the
+//! layer runs unpadded. A GlobalAveragePool with an input zero point becomes a depthwise
+//! convolution with unit weights, the zero point in its bias. Output zero points are the
+//! requantization's `zero_point`.
 //!
 //! Requantization: the accelerator's [`crate::qlayer::Requant`] approximates the real
 //! multiplier `M = s_x s_w / s_y` by `mul / 2^(pre + shift)` with round-half-up, while ONNX
-//! rounds `acc * M` (computed in float) half to even. [`RequantFidelity`] chooses what an
+//! rounds `acc * M` (computed in float) half to even; imported convolution and dense layers
+//! clamp the accumulator first where that keeps more multiplier bits
+//! ([`requant::choose_requant_clamped`]). For those, exact ties do not occur with
+//! onnxruntime's f32 multipliers, so the tie rule does not matter there, the multiplier's
+//! precision does; a dyadic multiplier (a pool over `2^k` pixels, an Add of equal scales)
+//! has ties, which the accelerator rounds up where ONNX rounds to even (1 LSB).
+//! [`RequantFidelity`] chooses what an
 //! imported quantized layer must satisfy to be offloaded: a proven bound below 1 LSB on the
 //! deviation before rounding (two reals less than 1 apart round to integers at most 1 apart,
 //! so results differ from ONNX's by at most 1, and rarely), or bit-exactness. A layer that does not qualify runs on the CPU with ONNX's exact integer
@@ -50,7 +61,7 @@ use crate::graph::ops::quantize_linear::QuantizeLinear;
 use crate::graph::{Graph, Plan, SupportTable};
 
 pub use calibrate::Stats;
-pub use requant::{choose_requant, AccRange, MulRounding, RequantChoice};
+pub use requant::{choose_requant, choose_requant_clamped, AccRange, MulRounding, RequantChoice};
 
 /// What an imported quantized layer (QDQ or QOperator) must satisfy to be offloaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -8,7 +8,7 @@
 //! ```text
 //! v = acc >> pre                       (arithmetic shift: floor division by 2^pre)
 //! v = v * mul[c]                       (int32, mul is an i16 immediate)
-//! v = (v + 2^(shift-1)) >> shift       (round half up; shift <= 16)
+//! v = (v + 2^(shift-1)) >> shift       (round half up)
 //! ```
 //!
 //! so `M[c]` is replaced by `M'[c] = mul[c] / 2^e` with `e = pre + shift`.
@@ -30,14 +30,18 @@
 //! the result differs from the exactly rounded one by at most 1 (whatever the tie rule), and
 //! only for accumulators whose real result lies within the deviation of a rounding boundary.
 //!
-//! Constraints: `1 <= mul <= 32767`; `shift <= 16`; and no int32 overflow for any
-//! accumulator the layer can produce. The worst case is computed per output channel from the
+//! Constraints: `1 <= mul <= 32767`; `shift <= 16` (30 with a clamp, below); and no int32
+//! overflow for any accumulator the layer can produce. The worst case is computed per output channel from the
 //! actual integer weights and bias and the input's known range
 //! (`acc in [bias + sum min(w*x_lo, w*x_hi), bias + sum max(w*x_lo, w*x_hi)]`, see
 //! [`conv_acc_ranges`]); the check is that `floor(acc / 2^pre) * mul + 2^(shift-1)` stays in
 //! int32 at both ends of that range (the expression is monotonic in `acc`). Since
 //! `floor(acc/2^pre) * mul ≈ acc * M * 2^shift`, overflow forces a smaller `shift` (fewer
 //! multiplier bits); `pre` only trades multiplier bits against the dropped low bits.
+//!
+//! With an accumulator clamp ([`choose_requant_clamped`], [`Requant::acc_clamp`]) the
+//! overflow check covers only the clamped range, the accumulators beyond which every output
+//! saturates, so `pre` can stay 0 and `mul` keep its 15 bits, with `shift` up to 30.
 //!
 //! [`choose_requant`] tries every `(pre, shift)` in `0..=23 x 0..=16` and keeps the one with
 //! the smallest deviation bound (ties: smaller `pre`). With [`MulRounding::Up`] (post-training
@@ -93,6 +97,38 @@ pub fn choose_requant(
     lo: i8,
     hi: i8,
 ) -> Result<RequantChoice, String> {
+    choose(m, ranges, rounding, pow2_only, zero_point, lo, hi, false)
+}
+
+/// [`choose_requant`] with an accumulator clamp ([`Requant::acc_clamp`]): the pre-shifted
+/// accumulator is clamped to `±B`, the smallest bound beyond which every output saturates
+/// (`B * mul[c] / 2^shift >= 131 + |zero_point|` for every channel), so the overflow check
+/// covers only `[-B, B]` instead of the worst-case accumulator, and the multiplier keeps all
+/// its bits without a pre-shift (`shift` up to 30: the rounding constant then comes from a
+/// splat row). The clamp is left out when the accumulator range lies within `±B` anyway.
+pub fn choose_requant_clamped(
+    m: &[f64],
+    ranges: &[AccRange],
+    rounding: MulRounding,
+    pow2_only: bool,
+    zero_point: i8,
+    lo: i8,
+    hi: i8,
+) -> Result<RequantChoice, String> {
+    choose(m, ranges, rounding, pow2_only, zero_point, lo, hi, true)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn choose(
+    m: &[f64],
+    ranges: &[AccRange],
+    rounding: MulRounding,
+    pow2_only: bool,
+    zero_point: i8,
+    lo: i8,
+    hi: i8,
+    clamp: bool,
+) -> Result<RequantChoice, String> {
     if m.is_empty() {
         return Err("no multiplier".into());
     }
@@ -111,8 +147,9 @@ pub fn choose_requant(
     };
     let mut best: Option<(f64, RequantChoice)> = None;
     let mut why = String::from("no shift combination fits");
+    let max_shift = if clamp { 30 } else { 16 };
     for pre in 0u8..=23 {
-        for shift in (0u8..=16).rev() {
+        for shift in (0u8..=max_shift).rev() {
             let e = i32::from(pre) + i32::from(shift);
             let scale = 2f64.powi(e);
             let mut muls = Vec::with_capacity(m.len());
@@ -144,15 +181,33 @@ pub fn choose_requant(
             if !ok {
                 continue;
             }
+            // The clamp bound: beyond it every channel's output saturates.
+            let bound = muls
+                .iter()
+                .map(|&mu| (((131 + i64::from(zero_point).abs()) << shift) + mu - 1) / mu)
+                .max()
+                .unwrap_or(0);
+            let needed = clamp
+                && (0..m.len().max(ranges.len())).any(|c| {
+                    let rg = range_of(c);
+                    (rg.lo >> pre) < -bound || (rg.hi >> pre) > bound
+                });
+            if needed && bound > i64::from(i32::MAX) {
+                continue;
+            }
+            let clamped = |a: i64| if needed { a.clamp(-bound, bound) } else { a };
             // Overflow check at both ends of every channel's accumulator range.
             let rnd = if shift > 0 { 1i64 << (shift - 1) } else { 0 };
             let fits = (0..m.len().max(ranges.len())).all(|c| {
                 let mu = muls[if muls.len() == 1 { 0 } else { c }];
                 let rg = range_of(c);
-                [rg.lo >> pre, rg.hi >> pre].iter().all(|&a| {
-                    let v = a * mu + rnd;
-                    a * mu >= i64::from(i32::MIN) && v <= i64::from(i32::MAX)
-                }) && rg.lo >= i64::from(i32::MIN)
+                [clamped(rg.lo >> pre), clamped(rg.hi >> pre)]
+                    .iter()
+                    .all(|&a| {
+                        let v = a * mu + rnd;
+                        a * mu >= i64::from(i32::MIN) && v <= i64::from(i32::MAX)
+                    })
+                    && rg.lo >= i64::from(i32::MIN)
                     && rg.hi <= i64::from(i32::MAX)
             });
             if !fits {
@@ -186,6 +241,7 @@ pub fn choose_requant(
                     RequantChoice {
                         requant: Requant {
                             pre_shift: pre,
+                            acc_clamp: needed.then_some((-bound as i32, bound as i32)),
                             mul,
                             shift,
                             zero_point,
@@ -305,6 +361,42 @@ mod tests {
         let r = &c.requant;
         let v = i64::from((1i32 << 30) >> r.pre_shift) * i64::from(r.mul[0]);
         assert!(v + (1i64 << r.shift.saturating_sub(1)) <= i64::from(i32::MAX));
+    }
+
+    #[test]
+    fn an_accumulator_clamp_keeps_the_multiplier_precise_and_saturates_exactly() {
+        // A 3x3x16 convolution's worst-case accumulator with uint8-range inputs.
+        let m = [0.0183, 0.0071];
+        let rg = [AccRange {
+            lo: -4_700_000,
+            hi: 4_700_000,
+        }; 2];
+        let plain = choose_requant(&m, &rg, MulRounding::Nearest, false, -5, -128, 127).unwrap();
+        let c =
+            choose_requant_clamped(&m, &rg, MulRounding::Nearest, false, -5, -128, 127).unwrap();
+        assert!(c.requant.acc_clamp.is_some(), "{c:?}");
+        assert!(c.deviation * 4.0 < plain.deviation, "{c:?} vs {plain:?}");
+        for (ch, &mc) in m.iter().enumerate() {
+            for acc in (-4_700_000..4_700_000).step_by(611) {
+                let exact = ((acc as f64 * mc).round() - 5.0).clamp(-128.0, 127.0) as i32;
+                let got = i32::from(c.requant.apply(acc, ch));
+                assert!(
+                    (got - exact).abs() <= 1,
+                    "ch {ch} acc {acc}: {got} vs {exact}"
+                );
+            }
+            // The clamp's bound saturates, and nothing inside it overflows.
+            let (lo, hi) = c.requant.acc_clamp.unwrap();
+            assert_eq!(c.requant.apply(hi, ch), 127);
+            assert_eq!(c.requant.apply(lo, ch), -128);
+            let v = i64::from(hi) * i64::from(c.requant.mul_of(ch));
+            assert!(v + (1 << (c.requant.shift - 1)) <= i64::from(i32::MAX));
+        }
+        // A range within the bound needs no clamp.
+        let small = [AccRange { lo: -100, hi: 100 }];
+        let c = choose_requant_clamped(&[0.01], &small, MulRounding::Nearest, false, 0, -128, 127)
+            .unwrap();
+        assert_eq!(c.requant.acc_clamp, None);
     }
 
     #[test]

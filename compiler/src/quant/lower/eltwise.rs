@@ -470,6 +470,7 @@ impl<'g> Lowerer<'g> {
                     chosen.ok_or("operand scale ratios do not fit 16-bit multipliers")?;
                 let requant = Requant {
                     pre_shift: 0,
+                    acc_clamp: None,
                     mul: vec![1],
                     shift: s,
                     zero_point: clamp_i8(i64::from(out.zp)),

@@ -43,6 +43,7 @@ impl<'g> Lowerer<'g> {
         }
         let requant = Requant {
             pre_shift: 0,
+            acc_clamp: None,
             mul: vec![1],
             shift: s,
             zero_point: clamp_i8(i64::from(out.zp)),
@@ -83,10 +84,16 @@ impl<'g> Lowerer<'g> {
         }
         let (out, target) = self.out_target(ix, None)?;
         let x = self.as_q8(xt)?;
-        if x.zp != 0 {
-            return Err(format!("input zero point {} (int8 domain): the accelerator's average pool has no input offset", x.zp));
-        }
         let hw = (h * w) as i64;
+        if x.zp != 0 {
+            return self.global_pool_as_conv(
+                ix,
+                x,
+                dims4(&self.g.fact(xt).shape, "input")?,
+                out,
+                target,
+            );
+        }
         let (lo, hi) = self.range_of(x.v);
         let ranges = [AccRange {
             lo: hw * i64::from(lo),
@@ -114,6 +121,55 @@ impl<'g> Lowerer<'g> {
             out,
             target,
             note,
+        );
+        Ok(())
+    }
+
+    /// A global average pool whose input zero point is not 0 (int8 domain), as a depthwise
+    /// convolution with unit weights over the whole plane: its bias `-h*w*zp` subtracts the
+    /// zero point exactly, which the accelerator's average pool (no input offset) cannot.
+    fn global_pool_as_conv(
+        &mut self,
+        ix: NodeIndex,
+        x: QIn,
+        (n, c, h, w): (usize, usize, usize, usize),
+        out: QOut,
+        target: OutTarget,
+    ) -> R<()> {
+        let hw = (h * w) as i64;
+        let bias = -hw * i64::from(x.zp);
+        let (lo, hi) = self.range_of(x.v);
+        let ranges = [AccRange {
+            lo: hw * i64::from(lo) + bias,
+            hi: hw * i64::from(hi) + bias,
+        }];
+        let m = x.scale / (out.scale * hw as f64);
+        let rq = self.make_requant_precise(&[m], &ranges, &out)?;
+        let note = self.check_fidelity(&rq, &out, true)?;
+        let name = self.node_name(ix);
+        let layer = QConv2d {
+            name: name.clone(),
+            input_shape: [n, c, h, w],
+            weight: Array4::from_elem((c, 1, h, w), 1i8),
+            bias: vec![
+                i32::try_from(bias).map_err(|_| "the zero-point bias does not fit int32")?;
+                c
+            ],
+            stride: (1, 1),
+            pad: [0; 4],
+            groups: c,
+            requant: rq.requant,
+        };
+        self.accel(
+            ix,
+            Layer::Conv2d(layer),
+            vec![x.v],
+            out,
+            target,
+            format!(
+                "input zero point {} (int8 domain): a depthwise convolution with unit weights over the plane, the zero point in its bias; {note}",
+                x.zp
+            ),
         );
         Ok(())
     }

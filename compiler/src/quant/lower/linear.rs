@@ -28,9 +28,11 @@ impl<'g> Lowerer<'g> {
             let (out, target) = self.out_target(ix, conv.activation)?;
             let x = self.as_q8(xt)?;
             let (bias, bdq) = self.int_bias(bt, ws[0], x.scale, &sw)?;
+            let (x, x_shape, geo, padded) = self.pad_with_zero_point(&name, x, x_shape, geo);
             let (layer, note) = self.imported_conv(
                 &name, x, x_shape, w, &sw, bias, &geo, conv.group, &out, true,
             )?;
+            let note = format!("{}{note}", Self::padded_note(padded, x.zp));
             self.accel(
                 ix,
                 Layer::Conv2d(layer),
@@ -144,19 +146,13 @@ impl<'g> Lowerer<'g> {
             extra_dev: 0.0,
         };
         let name = self.node_name(ix);
+        let (x, x_shape, geo, padded) =
+            self.pad_with_zero_point(&name, x, [xsh[0], xsh[1], xsh[2], xsh[3]], geo);
         let (layer, note) = self.imported_conv(
-            &name,
-            x,
-            [xsh[0], xsh[1], xsh[2], xsh[3]],
-            wc,
-            &sw,
-            bias,
-            &geo,
-            op.group,
-            &out,
-            false,
+            &name, x, x_shape, wc, &sw, bias, &geo, op.group, &out, false,
         )?;
-        self.integer_output(ix, Layer::Conv2d(layer), xv, out, note, ydt);
+        let note = format!("{}{note}", Self::padded_note(padded, x.zp));
+        self.integer_output(ix, Layer::Conv2d(layer), x.v, out, note, ydt);
         Ok(())
     }
 

@@ -18,7 +18,9 @@ use ndarray::{Array2, Array4, ArrayD, Dimension};
 use petgraph::stable_graph::NodeIndex;
 
 use super::calibrate::Stats;
-use super::requant::{choose_requant, conv_acc_ranges, AccRange, MulRounding, RequantChoice};
+use super::requant::{
+    choose_requant, choose_requant_clamped, conv_acc_ranges, AccRange, MulRounding, RequantChoice,
+};
 use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;

@@ -174,7 +174,103 @@ impl<'g> Lowerer<'g> {
         Ok(c)
     }
 
+    /// [`Self::make_requant`] for a convolution or dense layer of an imported model, whose
+    /// worst-case accumulator is far larger than the range where outputs do not saturate:
+    /// with an accumulator clamp ([`choose_requant_clamped`]) when that makes the result
+    /// closer to ONNX's (two more ALU instructions per output element).
+    pub(super) fn make_requant_precise(
+        &self,
+        m: &[f64],
+        ranges: &[AccRange],
+        out: &QOut,
+    ) -> R<RequantChoice> {
+        let plain = self.make_requant(m, ranges, MulRounding::Nearest, out);
+        let clamped = choose_requant_clamped(
+            m,
+            ranges,
+            MulRounding::Nearest,
+            self.pow2_only,
+            clamp_i8(i64::from(out.zp)),
+            out.lo,
+            out.hi,
+        )
+        .and_then(|c| self.check_muls(&c.requant).map(|_| c));
+        match (plain, clamped) {
+            (Ok(p), Ok(c)) if c.deviation + 0.002 < p.deviation => Ok(c),
+            (Ok(p), _) => Ok(p),
+            (Err(_), Ok(c)) => Ok(c),
+            (Err(e), Err(_)) => Err(e),
+        }
+    }
+
     // ---------------------------------------------------------------- convolution / dense
+
+    /// A convolution input whose zero point is not 0 in the int8 domain, padded with that
+    /// zero point by an exact int8 data-movement step on the CPU, so that the layer itself
+    /// has no padding and the zero point folds into its bias (the accelerator pads with 0
+    /// only, which would stand for a real value other than 0). Returns the input, its shape
+    /// and the geometry the layer then has, and whether a padding step was added.
+    pub(super) fn pad_with_zero_point(
+        &mut self,
+        name: &str,
+        x: QIn,
+        x_shape: [usize; 4],
+        geo: Geometry,
+    ) -> (QIn, [usize; 4], Geometry, bool) {
+        if x.zp == 0 || geo.pad == [0; 4] {
+            return (x, x_shape, geo, false);
+        }
+        let [t, l, b, r] = geo.pad.map(|p| p as i64);
+        let shape = [
+            x_shape[0],
+            x_shape[1],
+            x_shape[2] + geo.pad[0] + geo.pad[2],
+            x_shape[3] + geo.pad[1] + geo.pad[3],
+        ];
+        let op = Pad {
+            mode: crate::graph::ops::pad::PadMode::Constant,
+            attrs: Some((vec![0, 0, t, l, 0, 0, b, r], x.zp as f32)),
+        };
+        let qp = QuantParams {
+            scale: x.scale as f32,
+            zero_point: x.zp,
+        };
+        let out = self.plan.add_value(
+            format!("{name}:zero_point_padded"),
+            Fact::new(DType::I8, shape.to_vec()),
+            Some(qp),
+        );
+        self.push(
+            &format!("{name}:pad_zero_point"),
+            vec![x.v],
+            vec![out],
+            StepKind::Cpu(CpuOp {
+                op: op.into(),
+                args: vec![Some(x.v)],
+                reason: format!(
+                    "padding with the input's zero point {} (int8 domain): the accelerator pads with 0",
+                    x.zp
+                ),
+            }),
+        );
+        let (lo, hi) = self.range_of(x.v);
+        self.ranges.insert(out, (lo.min(x.zp), hi.max(x.zp)));
+        (
+            QIn { v: out, ..x },
+            shape,
+            Geometry { pad: [0; 4], ..geo },
+            true,
+        )
+    }
+
+    /// The support-table note of a layer whose input [`Self::pad_with_zero_point`] padded.
+    pub(super) fn padded_note(padded: bool, zp: i32) -> String {
+        if padded {
+            format!("input padded with its zero point {zp} (int8 domain) on the CPU; ")
+        } else {
+            String::new()
+        }
+    }
 
     /// An imported quantized convolution (QLinearConv or QDQ), weights already centered.
     #[allow(clippy::too_many_arguments)]
@@ -227,7 +323,7 @@ impl<'g> Lowerer<'g> {
         }
         let ranges = conv_acc_ranges(&wv, o, &bias, lo, hi);
         let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
-        let c = self.make_requant(&m, &ranges, MulRounding::Nearest, out)?;
+        let c = self.make_requant_precise(&m, &ranges, out)?;
         let note = self.check_fidelity(&c, out, float_semantics)?;
         let bias32 = bias
             .iter()
@@ -283,7 +379,7 @@ impl<'g> Lowerer<'g> {
         let (lo, hi) = self.range_of(x.v);
         let ranges = conv_acc_ranges(&wv, mo, &bias, lo, hi);
         let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
-        let c = self.make_requant(&m, &ranges, MulRounding::Nearest, out)?;
+        let c = self.make_requant_precise(&m, &ranges, out)?;
         let note = self.check_fidelity(&c, out, float_semantics)?;
         let bias32 = bias
             .iter()
