@@ -33,7 +33,8 @@
 //! anything else is read; older ones — version 1 stored the ONNX model and rebuilt the plan at
 //! load, version 2 one program per layer, version 3 had neither the element-wise layers
 //! (table activations, affine, binary, leaky ReLU, upsampling) nor their CPU operators,
-//! version 4 no folded input layouts, version 5 no accumulator clamp in requantizations — are
+//! version 4 no folded input layouts, version 5 neither the accumulator clamp of
+//! requantizations nor the ReduceMean, Pow and Sqrt CPU operators — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
