@@ -40,9 +40,9 @@
 //! | 4 | multipliers (DSP `M` register) |
 //! | 5 | post-adder (DSP `P` register) |
 //! | 6 .. W-1 | adder trees, two levels per stage ([`ExecTiming::tree_stages`] stages) |
-//! | W-2 | tensor ALU: read of `src` (from ACC's copy `acc_src_mem`) |
-//! | W-1 | ACC read of `dst`; ALU operand register (immediate or forwarded `src`) |
-//! | W | forwarding (`dst`; `src` from the previous slot), accumulate / ALU op / reset; result register |
+//! | W-2 | ACC read of `dst`; tensor ALU: read of `src` (from ACC's copy `acc_src_mem`) |
+//! | W-1 | operand registers: `dst`'s row, and the immediate or `src`'s row, forwarded |
+//! | W | forwarding from the previous slot, accumulate / ALU op / reset; result register |
 //! | W+1 | ACC and OUT write, event pulses |
 //! | W+2 | `done` pulse (for the instruction's last micro-op) |
 //!
@@ -63,11 +63,11 @@
 //! Sequential semantics (spec 8) with no stall: results enter the result register in order,
 //! and a micro-op whose `dst` (or tensor `src`) row is still being written by an earlier
 //! micro-op takes that value from the result registers `res1`, `res2` instead of the ACC read
-//! data. `dst` is forwarded in stage W. A tensor `src` is forwarded in stage W-1 into the
-//! operand register (from `res1`, `res2`: the results of the slots two and three ahead), and
-//! in stage W from `res1` when the slot just ahead wrote it, so that back-to-back dependent
-//! tensor micro-ops need no gap (a tensor LUT, whose operand is final in stage W-1, takes
-//! a MUL product about to enter `res1` there instead). The `mul_extra` issue slots behind a
+//! data. Both rows, `dst` and a tensor `src`, are forwarded in stage W-1 into operand
+//! registers (from `res1`, `res2`: the results of the slots two and three ahead), and in
+//! stage W from `res1` when the slot just ahead wrote them, so that back-to-back dependent
+//! micro-ops need no gap (a tensor LUT, whose operand is final in stage W-1, takes a MUL
+//! product about to enter `res1` there instead). The `mul_extra` issue slots behind a
 //! MUL micro-op stay empty, so its product is in the result register before the next
 //! micro-op needs it and never meets another micro-op's result there.
 //!
@@ -116,12 +116,14 @@
 //! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5) before ACC's copy, which
 //! adds 28.5 BRAM36.
 //!
-//! Timing: no path runs from the ACC read data through a multiplier. Stage W's longest
-//! paths are ACC read data -> forwarding mux -> the 32-bit compare of MIN/MAX or the SHR
-//! barrel shifter -> operation mux -> result register (the operand `y` comes from flip-flops
-//! through one 2:1 mux); ALU MUL's 32 x 32 multiply is split
-//! into three 16 x 16 products, each one DSP48E1 between registers (see the README's
-//! expected critical paths for the measured logic depths).
+//! Timing: no path runs from the ACC read data through a multiplier, and none from it into
+//! the lanes: the rows read in stage W-2 are forwarded into registers in stage W-1 (block
+//! RAM output -> 3:1 mux -> flip-flop). Stage W's longest paths start at those registers:
+//! 2:1 forwarding mux -> the 32-bit compare of MIN/MAX or the SHR barrel shifter -> operation
+//! mux -> result register. (Before, the ACC read data entered stage W directly, and the ECP5
+//! critical path ran from the block RAM's output through the forwarding mux and the compare.)
+//! ALU MUL's 32 x 32 multiply is split into three 16 x 16 products, each one DSP48E1 between
+//! registers (see the README's expected critical paths for the measured logic depths).
 
 mod alu;
 mod dot;

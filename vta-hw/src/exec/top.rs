@@ -351,13 +351,14 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let dot = dot_inst.output("dot");
 
     // ----- ACC: two copies, each one read and one write port -----------------------------
-    // Written alike; `acc_mem` is read for dst in stage W-1, `acc_src_mem` for a tensor ALU
-    // micro-op's src one stage earlier (see the module docs for why a copy).
+    // Written alike; `acc_mem` is read for dst, `acc_src_mem` for a tensor ALU micro-op's src
+    // (see the module docs for why a copy), both in stage W-2 so that the data is registered
+    // before the lanes use it in stage W.
     let acc_mem = m.mem("acc_mem", acc_bits, 1 << p.a_acc);
     let acc_src_mem = m.mem("acc_src_mem", acc_bits, 1 << p.a_acc);
     let rd_src = m.named("acc_rd_src", v.at(w - 2) & tensor.at(w - 2));
-    let rd_dst = m.named("acc_rd_dst", v.at(w - 1) & !clear.at(w - 1));
-    let acc_rdata = acc_mem.read_en(rd_dst, dst.at(w - 1));
+    let rd_dst = m.named("acc_rd_dst", v.at(w - 2) & !clear.at(w - 2));
+    let acc_rdata = acc_mem.read_en(rd_dst, dst.at(w - 2));
     let src_rdata = acc_src_mem.read_en(rd_src, src.at(w - 2).resize(p.a_acc));
     // Results enter `res1` in order, one per cycle at most: a micro-op's from stage W, a
     // MUL's from stage W+mul_extra (the slot that would collide with it stays empty).
@@ -376,7 +377,10 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let wdst = Staged::new(&m, "wdst", wdst_w, w, w + 1, false);
     // Forwarding: a result in `res1`, `res2` or entering `res1` is not yet visible to a read
     // issued one cycle earlier; a micro-op takes the newest one that matches its row. Which
-    // one is decided a cycle ahead, into registers.
+    // one is decided a cycle ahead, into registers. Both operand rows, read in stage W-2, are
+    // forwarded in stage W-1 into registers (from `res1`, `res2`: the results of the slots
+    // two and three ahead), and in stage W from `res1` when the slot just ahead wrote the
+    // row: stage W starts from flip-flops and one 2:1 mux, not from the block RAM's output.
     let res1 = m.reg_noreset("res1", acc_bits);
     let res2 = m.reg_noreset("res2", acc_bits);
     m.next(res2, res1);
@@ -385,18 +389,17 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         m.next(r, we & row.eq(idx));
         r
     };
-    // dst, read in stage W-1, is used in stage W.
-    let d_next = dst.at(w - 1);
+    let d_next = dst.at(w - 2);
     let dst_in_res1 = hit("dst_in_res1", we.at(w), wdst.at(w), d_next);
     let dst_in_res2 = hit("dst_in_res2", we.at(w + 1), wdst.at(w + 1), d_next);
-    let x_row = m.named(
-        "x_row",
+    let dst_in_prev = hit("dst_in_prev", we.at(w), wdst.at(w), dst.at(w - 1));
+    let x_row = m.reg_noreset("x_row", acc_bits);
+    m.next(
+        x_row,
         m.mux(dst_in_res1, res1, m.mux(dst_in_res2, res2, acc_rdata)),
     );
-    // The ALU operand is registered in stage W-1, so that stage W starts from flip-flops:
-    // the immediate, or src (read in stage W-2) forwarded like dst one stage earlier. The one
-    // result it cannot see there, the one entering `res1` in stage W-1 (the previous slot's),
-    // is in `res1` in stage W and taken from there (`src_in_prev`).
+    let x_op = m.named("x_op", m.mux(dst_in_prev, res1, x_row));
+    // The ALU operand register `y_row`: the immediate, or src forwarded like dst.
     let s_next = src.at(w - 2).resize(p.a_acc);
     let src_in_res1 = hit("src_in_res1", we.at(w), wdst.at(w), s_next);
     let src_in_res2 = hit("src_in_res2", we.at(w + 1), wdst.at(w + 1), s_next);
@@ -427,7 +430,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let mut products = vec![];
     for l in 0..lanes {
         let lane = m.instance(&format!("lane{l}"), &lane_mod);
-        lane.connect("x", x_row.lane(l, p.acc_width));
+        lane.connect("x", x_op.lane(l, p.acc_width));
         lane.connect("y", y_op.lane(l, p.acc_width));
         let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
         lane.connect("d", d.as_unsigned());
