@@ -685,10 +685,11 @@ pub fn uop_count(insn: &Insn) -> u64 {
         * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn))
 }
 
-/// A tensor LUT instruction: its micro-ops issue only after a cycle without issue (every
-/// other tensor ALU micro-op issues one per cycle, reading ACC's two copies).
+/// A tensor LUT or LUTW instruction: its micro-ops issue only after a cycle without issue
+/// (every other tensor ALU micro-op issues one per cycle, reading ACC's two copies).
 pub fn is_gapped(insn: &Insn) -> bool {
-    matches!(insn, Insn::Alu(a) if !a.use_imm && !a.lp.reset_reg && a.op == AluOp::Lut)
+    matches!(insn, Insn::Alu(a) if !a.use_imm && !a.lp.reset_reg
+        && matches!(a.op, AluOp::Lut | AluOp::LutWrite))
 }
 
 /// An ALU MUL instruction with at least one micro-op on a config with ALU MUL: its micro-ops
@@ -701,8 +702,8 @@ pub fn is_mul(cfg: &HwConfig, insn: &Insn) -> bool {
 
 /// Checks the observed accept and done cycles of `log` (instructions fed in order, each
 /// offered from its `presented` cycle) against the documented issue rule: one micro-op (or
-/// the end marker of an empty instruction) per cycle, a tensor LUT micro-op only after a
-/// cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op, the next
+/// the end marker of an empty instruction) per cycle, a tensor LUT or LUTW micro-op only
+/// after a cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op, the next
 /// instruction accepted in the cycle the previous one issues its last micro-op, and `done`
 /// exactly `done_latency` (`mul_done_latency` for MUL) cycles after that last issue.
 pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {

@@ -178,6 +178,17 @@ fn hazards(name: &str) {
             src_idx: 5,
             wgt_idx: 0,
         },
+        // uops 10, 11: row 1 in place, row 7 from row 1.
+        Uop {
+            dst_idx: 1,
+            src_idx: 1,
+            wgt_idx: 0,
+        },
+        Uop {
+            dst_idx: 7,
+            src_idx: 1,
+            wgt_idx: 0,
+        },
     ];
     core.write_uops(0, &uops);
     r.uop[..uops.len()].copy_from_slice(&uops);
@@ -234,6 +245,22 @@ fn hazards(name: &str) {
             alu(lp(5, 6, 1, 1), AluOp::Max, true, 2),
             alu(lp(0, 1, 1, 1), AluOp::Add, true, 1),
             alu(lp(3, 4, 1, 1), op, false, 0),
+        ]);
+    }
+    if core.cfg.alu_lut {
+        // A LUTW right after the micro-op that writes its operand row (row 4 = 5, into
+        // entry 3), then a LUT that reads entry 3 (row 1 = 3) into row 7.
+        let mut reset = lp(5, 6, 1, 1);
+        reset.reset_reg = true;
+        let mut reset1 = lp(10, 11, 1, 1);
+        reset1.reset_reg = true;
+        prog.extend([
+            alu(reset, AluOp::Add, true, 0),
+            alu(reset1, AluOp::Add, true, 0),
+            alu(lp(10, 11, 1, 1), AluOp::Add, true, 3),
+            alu(lp(5, 6, 1, 1), AluOp::Add, true, 5),
+            alu(lp(3, 4, 1, 1), AluOp::LutWrite, false, 0),
+            alu(lp(11, 12, 1, 1), AluOp::Lut, false, 0),
         ]);
     }
     let log = core.run(&prog, &[]).to_vec();

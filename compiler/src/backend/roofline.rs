@@ -21,7 +21,7 @@ use isa::{AluOp, HwConfig, Insn, MemType, Program};
 
 /// Cycles per micro-op of the execution core (`vta-hw`'s `exec` module documentation): GEMM
 /// and ALU micro-ops issue one per cycle, with an immediate or a tensor operand (ACC has a
-/// copy read for `src`; a tensor LUT, every other cycle, counts one here: still a lower
+/// copy read for `src`; a tensor LUT or LUTW, every other cycle, counts one here: a lower
 /// bound); ALU MUL issues every `1 + 2` cycles (its two extra pipeline stages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IssueRates {

@@ -17,7 +17,7 @@
 //! * a **STORE** reads OUT at one element per cycle and writes one burst per row on the write
 //!   channel, done when every write is answered;
 //! * **GEMM and ALU** go to the execution core, which issues one micro-op per cycle (a
-//!   tensor-operand LUT every other cycle, an ALU MUL every `1 + mul_extra`), takes
+//!   tensor-operand LUT or LUTW every other cycle, an ALU MUL every `1 + mul_extra`), takes
 //!   the next instruction as the last micro-op of the current one issues, and finishes an
 //!   instruction its pipeline depth ([`vta_hw::exec::exec_timing`]) after its last issue. An
 //!   instruction that pushes tokens waits for that; LOADs, FINISH and syncs that push wait
@@ -360,7 +360,7 @@ impl<'a> Sim<'a> {
                 let rate = match (a.op, a.use_imm, a.lp.reset_reg) {
                     (_, _, true) => Rate::OnePerCycle,
                     (AluOp::Mul, _, _) => Rate::Mul,
-                    (AluOp::Lut, false, _) => Rate::TensorLut,
+                    (AluOp::Lut | AluOp::LutWrite, false, _) => Rate::TensorTable,
                     _ => Rate::OnePerCycle,
                 };
                 self.execute(launch, &a.lp, rate, pushes)
@@ -397,7 +397,7 @@ impl<'a> Sim<'a> {
         let (span, latency) = match (rate, n) {
             (_, 0) => (1, x.done_latency),
             (Rate::OnePerCycle, n) => (n, x.done_latency),
-            (Rate::TensorLut, n) => (2 * n - 1, x.done_latency),
+            (Rate::TensorTable, n) => (2 * n - 1, x.done_latency),
             (Rate::Mul, n) => (
                 1 + (n - 1) * (1 + u64::from(x.mul_extra)),
                 x.mul_done_latency,
@@ -517,8 +517,8 @@ impl<'a> Sim<'a> {
 enum Rate {
     /// GEMM, and ALU with an immediate or a tensor operand.
     OnePerCycle,
-    /// ALU LUT with a tensor operand: every other cycle.
-    TensorLut,
+    /// ALU LUT or LUTW with a tensor operand: every other cycle.
+    TensorTable,
     /// ALU MUL: every `1 + mul_extra` cycles.
     Mul,
 }

@@ -90,6 +90,7 @@ fn tensor_alu_micro_ops_issue_one_per_cycle_and_tensor_luts_every_other() {
     let lut = HwConfig::preset("lut").unwrap();
     assert_eq!(span(&lut, AluOp::Lut, true), 1000);
     assert_eq!(span(&lut, AluOp::Lut, false), 2000);
+    assert_eq!(span(&lut, AluOp::LutWrite, false), 2000);
 }
 
 #[test]

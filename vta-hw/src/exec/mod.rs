@@ -51,10 +51,10 @@
 //! low byte of operand lane `dst mod LANES`) and a LUT reads, per lane, the entry of the
 //! operand saturated to int8; the entry arrives in stage W, where the lane sign-extends it.
 //! A LUTW micro-op has no ACC write (`we` stays low) and checks its `dst` against the 256
-//! entries instead of ACC. LUTW and an immediate LUT issue one per cycle like the other ALU
-//! operations; a LUT with a tensor operand issues every other cycle (the slot in front of it
-//! stays empty: its table index must be final in stage W-1, before the previous slot's
-//! result exists). Since both act in stage W-1, a LUT sees every earlier LUTW.
+//! entries instead of ACC. With an immediate, LUT and LUTW issue one per cycle like the other
+//! ALU operations; with a tensor operand, every other cycle (the slot in front stays empty:
+//! the operand must be final in stage W-1, before the previous slot's result exists). Since
+//! both act in stage W-1, a LUT sees every earlier LUTW.
 //!
 //! ALU MUL (configs with `ALU_MUL`) takes [`ExecTiming::mul_extra`] = 2 more cycles: stage W
 //! registers its operands, W+1 its three partial products (DSP48E1 with input and product
@@ -66,18 +66,18 @@
 //! data. Both rows, `dst` and a tensor `src`, are forwarded in stage W-1 into operand
 //! registers (from `res1`, `res2`: the results of the slots two and three ahead), and in
 //! stage W from `res1` when the slot just ahead wrote them, so that back-to-back dependent
-//! micro-ops need no gap (a tensor LUT, whose operand is final in stage W-1, takes a MUL
-//! product about to enter `res1` there instead). The `mul_extra` issue slots behind a
+//! micro-ops need no gap (a tensor LUT or LUTW, whose operand is final in stage W-1, takes a
+//! MUL product about to enter `res1` there instead). The `mul_extra` issue slots behind a
 //! MUL micro-op stay empty, so its product is in the result register before the next
 //! micro-op needs it and never meets another micro-op's result there.
 //!
 //! Rates: GEMM and ALU micro-ops issue one per cycle, whatever their indices and operand
 //! (immediate or tensor: a tensor micro-op reads `dst` from ACC and `src` from its copy, see
-//! below). A tensor LUT issues every other cycle (see above). MUL micro-ops, immediate or
+//! below). A tensor LUT or LUTW issues every other cycle (see above). MUL micro-ops, immediate or
 //! tensor, issue every `1 + mul_extra` cycles. Instructions follow each other without a gap:
 //! the next instruction is accepted in the cycle the current one issues its last micro-op.
 //! A lone instruction of `N >= 1` micro-ops accepted at cycle `t` pulses `done` at
-//! `t + N + done_latency` (GEMM, ALU), `t + 2N - 1 + done_latency` (tensor LUT) or
+//! `t + N + done_latency` (GEMM, ALU), `t + 2N - 1 + done_latency` (tensor LUT, LUTW) or
 //! `t + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL); one of zero micro-ops at
 //! `t + 1 + done_latency`.
 //!

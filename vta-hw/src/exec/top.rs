@@ -201,18 +201,18 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let u = m.reg_noreset("loop_u", p.a_uop);
     let ic = m.reg_noreset("loop_i", ITER_BITS);
     let oc = m.reg_noreset("loop_o", ITER_BITS);
-    // A tensor LUT micro-op issues only after an idle cycle (its table index must be final
-    // in stage W-1, see forwarding below), and nothing issues in the `mul_extra` cycles after
-    // a MUL micro-op.
+    // A tensor LUT or LUTW micro-op issues only after an idle cycle (the table works on its
+    // operand in stage W-1, which must be final there, see forwarding below), and nothing
+    // issues in the `mul_extra` cycles after a MUL micro-op.
     let issue = m.wire("issue", 1);
     // `mul`: the slot holds a MUL micro-op.
     let mul =
         i_mul.map(|i_mul| Staged::new(&m, "mul", issue & i_mul, 0, t.write_stage + 1 + e, true));
     let mut may_issue = active;
-    if let Some((i_lut, _)) = table_ops {
+    if let Some((i_lut, i_lutw)) = table_ops {
         let issued_prev = m.reg("issued_prev", 1, 0);
         m.next(issued_prev, issue);
-        may_issue = may_issue & !(i_tensor & i_lut & issued_prev);
+        may_issue = may_issue & !(i_tensor & (i_lut | i_lutw) & issued_prev);
     }
     if let Some(mul) = &mul {
         for k in 1..=e {
@@ -409,8 +409,9 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         wdst.at(w),
         src.at(w - 1).resize(p.a_acc),
     );
-    // A LUT's table index is its operand in stage W-1: the slot in front of a tensor LUT is
-    // empty, so the result entering `res1` then can only be a MUL product, forwarded here.
+    // A LUT's table index and a LUTW's entry are its operand in stage W-1: the slot in front
+    // of a tensor LUT or LUTW is empty, so the result entering `res1` then can only be a MUL
+    // product, forwarded here.
     let src_in_mul = mul.as_ref().filter(|_| p.alu_lut).map(|mul| {
         let k = w + e - 1;
         hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
