@@ -66,6 +66,21 @@ def fetch(out, name):
     inp = [i for i in m.graph.input
            if i.name not in {t.name for t in m.graph.initializer}][0]
     make_input_shape_fixed(m.graph, inp.name, shape)
+    # Paddle's exporter stores the weights in Constant nodes; onnxruntime's quantizer only
+    # treats initializers as weights (it would quantize the rest as uint8 activations with
+    # zero points), so they become initializers, as onnxruntime's own pre-processing does.
+    keep = []
+    for n in m.graph.node:
+        value = [a for a in n.attribute if a.name == "value"]
+        if n.op_type == "Constant" and value and value[0].t.data_type == onnx.TensorProto.FLOAT:
+            t = onnx.TensorProto()
+            t.CopyFrom(value[0].t)
+            t.name = n.output[0]
+            m.graph.initializer.append(t)
+        else:
+            keep.append(n)
+    del m.graph.node[:]
+    m.graph.node.extend(keep)
     onnx.save(m, path)
     return path
 
