@@ -52,9 +52,9 @@ fn a_config_too_big_for_the_part_is_refused_before_any_tool() {
     ));
     assert!(
         e.contains("does not fit xc7z020clg400-1")
-            && e.contains("BRAM36 needs 194")
+            && e.contains("BRAM36 needs 165.5")
             && e.contains("has 140")
-            && e.contains("54 over"),
+            && e.contains("25.5 over"),
         "{e}"
     );
     assert!(!dir.join("out").exists(), "nothing written");

@@ -144,15 +144,12 @@ pub fn bram36_for(depth: u64, width: u64) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// Block RAM of the UOP, INP, WGT, ACC and OUT scratchpads, each as one memory, ACC twice:
-/// the execution core keeps a copy of it (`vta_hw::exec`'s `acc_src_mem`) so that a
-/// tensor-operand ALU micro-op reads both its rows in one cycle.
+/// Block RAM of the UOP, INP, WGT, ACC and OUT scratchpads, each as one memory.
 pub fn scratchpad_bram36(cfg: &HwConfig) -> f64 {
     [
         MemType::Uop,
         MemType::Inp,
         MemType::Wgt,
-        MemType::Acc,
         MemType::Acc,
         MemType::Out,
     ]
@@ -164,8 +161,8 @@ pub fn scratchpad_bram36(cfg: &HwConfig) -> f64 {
 /// The analytic scratchpad estimate as an [`Estimate`] with only block RAM filled in.
 pub fn scratchpad_estimate(cfg: &HwConfig) -> Estimate {
     Estimate {
-        source: "analytic: the five scratchpads and ACC's copy, each one memory at its best \
-                 RAMB36 aspect ratio (logic not counted)"
+        source: "analytic: the five scratchpads, each one memory at its best RAMB36 \
+                 aspect ratio (logic not counted)"
             .into(),
         luts: 0,
         ffs: 0,
@@ -188,8 +185,8 @@ mod tests {
         // 512 x 32 fits a RAMB18 (512x36).
         assert_eq!(bram36_for(512, 32), 0.5);
         // The default config: UOP 8 (8192 x 32), INP 7.5 (2048 x 128), WGT 57 (1024 x 2048),
-        // ACC 28.5 (2048 x 512) and its copy, OUT 7.5 (2048 x 128).
-        assert_eq!(scratchpad_bram36(&HwConfig::default()), 137.0);
+        // ACC 28.5 (2048 x 512), OUT 7.5 (2048 x 128).
+        assert_eq!(scratchpad_bram36(&HwConfig::default()), 108.5);
     }
 
     #[test]

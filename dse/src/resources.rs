@@ -486,14 +486,14 @@ mod tests {
             e.tool()
         );
         assert_eq!(e.cache_key("ab"), "fit/ab-ulx3s-25f-soc32k.json");
-        // The board's default config: the scratchpads (ACC twice) and 32 KiB of device
-        // memory, as `vta hw bitstream`'s pre-check counts them (31 blocks of 18 Kb).
+        // The board's default config: the scratchpads and 32 KiB of device memory, as
+        // `vta hw bitstream`'s pre-check counts them (27 blocks of 18 Kb).
         let cfg = bitstreams::openflow::board::builtin()
             .into_iter()
             .find(|b| b.name == "ulx3s-25f")
             .unwrap()
             .default_config();
-        assert_eq!(t.memory_bram36(&cfg), 15.5);
+        assert_eq!(t.memory_bram36(&cfg), 13.5);
         // Timing is a fit criterion once an estimate has it.
         let mut r = Resources {
             fmax_mhz: Some(45.25),

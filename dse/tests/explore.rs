@@ -73,13 +73,12 @@ fn sweep(
 ) -> (Exploration, Counts) {
     let mut axes = Axes::default();
     // 1x8, 1x16 and 1x32 (whose 512 multipliers overflow the xc7z020's 220 DSPs) with 2048
-    // INP rows, 256 WGT tiles and 512 ACC rows (ACC is held twice: at 1024 rows 1x32's
-    // scratchpads alone would overflow the block RAM), each on a 64-bit bus and on a 96-bit
-    // one that the config validation refuses.
+    // INP rows, 256 WGT tiles and 1024 ACC rows, each on a 64-bit bus and on a 96-bit one
+    // that the config validation refuses.
     axes.set(Param::Block, vec![8, 16, 32]).unwrap();
     axes.set(Param::InpDepth, vec![2048]).unwrap();
     axes.set(Param::WgtDepth, vec![256]).unwrap();
-    axes.set(Param::AccDepth, vec![512]).unwrap();
+    axes.set(Param::AccDepth, vec![1024]).unwrap();
     axes.set(Param::Bus, vec![64, 96]).unwrap();
     let plan = expand(&HwConfig::default(), &axes);
     let target = Target::part("xc7z020").unwrap();

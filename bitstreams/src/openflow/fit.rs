@@ -91,30 +91,21 @@ pub fn check_memories(
     // Halving the largest resizable buffers until the rest fits.
     let mut hints = vec![];
     let mut saved = 0;
-    let mut hinted: Vec<&str> = vec![];
-    for (m, _) in per.iter().filter(|p| p.0.key.is_some()) {
+    for (m, b) in per.iter().filter(|p| p.0.key.is_some()) {
         if saved >= over {
             break;
         }
+        let half = blocks_for(m.depth / 2, m.width);
         let key = m.key.as_deref().expect("filtered");
-        if hinted.contains(&key) {
-            continue;
-        }
-        hinted.push(key);
-        // Every memory the key sizes halves (ACC and its copy).
-        let saves: u64 = per
-            .iter()
-            .filter(|p| p.0.key.as_deref() == Some(key))
-            .map(|(m, b)| b - blocks_for(m.depth / 2, m.width))
-            .sum();
         let log = (m.bytes().max(1)).ilog2();
         hints.push(format!(
-            "{key} {log} -> {} ({} -> {}, saves {saves} blocks)",
+            "{key} {log} -> {} ({} -> {}, saves {} blocks)",
             log - 1,
             kib(m.bytes()),
             kib(m.bytes() / 2),
+            b - half
         ));
-        saved += saves;
+        saved += b - half;
     }
     let hint = if hints.is_empty() {
         "Choose a larger part".to_string()

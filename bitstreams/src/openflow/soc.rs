@@ -50,15 +50,13 @@ pub fn soc_design(cfg: &HwConfig, memory_kib: u32) -> Result<top::Design, vta_hw
     })
 }
 
-/// The accelerator's scratchpads, for the block-RAM pre-check (ACC twice: the execution core
-/// keeps a copy so that tensor-operand ALU micro-ops read both rows in one cycle).
+/// The accelerator's scratchpads, for the block-RAM pre-check.
 pub fn scratchpads(cfg: &HwConfig) -> Vec<Memory> {
     [
         (MemType::Uop, "UOP", Some("LOG_UOP_BUFF_SIZE")),
         (MemType::Inp, "INP", Some("LOG_INP_BUFF_SIZE")),
         (MemType::Wgt, "WGT", Some("LOG_WGT_BUFF_SIZE")),
         (MemType::Acc, "ACC", Some("LOG_ACC_BUFF_SIZE")),
-        (MemType::Acc, "ACC copy", Some("LOG_ACC_BUFF_SIZE")),
         // OUT mirrors ACC: it shrinks with LOG_ACC_BUFF_SIZE.
         (MemType::Out, "OUT", None),
     ]
@@ -128,18 +126,7 @@ mod tests {
         assert_eq!(d.top, "vta_soc");
         assert!(d.verilog.contains("module vta_soc"));
         let names: Vec<&str> = d.memories.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "UOP",
-                "INP",
-                "WGT",
-                "ACC",
-                "ACC copy",
-                "OUT",
-                "device memory"
-            ]
-        );
+        assert_eq!(names, ["UOP", "INP", "WGT", "ACC", "OUT", "device memory"]);
         let mem = d.memories.last().unwrap();
         assert_eq!(mem.bytes(), 32 * 1024);
         let e = soc_design(&cfg, u32::MAX).unwrap_err().to_string();
