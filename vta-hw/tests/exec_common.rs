@@ -685,11 +685,9 @@ pub fn uop_count(insn: &Insn) -> u64 {
         * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn))
 }
 
-/// A tensor LUT or LUTW instruction: its micro-ops issue only after a cycle without issue
-/// (every other tensor ALU micro-op issues one per cycle, reading ACC's two copies).
-pub fn is_gapped(insn: &Insn) -> bool {
-    matches!(insn, Insn::Alu(a) if !a.use_imm && !a.lp.reset_reg
-        && matches!(a.op, AluOp::Lut | AluOp::LutWrite))
+/// A tensor ALU instruction: two ACC reads per micro-op, so one issue every other cycle.
+pub fn is_tensor(insn: &Insn) -> bool {
+    matches!(insn, Insn::Alu(a) if !a.use_imm && !a.lp.reset_reg)
 }
 
 /// An ALU MUL instruction with at least one micro-op on a config with ALU MUL: its micro-ops
@@ -702,8 +700,8 @@ pub fn is_mul(cfg: &HwConfig, insn: &Insn) -> bool {
 
 /// Checks the observed accept and done cycles of `log` (instructions fed in order, each
 /// offered from its `presented` cycle) against the documented issue rule: one micro-op (or
-/// the end marker of an empty instruction) per cycle, a tensor LUT or LUTW micro-op only
-/// after a cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op, the next
+/// the end marker of an empty instruction) per cycle, a tensor ALU micro-op only after a
+/// cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op, the next
 /// instruction accepted in the cycle the previous one issues its last micro-op, and `done`
 /// exactly `done_latency` (`mul_done_latency` for MUL) cycles after that last issue.
 pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
@@ -722,7 +720,7 @@ pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
         let mul = is_mul(cfg, &e.insn);
         let mut c = (accept + 1).max(issue_from);
         for _ in 0..slots {
-            if is_gapped(&e.insn) && last_issue == Some(c - 1) {
+            if is_tensor(&e.insn) && last_issue == Some(c - 1) {
                 c += 1;
             }
             last_issue = Some(c);

@@ -43,10 +43,10 @@ fn lint_clean_on_every_preset_and_variant() {
 }
 
 #[test]
-fn one_memory_each_for_uop_acc_its_copy_and_out() {
+fn one_memory_each_for_uop_acc_and_out() {
     for (name, cfg) in all_configs() {
         let v = exec_design(&cfg).verilog("");
-        for mem in ["uop_mem", "acc_mem", "acc_src_mem", "out_mem"] {
+        for mem in ["uop_mem", "acc_mem", "out_mem"] {
             let decls = v.matches(&format!(" {mem} [0:")).count();
             assert_eq!(decls, 1, "{name}: {mem} declared {decls} times");
         }
@@ -61,26 +61,24 @@ fn one_memory_each_for_uop_acc_its_copy_and_out() {
         } else {
             0
         };
-        assert_eq!(mems, 4 + tables, "{name}: extra memories");
+        assert_eq!(mems, 3 + tables, "{name}: extra memories");
         for l in 0..tables {
             assert!(
                 v.contains(&format!(" lut_mem{l} [0:255];")),
                 "{name}: lut_mem{l}"
             );
         }
-        // One read port each: ACC and its copy are each read in exactly one always block.
+        // One read port each: ACC is read in exactly one always block.
+        assert_eq!(
+            v.matches("<= acc_mem[").count(),
+            1,
+            "{name}: ACC has more than one read port"
+        );
         let depth = cfg.depth(MemType::Acc).max(2);
-        for mem in ["acc_mem", "acc_src_mem"] {
-            assert_eq!(
-                v.matches(&format!("<= {mem}[")).count(),
-                1,
-                "{name}: {mem} has more than one read port"
-            );
-            assert!(
-                v.contains(&format!(" {mem} [0:{}];", depth - 1)),
-                "{name}: {mem}"
-            );
-        }
+        assert!(
+            v.contains(&format!(" acc_mem [0:{}];", depth - 1)),
+            "{name}"
+        );
     }
 }
 
@@ -201,7 +199,7 @@ fn cell_counts(log: &str) -> std::collections::HashMap<String, u64> {
 }
 
 #[test]
-fn yosys_sees_acc_its_copy_out_and_uop_as_memories() {
+fn yosys_sees_acc_out_and_uop_as_memories() {
     for name in ["small", "i4w4a16"] {
         let cfg = exec_common_config(name);
         let log = yosys(
@@ -210,8 +208,8 @@ fn yosys_sees_acc_its_copy_out_and_uop_as_memories() {
             "hierarchy -top vta_exec; proc; opt; memory -nomap; stat",
         );
         let counts = cell_counts(&log);
-        assert_eq!(counts.get("$mem_v2"), Some(&4), "{name}: {counts:?}");
-        for mem in ["acc_mem", "acc_src_mem", "out_mem", "uop_mem"] {
+        assert_eq!(counts.get("$mem_v2"), Some(&3), "{name}: {counts:?}");
+        for mem in ["acc_mem", "out_mem", "uop_mem"] {
             assert!(log.contains(&format!("\\{mem}")), "{name}: no memory {mem}");
         }
     }

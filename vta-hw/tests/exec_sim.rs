@@ -161,34 +161,6 @@ fn hazards(name: &str) {
             src_idx: 0,
             wgt_idx: 0,
         },
-        // uops 7..10: a chain over adjacent rows, each reading the row the one before wrote:
-        // 5 from 4, 4 from 5, 6 from 5.
-        Uop {
-            dst_idx: 5,
-            src_idx: 4,
-            wgt_idx: 0,
-        },
-        Uop {
-            dst_idx: 4,
-            src_idx: 5,
-            wgt_idx: 0,
-        },
-        Uop {
-            dst_idx: 6,
-            src_idx: 5,
-            wgt_idx: 0,
-        },
-        // uops 10, 11: row 1 in place, row 7 from row 1.
-        Uop {
-            dst_idx: 1,
-            src_idx: 1,
-            wgt_idx: 0,
-        },
-        Uop {
-            dst_idx: 7,
-            src_idx: 1,
-            wgt_idx: 0,
-        },
     ];
     core.write_uops(0, &uops);
     r.uop[..uops.len()].copy_from_slice(&uops);
@@ -224,45 +196,6 @@ fn hazards(name: &str) {
         alu(lp(6, 7, 1, 1), AluOp::Add, true, 9),
         alu(lp(3, 4, 1, 1), AluOp::Add, false, 0),
     ]);
-    // Tensor ALU micro-ops issue one per cycle: each reads the row the one in the slot just
-    // before wrote (forwarded from the result register in stage W), on the same row (uop 4)
-    // and on adjacent rows (uops 7..10), within and across instructions, and right after a
-    // GEMM or an immediate ALU micro-op wrote their src (row 4, read by uop 3).
-    let mut tensor_ops = ops.clone();
-    if core.cfg.alu_lut {
-        tensor_ops.push(AluOp::Lut);
-    }
-    for &op in &tensor_ops {
-        prog.extend([
-            alu(lp(7, 10, 2, 2), op, false, 0),
-            alu(lp(4, 5, 1, 4), op, false, 0),
-            alu(lp(7, 8, 1, 1), op, false, 0),
-            alu(lp(8, 9, 1, 1), op, false, 0),
-            gemm(lp(5, 6, 1, 1), 0, 0),
-            alu(lp(3, 4, 1, 1), op, false, 0),
-            alu(lp(5, 6, 1, 1), AluOp::Add, true, -7),
-            alu(lp(3, 4, 1, 1), op, false, 0),
-            alu(lp(5, 6, 1, 1), AluOp::Max, true, 2),
-            alu(lp(0, 1, 1, 1), AluOp::Add, true, 1),
-            alu(lp(3, 4, 1, 1), op, false, 0),
-        ]);
-    }
-    if core.cfg.alu_lut {
-        // A LUTW right after the micro-op that writes its operand row (row 4 = 5, into
-        // entry 3), then a LUT that reads entry 3 (row 1 = 3) into row 7.
-        let mut reset = lp(5, 6, 1, 1);
-        reset.reset_reg = true;
-        let mut reset1 = lp(10, 11, 1, 1);
-        reset1.reset_reg = true;
-        prog.extend([
-            alu(reset, AluOp::Add, true, 0),
-            alu(reset1, AluOp::Add, true, 0),
-            alu(lp(10, 11, 1, 1), AluOp::Add, true, 3),
-            alu(lp(5, 6, 1, 1), AluOp::Add, true, 5),
-            alu(lp(3, 4, 1, 1), AluOp::LutWrite, false, 0),
-            alu(lp(11, 12, 1, 1), AluOp::Lut, false, 0),
-        ]);
-    }
     let log = core.run(&prog, &[]).to_vec();
     for i in &prog {
         r.exec(i);
@@ -397,14 +330,10 @@ fn rates(name: &str) {
     let mut lone = vec![
         (gemm(lp(0, 2, 4, 6), 0, 0), n + lat),
         (alu(lp(0, 2, 4, 6), AluOp::Add, true, 1), n + lat),
-        (alu(lp(0, 2, 4, 6), AluOp::Add, false, 0), n + lat),
+        (alu(lp(0, 2, 4, 6), AluOp::Add, false, 0), 2 * n - 1 + lat),
         (gemm(lp(1, 1, 4, 6), 0, 0), 1 + lat),
         (alu(lp(0, 2, 0, 6), AluOp::Add, false, 0), 1 + lat),
     ];
-    if core.cfg.alu_lut {
-        // A tensor LUT waits for an idle cycle before each micro-op.
-        lone.push((alu(lp(0, 2, 4, 6), AluOp::Lut, false, 0), 2 * n - 1 + lat));
-    }
     if core.cfg.alu_mul {
         // One MUL micro-op every 1 + mul_extra cycles, immediate or tensor; an empty MUL
         // instruction has no multiplier latency.

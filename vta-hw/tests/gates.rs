@@ -107,7 +107,7 @@ fn memories_gate(name: &str) {
             "{name}: no memory {want} in {mems:?}"
         );
     }
-    for buf in ["acc", "acc_src", "out", "uop"] {
+    for buf in ["acc", "out", "uop"] {
         assert!(
             mems.iter()
                 .any(|m| m.starts_with("vta_exec/") && m.to_lowercase().contains(buf)),

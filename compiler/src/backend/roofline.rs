@@ -20,9 +20,9 @@
 use isa::{AluOp, HwConfig, Insn, MemType, Program};
 
 /// Cycles per micro-op of the execution core (`vta-hw`'s `exec` module documentation): GEMM
-/// and ALU micro-ops issue one per cycle, with an immediate or a tensor operand (ACC has a
-/// copy read for `src`; a tensor LUT or LUTW, every other cycle, counts one here: a lower
-/// bound); ALU MUL issues every `1 + 2` cycles (its two extra pipeline stages).
+/// and ALU micro-ops with an immediate operand issue one per cycle; a tensor-operand ALU
+/// micro-op reads ACC twice through its single read port and issues every other cycle; ALU
+/// MUL issues every `1 + 2` cycles (its two extra pipeline stages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IssueRates {
     pub alu_tensor: u64,
@@ -32,7 +32,7 @@ pub struct IssueRates {
 impl IssueRates {
     /// The execution core as built today.
     pub const RTL: IssueRates = IssueRates {
-        alu_tensor: 1,
+        alu_tensor: 2,
         alu_mul: 3,
     };
     /// With tensor-operand ALU micro-ops at one per cycle (a second ACC read port, or ACC

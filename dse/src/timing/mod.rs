@@ -17,7 +17,7 @@
 //! * a **STORE** reads OUT at one element per cycle and writes one burst per row on the write
 //!   channel, done when every write is answered;
 //! * **GEMM and ALU** go to the execution core, which issues one micro-op per cycle (a
-//!   tensor-operand LUT or LUTW every other cycle, an ALU MUL every `1 + mul_extra`), takes
+//!   tensor-operand ALU micro-op every other cycle, an ALU MUL every `1 + mul_extra`), takes
 //!   the next instruction as the last micro-op of the current one issues, and finishes an
 //!   instruction its pipeline depth ([`vta_hw::exec::exec_timing`]) after its last issue. An
 //!   instruction that pushes tokens waits for that; LOADs, FINISH and syncs that push wait
@@ -352,16 +352,12 @@ impl<'a> Sim<'a> {
                 let d = self.store(&mi, launch);
                 (d, d + 1)
             }
-            (Module::Compute, Insn::Gemm(g)) => {
-                self.execute(launch, &g.lp, Rate::OnePerCycle, pushes)
-            }
+            (Module::Compute, Insn::Gemm(g)) => self.execute(launch, &g.lp, Rate::Gemm, pushes),
             (Module::Compute, Insn::Alu(a)) => {
-                // A reset is a plain write: one per cycle, whatever the operation.
-                let rate = match (a.op, a.use_imm, a.lp.reset_reg) {
-                    (_, _, true) => Rate::OnePerCycle,
-                    (AluOp::Mul, _, _) => Rate::Mul,
-                    (AluOp::Lut | AluOp::LutWrite, false, _) => Rate::TensorTable,
-                    _ => Rate::OnePerCycle,
+                let rate = match (a.op, a.use_imm) {
+                    (AluOp::Mul, _) => Rate::Mul,
+                    (_, true) => Rate::Immediate,
+                    (_, false) => Rate::Tensor,
                 };
                 self.execute(launch, &a.lp, rate, pushes)
             }
@@ -396,8 +392,8 @@ impl<'a> Sim<'a> {
         let x = &self.exec;
         let (span, latency) = match (rate, n) {
             (_, 0) => (1, x.done_latency),
-            (Rate::OnePerCycle, n) => (n, x.done_latency),
-            (Rate::TensorTable, n) => (2 * n - 1, x.done_latency),
+            (Rate::Gemm | Rate::Immediate, n) => (n, x.done_latency),
+            (Rate::Tensor, n) => (2 * n - 1, x.done_latency),
             (Rate::Mul, n) => (
                 1 + (n - 1) * (1 + u64::from(x.mul_extra)),
                 x.mul_done_latency,
@@ -515,11 +511,9 @@ impl<'a> Sim<'a> {
 /// How fast the core issues an instruction's micro-ops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rate {
-    /// GEMM, and ALU with an immediate or a tensor operand.
-    OnePerCycle,
-    /// ALU LUT or LUTW with a tensor operand: every other cycle.
-    TensorTable,
-    /// ALU MUL: every `1 + mul_extra` cycles.
+    Gemm,
+    Immediate,
+    Tensor,
     Mul,
 }
 

@@ -65,34 +65,6 @@ fn gemm_micro_ops_issue_one_per_cycle() {
     assert!(two.abs_diff(long) <= 2, "{two} vs {long}");
 }
 
-fn alu(n: u16, op: AluOp, use_imm: bool) -> Insn {
-    let Insn::Gemm(g) = gemm(n, DepFlags::NONE) else {
-        unreachable!()
-    };
-    Insn::Alu(isa::AluInsn {
-        deps: DepFlags::NONE,
-        lp: g.lp,
-        op,
-        use_imm,
-        imm: 1,
-    })
-}
-
-#[test]
-fn tensor_alu_micro_ops_issue_one_per_cycle_and_tensor_luts_every_other() {
-    let finish = Insn::Finish(DepFlags::NONE);
-    let cfg = HwConfig::default();
-    let span = |cfg: &HwConfig, op, use_imm| {
-        time(cfg, &[alu(1100, op, use_imm), finish]) - time(cfg, &[alu(100, op, use_imm), finish])
-    };
-    assert_eq!(span(&cfg, AluOp::Add, true), 1000);
-    assert_eq!(span(&cfg, AluOp::Max, false), 1000);
-    let lut = HwConfig::preset("lut").unwrap();
-    assert_eq!(span(&lut, AluOp::Lut, true), 1000);
-    assert_eq!(span(&lut, AluOp::Lut, false), 2000);
-    assert_eq!(span(&lut, AluOp::LutWrite, false), 2000);
-}
-
 #[test]
 fn a_gemm_waiting_for_a_load_runs_after_it_and_one_that_does_not_overlaps_it() {
     let cfg = HwConfig::default();

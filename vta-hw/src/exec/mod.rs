@@ -40,9 +40,9 @@
 //! | 4 | multipliers (DSP `M` register) |
 //! | 5 | post-adder (DSP `P` register) |
 //! | 6 .. W-1 | adder trees, two levels per stage ([`ExecTiming::tree_stages`] stages) |
-//! | W-2 | ACC read of `dst`; tensor ALU: read of `src` (from ACC's copy `acc_src_mem`) |
-//! | W-1 | operand registers: `dst`'s row, and the immediate or `src`'s row, forwarded |
-//! | W | forwarding from the previous slot, accumulate / ALU op / reset; result register |
+//! | W-2 | tensor ALU: ACC read of `src` |
+//! | W-1 | ACC read of `dst`; ALU operand register (immediate or forwarded `src`) |
+//! | W | forwarding, accumulate / ALU op / reset; result register |
 //! | W+1 | ACC and OUT write, event pulses |
 //! | W+2 | `done` pulse (for the instruction's last micro-op) |
 //!
@@ -51,10 +51,9 @@
 //! low byte of operand lane `dst mod LANES`) and a LUT reads, per lane, the entry of the
 //! operand saturated to int8; the entry arrives in stage W, where the lane sign-extends it.
 //! A LUTW micro-op has no ACC write (`we` stays low) and checks its `dst` against the 256
-//! entries instead of ACC. With an immediate, LUT and LUTW issue one per cycle like the other
-//! ALU operations; with a tensor operand, every other cycle (the slot in front stays empty:
-//! the operand must be final in stage W-1, before the previous slot's result exists). Since
-//! both act in stage W-1, a LUT sees every earlier LUTW.
+//! entries instead of ACC. LUT and LUTW take no extra cycle: they issue at the rates of the
+//! other ALU operations (one per cycle with an immediate, every other cycle with a tensor
+//! operand), and since both act in stage W-1 a LUT sees every earlier LUTW.
 //!
 //! ALU MUL (configs with `ALU_MUL`) takes [`ExecTiming::mul_extra`] = 2 more cycles: stage W
 //! registers its operands, W+1 its three partial products (DSP48E1 with input and product
@@ -62,42 +61,26 @@
 //!
 //! Sequential semantics (spec 8) with no stall: results enter the result register in order,
 //! and a micro-op whose `dst` (or tensor `src`) row is still being written by an earlier
-//! micro-op takes that value from the result registers `res1`, `res2` instead of the ACC read
-//! data. Both rows, `dst` and a tensor `src`, are forwarded in stage W-1 into operand
-//! registers (from `res1`, `res2`: the results of the slots two and three ahead), and in
-//! stage W from `res1` when the slot just ahead wrote them, so that back-to-back dependent
-//! micro-ops need no gap (a tensor LUT or LUTW, whose operand is final in stage W-1, takes a
-//! MUL product about to enter `res1` there instead). The `mul_extra` issue slots behind a
-//! MUL micro-op stay empty, so its product is in the result register before the next
-//! micro-op needs it and never meets another micro-op's result there.
+//! micro-op takes that value from the result registers `res1`, `res2` (or, for `src` in
+//! stage W-1, a MUL product about to enter `res1`) instead of the ACC read data. The `mul_extra` issue slots behind a MUL micro-op
+//! stay empty, so its product is in the result register before the next micro-op needs it
+//! and never meets another micro-op's result there.
 //!
-//! Rates: GEMM and ALU micro-ops issue one per cycle, whatever their indices and operand
-//! (immediate or tensor: a tensor micro-op reads `dst` from ACC and `src` from its copy, see
-//! below). A tensor LUT or LUTW issues every other cycle (see above). MUL micro-ops, immediate or
-//! tensor, issue every `1 + mul_extra` cycles. Instructions follow each other without a gap:
-//! the next instruction is accepted in the cycle the current one issues its last micro-op.
+//! Rates: GEMM and ALU with an immediate operand issue one micro-op per cycle, whatever their
+//! indices. A tensor ALU micro-op needs two ACC reads and ACC has a single read port (one
+//! block-RAM copy, see below), so tensor ALU micro-ops issue every other cycle (the issue slot
+//! in front of each one stays empty). MUL micro-ops, immediate or tensor, issue every
+//! `1 + mul_extra` cycles. Instructions follow each other without a gap: the next
+//! instruction is accepted in the cycle the current one issues its last micro-op.
 //! A lone instruction of `N >= 1` micro-ops accepted at cycle `t` pulses `done` at
-//! `t + N + done_latency` (GEMM, ALU), `t + 2N - 1 + done_latency` (tensor LUT, LUTW) or
+//! `t + N + done_latency` (GEMM, immediate ALU), `t + 2N - 1 + done_latency` (tensor ALU) or
 //! `t + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL); one of zero micro-ops at
 //! `t + 1 + done_latency`.
 //!
 //! # Resources
 //!
-//! Exactly one memory each for UOP (1 write, 1 read port), ACC (1 write, 1 read), ACC's copy
-//! `acc_src_mem` (1 write, 1 read) and OUT (1 write, 1 read), so each maps to one set of
-//! block RAMs in simple dual-port mode.
-//!
-//! Why a copy of ACC: a tensor ALU micro-op reads two ACC rows (`dst`, `src`) while an
-//! earlier one writes a third, and a block RAM has two ports. A full copy, written alike and
-//! read only for `src`, gives one tensor micro-op per cycle for every index pattern, with
-//! no stall, no change to the instruction stream and no new hazard beyond one more
-//! forwarding mux. It costs ACC's block RAM once more (28.5 BRAM36 on the default config:
-//! 137 of the xc7z020's 140). Banks by row parity cost no block RAM but give one per cycle
-//! only when `dst` and `src` differ in parity, which micro-ops and loop offsets decide at
-//! run time: the issue stage would have to stall on a conflict it learns only after the
-//! micro-op read, and compiled programs (max pool, residual adds) would need their ACC
-//! layouts rearranged to profit. The copy is the simpler, exact scheme that fits the
-//! default board. With
+//! Exactly one memory each for UOP (1 write, 1 read port), ACC (1 write, 1 read) and OUT
+//! (1 write, 1 read), so each maps to one set of block RAMs in simple dual-port mode. With
 //! `ALU_LUT`, the activation table is one 256 x 8 memory per lane (`lut_mem*`, 1 write port
 //! shared by all, 1 read port each), so that every lane looks up in the same cycle.
 //!
@@ -113,17 +96,13 @@
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7`: 176
 //! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 15.1k LUTs, 5.6k
 //! flip-flops (the MUL operand and product registers are inside the DSP48E1), and 8
-//! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5) before ACC's copy, which
-//! adds 28.5 BRAM36.
+//! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5).
 //!
-//! Timing: no path runs from the ACC read data through a multiplier, and none from it into
-//! the lanes: the rows read in stage W-2 are forwarded into registers in stage W-1 (block
-//! RAM output -> 3:1 mux -> flip-flop). Stage W's longest paths start at those registers:
-//! 2:1 forwarding mux -> the 32-bit compare of MIN/MAX or the SHR barrel shifter -> operation
-//! mux -> result register. (Before, the ACC read data entered stage W directly, and the ECP5
-//! critical path ran from the block RAM's output through the forwarding mux and the compare.)
-//! ALU MUL's 32 x 32 multiply is split into three 16 x 16 products, each one DSP48E1 between
-//! registers (see the README's expected critical paths for the measured logic depths).
+//! Timing: no path runs from the ACC read data through a multiplier. Stage W's longest
+//! paths are ACC read data -> forwarding mux -> the 32-bit compare of MIN/MAX or the SHR
+//! barrel shifter -> operation mux -> result register; ALU MUL's 32 x 32 multiply is split
+//! into three 16 x 16 products, each one DSP48E1 between registers (see the README's
+//! expected critical paths for the measured logic depths).
 
 mod alu;
 mod dot;

@@ -154,7 +154,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let i_op = load("i_op", dec_op);
     let i_use_imm = load("i_use_imm", is_alu & dec_use_imm);
     let i_imm = load("i_imm", dec_imm);
-    // A tensor ALU micro-op reads ACC twice: dst from `acc_mem`, src from its copy.
+    // A tensor ALU micro-op reads ACC twice (dst and src).
     let i_tensor = load("i_tensor", is_alu & !dec_use_imm & !dec_reset);
     // Table operations (ALU_LUT): a LUT reads the table, a LUTW writes it and no ACC row.
     let table_ops = p.alu_lut.then(|| {
@@ -198,22 +198,17 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
 
     // ----- loop generator (stage 0) -----------------------------------------------------
     let active = m.reg("active", 1, 0);
+    let issued_prev = m.reg("issued_prev", 1, 0);
     let u = m.reg_noreset("loop_u", p.a_uop);
     let ic = m.reg_noreset("loop_i", ITER_BITS);
     let oc = m.reg_noreset("loop_o", ITER_BITS);
-    // A tensor LUT or LUTW micro-op issues only after an idle cycle (the table works on its
-    // operand in stage W-1, which must be final there, see forwarding below), and nothing
-    // issues in the `mul_extra` cycles after a MUL micro-op.
+    // A tensor micro-op issues only after an idle cycle (see the ACC read port below), and
+    // nothing issues in the `mul_extra` cycles after a MUL micro-op (see forwarding below).
     let issue = m.wire("issue", 1);
     // `mul`: the slot holds a MUL micro-op.
     let mul =
         i_mul.map(|i_mul| Staged::new(&m, "mul", issue & i_mul, 0, t.write_stage + 1 + e, true));
-    let mut may_issue = active;
-    if let Some((i_lut, i_lutw)) = table_ops {
-        let issued_prev = m.reg("issued_prev", 1, 0);
-        m.next(issued_prev, issue);
-        may_issue = may_issue & !(i_tensor & (i_lut | i_lutw) & issued_prev);
-    }
+    let mut may_issue = active & (!i_tensor | !issued_prev);
     if let Some(mul) = &mul {
         for k in 1..=e {
             may_issue = may_issue & !mul.at(k);
@@ -229,6 +224,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     m.assign(insn_ready, !active | finishing);
     m.assign(accept, insn_valid & insn_ready);
     m.next(active, accept | (active & !finishing));
+    m.next(issued_prev, issue);
     let inner_wrap = step & u_last;
     let outer_wrap = inner_wrap & i_last;
     m.next_when(
@@ -279,7 +275,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let last = Staged::new(&m, "last", finishing, 0, wb + 1 + e, true);
     let gemm = Staged::new(&m, "gemm", i_gemm, 0, wb, false);
     let clear = Staged::new(&m, "clear", i_clear, 0, wb, false);
-    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 1, false);
+    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 2, false);
     let op = Staged::new(&m, "op", i_op, 0, w, false);
     let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w - 1, false);
     let imm = Staged::new(&m, "imm", i_imm, 0, w - 1, false);
@@ -350,16 +346,14 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     dot_inst.connect("en", m.named("dot_en", v.at(3) & gemm.at(3) & !clear.at(3)));
     let dot = dot_inst.output("dot");
 
-    // ----- ACC: two copies, each one read and one write port -----------------------------
-    // Written alike; `acc_mem` is read for dst, `acc_src_mem` for a tensor ALU micro-op's src
-    // (see the module docs for why a copy), both in stage W-2 so that the data is registered
-    // before the lanes use it in stage W.
+    // ----- ACC: one read port, one write port --------------------------------------------
+    // Stage W-1 reads dst; a tensor ALU micro-op reads src one stage earlier, in the slot
+    // left free in front of it.
     let acc_mem = m.mem("acc_mem", acc_bits, 1 << p.a_acc);
-    let acc_src_mem = m.mem("acc_src_mem", acc_bits, 1 << p.a_acc);
     let rd_src = m.named("acc_rd_src", v.at(w - 2) & tensor.at(w - 2));
-    let rd_dst = m.named("acc_rd_dst", v.at(w - 2) & !clear.at(w - 2));
-    let acc_rdata = acc_mem.read_en(rd_dst, dst.at(w - 2));
-    let src_rdata = acc_src_mem.read_en(rd_src, src.at(w - 2).resize(p.a_acc));
+    let rd_dst = m.named("acc_rd_dst", v.at(w - 1) & !clear.at(w - 1));
+    let acc_raddr = m.mux(rd_src, src.at(w - 2).resize(p.a_acc), dst.at(w - 1));
+    let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
     // Results enter `res1` in order, one per cycle at most: a micro-op's from stage W, a
     // MUL's from stage W+mul_extra (the slot that would collide with it stays empty).
     // `we` marks a result that is written, `wdst` its row; `res1`, `res2` follow them.
@@ -377,10 +371,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let wdst = Staged::new(&m, "wdst", wdst_w, w, w + 1, false);
     // Forwarding: a result in `res1`, `res2` or entering `res1` is not yet visible to a read
     // issued one cycle earlier; a micro-op takes the newest one that matches its row. Which
-    // one is decided a cycle ahead, into registers. Both operand rows, read in stage W-2, are
-    // forwarded in stage W-1 into registers (from `res1`, `res2`: the results of the slots
-    // two and three ahead), and in stage W from `res1` when the slot just ahead wrote the
-    // row: stage W starts from flip-flops and one 2:1 mux, not from the block RAM's output.
+    // one is decided a cycle ahead, into registers.
     let res1 = m.reg_noreset("res1", acc_bits);
     let res2 = m.reg_noreset("res2", acc_bits);
     m.next(res2, res1);
@@ -389,35 +380,26 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         m.next(r, we & row.eq(idx));
         r
     };
-    let d_next = dst.at(w - 2);
+    // dst, read in stage W-1, is used in stage W.
+    let d_next = dst.at(w - 1);
     let dst_in_res1 = hit("dst_in_res1", we.at(w), wdst.at(w), d_next);
     let dst_in_res2 = hit("dst_in_res2", we.at(w + 1), wdst.at(w + 1), d_next);
-    let dst_in_prev = hit("dst_in_prev", we.at(w), wdst.at(w), dst.at(w - 1));
-    let x_row = m.reg_noreset("x_row", acc_bits);
-    m.next(
-        x_row,
+    let x_row = m.named(
+        "x_row",
         m.mux(dst_in_res1, res1, m.mux(dst_in_res2, res2, acc_rdata)),
     );
-    let x_op = m.named("x_op", m.mux(dst_in_prev, res1, x_row));
-    // The ALU operand register `y_row`: the immediate, or src forwarded like dst.
+    // The ALU operand is registered in stage W-1, so that stage W starts from a flip-flop:
+    // the immediate, or src (read in stage W-2) forwarded like dst one stage earlier. The
+    // slot in front of a tensor micro-op is empty, so the result entering `res1` in stage W-1
+    // can only be a MUL product.
     let s_next = src.at(w - 2).resize(p.a_acc);
     let src_in_res1 = hit("src_in_res1", we.at(w), wdst.at(w), s_next);
     let src_in_res2 = hit("src_in_res2", we.at(w + 1), wdst.at(w + 1), s_next);
-    let src_in_prev = hit(
-        "src_in_prev",
-        we.at(w) & v.at(w - 1) & tensor.at(w - 1),
-        wdst.at(w),
-        src.at(w - 1).resize(p.a_acc),
-    );
-    // A LUT's table index and a LUTW's entry are its operand in stage W-1: the slot in front
-    // of a tensor LUT or LUTW is empty, so the result entering `res1` then can only be a MUL
-    // product, forwarded here.
-    let src_in_mul = mul.as_ref().filter(|_| p.alu_lut).map(|mul| {
+    let src_in_mul = mul.as_ref().map(|mul| {
         let k = w + e - 1;
         hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
     });
     let y_row = m.reg_noreset("y_row", acc_bits);
-    let y_op = m.named("y_op", m.mux(src_in_prev, res1, y_row));
     // The activation-table entries the lanes read in stage W (assigned below, from the
     // operand entering `y_row`).
     let entries: Option<Vec<Sig>> = lut.as_ref().map(|_| {
@@ -431,8 +413,8 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let mut products = vec![];
     for l in 0..lanes {
         let lane = m.instance(&format!("lane{l}"), &lane_mod);
-        lane.connect("x", x_op.lane(l, p.acc_width));
-        lane.connect("y", y_op.lane(l, p.acc_width));
+        lane.connect("x", x_row.lane(l, p.acc_width));
+        lane.connect("y", y_row.lane(l, p.acc_width));
         let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
         lane.connect("d", d.as_unsigned());
         lane.connect("gemm", gemm.at(w));
@@ -456,7 +438,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     };
     m.next_when(res1, we.at(w), result);
 
-    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, src_rdata));
+    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
     if let Some(hit) = src_in_mul {
         src_row = m.mux(hit, m.pack(&products), src_row);
     }
@@ -488,7 +470,6 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let acc_waddr = m.named("acc_waddr", m.mux(wr, wdst.at(wb), acc_wr_addr));
     let acc_wdata = m.named("acc_wdata", m.mux(wr, res1, acc_wr_data));
     acc_mem.write(acc_we, acc_waddr, acc_wdata);
-    acc_src_mem.write(acc_we, acc_waddr, acc_wdata);
     let out_mem = m.mem("out_mem", out_bits, 1 << p.a_acc);
     let out_lanes: Vec<Sig> = (0..lanes)
         .map(|l| acc_wdata.lane(l, p.acc_width).trunc(p.out_width))
