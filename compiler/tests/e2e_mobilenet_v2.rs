@@ -205,7 +205,10 @@ fn mobilenet_v2_on_rtl_matches_fsim_both_ways() {
             .unwrap();
         let got = c.run(&mut rtl, &inputs).unwrap();
         assert_eq!(want.values, got.values, "on_gemm {on_gemm}");
-        assert!(c.check(&inputs, &got).unwrap().is_exact(), "on_gemm {on_gemm}");
+        assert!(
+            c.check(&inputs, &got).unwrap().is_exact(),
+            "on_gemm {on_gemm}"
+        );
         let cycles: u64 = got.launches.iter().filter_map(|l| l.get("cycles")).sum();
         eprintln!(
             "depthwise on {}: {cycles} RTL cycles",

@@ -6,10 +6,12 @@
 //! definition.
 //!
 //! Expanded: QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu,
-//! QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat and QGemm. The float operator
-//! keeps the node's name (so the support table names it), the added DQ/Q nodes are named
-//! after it. A node with a form this does not cover (channels-last pooling, a QGemm whose
-//! scales are computed at run time) is left as it is and reported as unsupported.
+//! QLinearGlobalAveragePool, QLinearAveragePool, QLinearConcat, QLinearSoftmax and QGemm. The
+//! float operator keeps the node's name (so the support table names it), the added DQ/Q nodes
+//! are named after it. A node with a form this does not cover (channels-last pooling, a QGemm
+//! whose scales are computed at run time, a QLinearSoftmax whose `opset` attribute asks for
+//! other Softmax semantics than the model's opset gives) is left as it is and reported as
+//! unsupported.
 
 use crate::graph::Tensor;
 use crate::onnx::proto::{attribute_type, AttributeProto, GraphProto, NodeProto};
@@ -18,8 +20,9 @@ use crate::onnx::{tensor_from_proto, tensor_to_proto};
 const DOMAIN: &str = "com.microsoft";
 
 /// The graph with every expandable contrib node replaced by its definition; `None` when it
-/// has no contrib node (the graph is used as it is, not copied).
-pub fn expand(gp: &GraphProto) -> Option<GraphProto> {
+/// has no contrib node (the graph is used as it is, not copied). `opset` is the model's
+/// ai.onnx opset, which the expanded float operators are read with.
+pub fn expand(gp: &GraphProto, opset: i64) -> Option<GraphProto> {
     if !gp.node.iter().any(|n| n.domain == DOMAIN) {
         return None;
     }
@@ -32,7 +35,7 @@ pub fn expand(gp: &GraphProto) -> Option<GraphProto> {
             n.name.clone()
         };
         match (n.domain == DOMAIN)
-            .then(|| expand_node(n, &name, gp))
+            .then(|| expand_node(n, &name, gp, opset))
             .flatten()
         {
             Some((nodes, inits)) => {
@@ -137,7 +140,7 @@ impl Expansion<'_> {
 
 type Expanded = (Vec<NodeProto>, Vec<crate::onnx::proto::TensorProto>);
 
-fn expand_node(n: &NodeProto, name: &str, gp: &GraphProto) -> Option<Expanded> {
+fn expand_node(n: &NodeProto, name: &str, gp: &GraphProto, opset: i64) -> Option<Expanded> {
     let y = n.output.first()?.as_str();
     let mut e = Expansion {
         name,
@@ -157,6 +160,18 @@ fn expand_node(n: &NodeProto, name: &str, gp: &GraphProto) -> Option<Expanded> {
             let attrs = attr(n, "alpha").cloned().into_iter().collect();
             let op = &n.op_type["QLinear".len()..];
             e.op_then_q(op, &[&x], attrs, (input(n, 3), input(n, 4)), y);
+        }
+        "QLinearSoftmax" => {
+            // Its `opset` attribute says which Softmax it quantizes: before 13 the input is
+            // flattened to 2-D at `axis` (default 1), from 13 on `axis` alone (default -1).
+            // The float Softmax is read with the model's opset, so the two must agree.
+            let node_opset = attr(n, "opset")?.i;
+            if (node_opset >= 13) != (opset >= 13) {
+                return None;
+            }
+            let x = e.dq("x", input(n, 0), input(n, 1), input(n, 2), None);
+            let attrs = attr(n, "axis").cloned().into_iter().collect();
+            e.op_then_q("Softmax", &[&x], attrs, (input(n, 3), input(n, 4)), y);
         }
         "QLinearGlobalAveragePool" | "QLinearAveragePool" => {
             if attr(n, "channels_last").is_some_and(|a| a.i != 0) {
@@ -253,7 +268,7 @@ mod tests {
             )],
             ..Default::default()
         };
-        let out = expand(&gp).unwrap();
+        let out = expand(&gp, 13).unwrap();
         let ops: Vec<&str> = out.node.iter().map(|n| n.op_type.as_str()).collect();
         assert_eq!(
             ops,
@@ -286,7 +301,7 @@ mod tests {
             initializer: vec![f32s("as", &[], &[0.5]), f32s("bs", &[2], &[0.25, 0.125])],
             ..Default::default()
         };
-        let out = expand(&gp).unwrap();
+        let out = expand(&gp, 13).unwrap();
         let ops: Vec<&str> = out.node.iter().map(|n| n.op_type.as_str()).collect();
         assert_eq!(
             ops,
@@ -325,7 +340,25 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert_eq!(expand(&gp).unwrap(), gp);
-        assert_eq!(expand(&GraphProto::default()), None);
+        assert_eq!(expand(&gp, 13).unwrap(), gp);
+        assert_eq!(expand(&GraphProto::default(), 13), None);
+    }
+
+    #[test]
+    fn a_quantized_softmax_expands_when_its_opset_matches_the_models() {
+        let mut qs = contrib("QLinearSoftmax", &["x", "s", "z", "ys", "yz"]);
+        qs.attribute.push(int_attr("axis", -1));
+        qs.attribute.push(int_attr("opset", 13));
+        let gp = GraphProto {
+            node: vec![qs],
+            ..Default::default()
+        };
+        let out = expand(&gp, 14).unwrap();
+        let ops: Vec<&str> = out.node.iter().map(|n| n.op_type.as_str()).collect();
+        assert_eq!(ops, ["DequantizeLinear", "Softmax", "QuantizeLinear"]);
+        assert_eq!(out.node[1].attribute[0].name, "axis");
+        assert_eq!(out.node[1].attribute[0].i, -1);
+        // A Softmax of opset 11 semantics in an opset-13 model (and the reverse) stays.
+        assert_eq!(expand(&gp, 11).unwrap(), gp);
     }
 }

@@ -228,10 +228,10 @@ pub fn import(
         .graph
         .as_ref()
         .ok_or_else(|| err("not an ONNX model: it has no graph".into()))?;
-    let expanded = super::contrib::expand(gp);
-    let gp = expanded.as_ref().unwrap_or(gp);
     let opset =
         default_opset(model).ok_or_else(|| err("the model imports no ai.onnx opset".into()))?;
+    let expanded = super::contrib::expand(gp, opset);
+    let gp = expanded.as_ref().unwrap_or(gp);
     let mut g = Graph {
         opset,
         source: file.to_string(),

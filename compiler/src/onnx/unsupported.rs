@@ -116,7 +116,8 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
         return format!(
             "{op} is an onnxruntime contrib operator in a form the importer does not expand \
              (it expands QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu, \
-             QLinearConcat, QLinearGlobalAveragePool and QLinearAveragePool in NCHW, and QGemm \
+             QLinearConcat, QLinearGlobalAveragePool and QLinearAveragePool in NCHW, \
+             QLinearSoftmax with an `opset` attribute on the model's side of opset 13, and QGemm \
              with constant scales): quantize with quant_format=QuantFormat.QDQ (standard QuantizeLinear/DequantizeLinear around \
              float operators, which the compiler imports), or keep this part in float"
         );
