@@ -410,7 +410,7 @@ fn ulx3s_25f_soc_gets_a_real_bitstream_with_timing_met() {
 /// The SoC (1x4x4) on a Tang Nano 20K (Gowin): an opt-in benchmark (it fills 82 % of the
 /// part's LUT positions, and nextpnr's placer is slow there).
 #[test]
-#[ignore = "long: placement had not finished after 44 minutes on a busy 2-core machine; run with cargo test --test cli_bitstream -- --ignored tang_nano"]
+#[ignore = "long: 78 minutes here (placement about 50); run with cargo test --test cli_bitstream -- --ignored tang_nano"]
 fn tang_nano_20k_soc_gets_a_real_bitstream_with_timing_met() {
     let (file, r) = open_flow("tang-nano-20k", "soc", "openflow_tang_nano_20k_soc");
     assert_eq!(r["design"], "vta_soc");
