@@ -227,27 +227,40 @@ pub fn load_any(spec: &str) -> Result<AnyBoard, BoardError> {
         })
 }
 
-/// Parses and checks one board file; `path` names it in errors.
-pub fn parse(text: &str, path: &str) -> Result<Board, BoardError> {
-    let b: Board = serde_json::from_str(text).map_err(|source| BoardError::Parse {
+/// Reads a board file of either kind (Zynq or open flow) from JSON and checks the name it
+/// gives itself (`name_of`), which becomes a `--board` argument; `path` names it in errors.
+pub(crate) fn parse_named<B: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &str,
+    name_of: impl Fn(&B) -> &str,
+) -> Result<B, BoardError> {
+    let b: B = serde_json::from_str(text).map_err(|source| BoardError::Parse {
         path: path.into(),
         source,
     })?;
+    let name = name_of(&b);
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !name_ok {
+        return Err(BoardError::Invalid {
+            path: path.into(),
+            field: "name",
+            problem: format!("'{name}' must be letters, digits, '-' or '_'"),
+        });
+    }
+    Ok(b)
+}
+
+/// Parses and checks one board file; `path` names it in errors.
+pub fn parse(text: &str, path: &str) -> Result<Board, BoardError> {
+    let b: Board = parse_named(text, path, |b: &Board| &b.name)?;
     let bad = |field: &'static str, problem: String| BoardError::Invalid {
         path: path.into(),
         field,
         problem,
     };
-    let name_ok = !b.name.is_empty()
-        && b.name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !name_ok {
-        return Err(bad(
-            "name",
-            format!("'{}' must be letters, digits, '-' or '_'", b.name),
-        ));
-    }
     let base = b.control_base().map_err(|e| bad("control.base", e))?;
     let range = b.control_range().map_err(|e| bad("control.range", e))?;
     if range < 0x1000 || !range.is_power_of_two() {

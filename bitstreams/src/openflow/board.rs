@@ -164,25 +164,12 @@ pub fn builtin() -> Vec<OpenBoard> {
 
 /// Parses and checks one open-flow board file; `path` names it in errors.
 pub fn parse(text: &str, path: &str) -> Result<OpenBoard, BoardError> {
-    let b: OpenBoard = serde_json::from_str(text).map_err(|source| BoardError::Parse {
-        path: path.into(),
-        source,
-    })?;
+    let b: OpenBoard = crate::board::parse_named(text, path, |b: &OpenBoard| &b.name)?;
     let bad = |field: &'static str, problem: String| BoardError::Invalid {
         path: path.into(),
         field,
         problem,
     };
-    let name_ok = !b.name.is_empty()
-        && b.name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !name_ok {
-        return Err(bad(
-            "name",
-            format!("'{}' must be letters, digits, '-' or '_'", b.name),
-        ));
-    }
     match &b.chip {
         Chip::Ecp5 { device, .. } => {
             const DEVICES: &[&str] = &[
