@@ -340,6 +340,29 @@ fn binary_layers_broadcast_over_the_plane() {
 }
 
 #[test]
+fn a_cpu_concatenation_off_the_channel_axis_feeds_an_accelerator_layer() {
+    // YOLO's head: per-scale maps concatenated along the last axis on the CPU, then an
+    // activation on the accelerator; the concatenation's result must upload as it is.
+    let m = sandwich(16, |m| {
+        m.node(
+            "cat",
+            "Concat",
+            &["a", "a"],
+            &["c"],
+            vec![("axis", A::I(3))],
+        )
+        .node("gate", "HardSigmoid", &["c"], &["b"], vec![]);
+    });
+    check(
+        "concat on W",
+        &m,
+        &[1, 16, 8, 8],
+        &[("cat", Where::Cpu), ("gate", Where::Accel("QAffine"))],
+        0.1,
+    );
+}
+
+#[test]
 fn resize_concat_split_slice_pad() {
     // A YOLO/UNet neck: upsample, concatenate with a skip connection, split and slice.
     let mut m = Model::new(17);

@@ -298,6 +298,8 @@ impl<'a> Resident<'a> {
                     up.value, plan.values[up.value].fact
                 ));
             };
+            // Row-major, whatever layout the step that computed it left.
+            let a = a.as_standard_layout();
             let a4 = a
                 .view()
                 .into_shape_with_order(up.layout.shape)

@@ -14,7 +14,14 @@ pub struct Concat {
 
 fn cat<T: Clone>(parts: Vec<&ArrayD<T>>, a: usize) -> Result<ArrayD<T>, String> {
     let views: Vec<ArrayViewD<T>> = parts.iter().map(|p| p.view()).collect();
-    concatenate(Axis(a), &views).map_err(|e| e.to_string())
+    let joined = concatenate(Axis(a), &views).map_err(|e| e.to_string())?;
+    // ndarray lays the result out with the joined axis outermost; the steps after this one
+    // (reshapes, uploads to the device) read tensors in row-major order.
+    Ok(if joined.is_standard_layout() {
+        joined
+    } else {
+        joined.as_standard_layout().into_owned()
+    })
 }
 
 impl Op for Concat {
@@ -73,4 +80,24 @@ impl Op for Concat {
     }
 
     op_boilerplate!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joins_off_the_first_axis_in_row_major_order() {
+        let x = ArrayD::from_shape_vec(vec![1, 2, 3], (0..6).collect::<Vec<i32>>()).unwrap();
+        let y = ArrayD::from_shape_vec(vec![1, 2, 1], vec![6, 7]).unwrap();
+        let out = Concat { axis: -1 }
+            .eval(&[Some(&Tensor::I32(x)), Some(&Tensor::I32(y))])
+            .unwrap();
+        let Tensor::I32(z) = &out[0] else {
+            panic!("an int32 result")
+        };
+        assert!(z.is_standard_layout());
+        assert_eq!(z.shape(), &[1, 2, 4]);
+        assert_eq!(z.as_slice().unwrap(), &[0, 1, 2, 6, 3, 4, 5, 7]);
+    }
 }
