@@ -61,7 +61,10 @@ use crate::graph::ops::quantize_linear::QuantizeLinear;
 use crate::graph::{Graph, Plan, SupportTable};
 
 pub use calibrate::Stats;
-pub use requant::{choose_requant, choose_requant_clamped, AccRange, MulRounding, RequantChoice};
+pub use requant::{
+    choose_requant, choose_requant_clamped, choose_requant_with_constants, constant_output,
+    AccRange, ConstantChannel, MulRounding, RequantChoice,
+};
 
 /// What an imported quantized layer (QDQ or QOperator) must satisfy to be offloaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
