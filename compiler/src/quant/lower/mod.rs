@@ -326,7 +326,7 @@ impl<'g> Lowerer<'g> {
         out: QOut,
         note: String,
         ydt: DType,
-    ) {
+    ) -> usize {
         let t = self.g.dag[ix].outputs[0];
         let target = OutTarget {
             tensor: t,
@@ -343,6 +343,7 @@ impl<'g> Lowerer<'g> {
                 Repr::Exact(v)
             },
         );
+        step
     }
 
     fn accel(
