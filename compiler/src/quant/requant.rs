@@ -299,7 +299,7 @@ fn choose(
             let scale = 2f64.powi(e);
             let mut muls = vec![0i64; if per_channel { channels } else { 1 }];
             let mut ok = true;
-            for c in 0..muls.len() {
+            for (c, slot) in muls.iter_mut().enumerate() {
                 if constant_of(c).is_some() {
                     continue;
                 }
@@ -325,7 +325,7 @@ fn choose(
                     ok = false;
                     break;
                 }
-                muls[c] = mu as i64;
+                *slot = mu as i64;
             }
             if !ok {
                 continue;
@@ -377,11 +377,12 @@ fn choose(
                 hi,
             };
             let mut constant_channels = Vec::new();
-            for c in 0..channels {
+            // (A constant channel makes the multipliers per channel: `muls` has one each.)
+            for (c, slot) in muls.iter_mut().enumerate() {
                 let Some(k) = constant_of(c) else { continue };
                 match realize_constant(&requant, k, pow2_only) {
                     Some((mu, acc)) => {
-                        muls[c] = mu;
+                        *slot = mu;
                         constant_channels.push(ConstantChannel { channel: c, acc });
                     }
                     None => {
