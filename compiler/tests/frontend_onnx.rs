@@ -92,12 +92,13 @@ fn onnx_test_cases_run_exactly_as_plans() {
             if fidelity == RequantFidelity::BitExact {
                 assert_eq!(got, &want, "{name} (bit-exact mode)\n{plan}\n{table}");
             } else {
-                // These cases use uint8 weights far from their zero point, 3-D operands or
-                // int32 outputs: every one runs on the CPU, and the table says why.
+                // These cases use uint8 weights far from their zero point, a 3-D right operand
+                // (a batch of matrices, not one weight matrix) or int32 outputs: every one
+                // runs on the CPU, and the table says why.
                 assert!(plan.steps.iter().all(|s: &Step| !s.is_accel()), "{name}");
                 let why = match name {
                     "test_qlinearconv" | "test_qlinearmatmul_2D" => "do not fit int8",
-                    "test_qlinearmatmul_3D" => "rank 3",
+                    "test_qlinearmatmul_3D" => "b is not a 2-D matrix",
                     n if n.contains("integer") => "int32 accumulators",
                     _ => "",
                 };

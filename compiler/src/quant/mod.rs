@@ -17,7 +17,8 @@
 //!   sits (tables, affine maps, LeakyRelu, Add/Mul of two tensors, nearest upsampling,
 //!   channel Concat/Split; see `lower::eltwise`); MaxPool/Reshape/Flatten on DQ'd tensors
 //!   work on the int8 data directly;
-//! - **QOperator models**: QLinearConv and QLinearMatMul (constant weights) become layers;
+//! - **QOperator models**: QLinearConv and QLinearMatMul (constant weights) become layers
+//!   (a MatMul's `[..., N, K]` operand of rank 3 or 4 as `[rows, K]`, reshaped on the CPU);
 //!   ConvInteger/MatMulInteger (int32 outputs, no requantization) run on the CPU;
 //!   onnxruntime's `com.microsoft` quantized operators are expanded by the importer into
 //!   `DQ -> op -> Q` ([`crate::onnx::contrib`]) and lowered as QDQ.
@@ -38,7 +39,10 @@
 //! ([`requant::choose_requant_clamped`]). For those, exact ties do not occur with
 //! onnxruntime's f32 multipliers, so the tie rule does not matter there, the multiplier's
 //! precision does; a dyadic multiplier (a pool over `2^k` pixels, an Add of equal scales)
-//! has ties, which the accelerator rounds up where ONNX rounds to even (1 LSB).
+//! has ties, which the accelerator rounds up where ONNX rounds to even (1 LSB). A channel
+//! whose output is the same for every reachable accumulator (a "dead" channel whose weight
+//! scale is 1e-20) takes no part in choosing the shared shift: its weights become 0 and its
+//! bias the accumulator that requantizes to that output exactly (see [`requant`]).
 //! [`RequantFidelity`] chooses what an
 //! imported quantized layer must satisfy to be offloaded: a proven bound below 1 LSB on the
 //! deviation before rounding (two reals less than 1 apart round to integers at most 1 apart,
@@ -61,7 +65,10 @@ use crate::graph::ops::quantize_linear::QuantizeLinear;
 use crate::graph::{Graph, Plan, SupportTable};
 
 pub use calibrate::Stats;
-pub use requant::{choose_requant, choose_requant_clamped, AccRange, MulRounding, RequantChoice};
+pub use requant::{
+    choose_requant, choose_requant_clamped, choose_requant_with_constants, constant_output,
+    AccRange, ConstantChannel, MulRounding, RequantChoice,
+};
 
 /// What an imported quantized layer (QDQ or QOperator) must satisfy to be offloaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

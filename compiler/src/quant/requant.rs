@@ -43,6 +43,20 @@
 //! overflow check covers only the clamped range, the accumulators beyond which every output
 //! saturates, so `pre` can stay 0 and `mul` keep its 15 bits, with `shift` up to 30.
 //!
+//! The bound `R` is per channel: `|acc * M[c]|` cannot exceed `max(|lo|, |hi|) * M[c]` over the
+//! channel's reachable accumulators either, so a channel with a small multiplier and a small
+//! reachable output range tolerates a coarse `mul[c]` (few bits at the shared shift).
+//!
+//! # Channels with a constant output
+//!
+//! A channel whose multiplier is so small that its output is the same for every reachable
+//! accumulator ([`constant_output`]: an output channel whose weights onnxruntime quantized
+//! with a scale of 1e-20, "dead" after training) outputs that constant whatever its
+//! multiplier, so it takes no part in choosing `(pre, shift)`; instead its weights become 0
+//! and its accumulator the constant bias that the chosen requantization maps to exactly that
+//! output ([`choose_requant_with_constants`], verified with [`Requant::apply`]). Otherwise
+//! one multiplier of 1e-20 next to 0.1 leaves no shift that fits both in 15 bits.
+//!
 //! [`choose_requant`] tries every `(pre, shift)` in `0..=23 x 0..=16` and keeps the one with
 //! the smallest deviation bound (ties: smaller `pre`). With [`MulRounding::Up`] (post-training
 //! quantization, where the weight scales are ours to choose) `mul = ceil(M * 2^e)` and the
@@ -97,7 +111,18 @@ pub fn choose_requant(
     lo: i8,
     hi: i8,
 ) -> Result<RequantChoice, String> {
-    choose(m, ranges, rounding, pow2_only, zero_point, lo, hi, false)
+    choose(
+        m,
+        ranges,
+        &[],
+        rounding,
+        pow2_only,
+        zero_point,
+        lo,
+        hi,
+        false,
+    )
+    .map(|(c, _)| c)
 }
 
 /// [`choose_requant`] with an accumulator clamp ([`Requant::acc_clamp`]): the pre-shifted
@@ -115,21 +140,128 @@ pub fn choose_requant_clamped(
     lo: i8,
     hi: i8,
 ) -> Result<RequantChoice, String> {
-    choose(m, ranges, rounding, pow2_only, zero_point, lo, hi, true)
+    choose(
+        m,
+        ranges,
+        &[],
+        rounding,
+        pow2_only,
+        zero_point,
+        lo,
+        hi,
+        true,
+    )
+    .map(|(c, _)| c)
+}
+
+/// A channel whose weights are replaced by zeros and whose bias by `acc`, which the chosen
+/// requantization maps to the channel's constant output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConstantChannel {
+    pub channel: usize,
+    pub acc: i32,
+}
+
+/// [`choose_requant`] (or, with `clamp`, [`choose_requant_clamped`]) with
+/// [`MulRounding::Nearest`] for a layer whose channels `c` with `constants[c] = Some(k)`
+/// output `k` for every reachable accumulator (see [`constant_output`]): those channels are
+/// left out of the choice, and each gets a multiplier and an accumulator value that the
+/// chosen `(pre, shift)` requantizes to `k` exactly. The caller zeroes their weights and
+/// sets their bias to [`ConstantChannel::acc`].
+#[allow(clippy::too_many_arguments)]
+pub fn choose_requant_with_constants(
+    m: &[f64],
+    ranges: &[AccRange],
+    constants: &[Option<i8>],
+    pow2_only: bool,
+    zero_point: i8,
+    lo: i8,
+    hi: i8,
+    clamp: bool,
+) -> Result<(RequantChoice, Vec<ConstantChannel>), String> {
+    choose(
+        m,
+        ranges,
+        constants,
+        MulRounding::Nearest,
+        pow2_only,
+        zero_point,
+        lo,
+        hi,
+        clamp,
+    )
+}
+
+/// The output of a channel with real multiplier `m` if it is the same for every accumulator
+/// in `range`, both as the exact real `clamp(round(acc * m) + zero_point, lo, hi)` and as
+/// ONNX computes it with the f32 multiplier `m_onnx` (`round_half_even(f32(acc) * m_onnx)`,
+/// as `QLinearConv` does); `None` when either varies over the range or they differ. Both
+/// are monotonic in `acc`, so the two ends of the range decide.
+pub fn constant_output(
+    range: AccRange,
+    m: f64,
+    m_onnx: f32,
+    zero_point: i8,
+    lo: i8,
+    hi: i8,
+) -> Option<i8> {
+    let i32_range = i64::from(i32::MIN)..=i64::from(i32::MAX);
+    if !(i32_range.contains(&range.lo) && i32_range.contains(&range.hi)) || range.lo > range.hi {
+        return None;
+    }
+    let (zp, lo, hi) = (f64::from(zero_point), f64::from(lo), f64::from(hi));
+    let real = |a: i64| (((a as f64) * m).round_ties_even() + zp).clamp(lo, hi);
+    let onnx =
+        |a: i64| (f64::from(((a as i32) as f32 * m_onnx).round_ties_even()) + zp).clamp(lo, hi);
+    let v = real(range.lo);
+    (real(range.hi) == v && onnx(range.lo) == v && onnx(range.hi) == v).then_some(v as i8)
+}
+
+/// A multiplier and accumulator that `r` (its `mul` ignored) requantizes to `k`: the
+/// accumulator `t * 2^shift / mul` (`t = k - zero_point`) shifted up by `pre_shift`, with
+/// `mul` a power of two (exact) or, with an ALU multiplier, 32767 (the smallest accumulator,
+/// which an accumulator clamp keeps). Checked with [`Requant::apply`] and for int32 overflow.
+fn realize_constant(r: &Requant, k: i8, pow2_only: bool) -> Option<(i64, i32)> {
+    let t = i64::from(k) - i64::from(r.zero_point);
+    let s = u32::from(r.shift);
+    let mut candidates: Vec<(i64, i64)> = (0..=s.min(14))
+        .rev()
+        .map(|a| (1i64 << a, t << (s - a)))
+        .collect();
+    if !pow2_only && s >= 15 {
+        let mu = 32767i64;
+        candidates.push((mu, ((t << s) as f64 / mu as f64).round() as i64));
+    }
+    let rnd = if s > 0 { 1i64 << (s - 1) } else { 0 };
+    let i32_range = i64::from(i32::MIN)..=i64::from(i32::MAX);
+    candidates.into_iter().find_map(|(mu, v)| {
+        let acc = v.checked_shl(u32::from(r.pre_shift))?;
+        let clamped = r
+            .acc_clamp
+            .map_or(v, |(a, b)| v.clamp(i64::from(a), i64::from(b)));
+        let fits = i32_range.contains(&acc) && i32_range.contains(&(clamped * mu + rnd));
+        let acc = i32::try_from(acc).ok()?;
+        let one = Requant {
+            mul: vec![mu as i16],
+            ..r.clone()
+        };
+        (fits && (acc >> r.pre_shift) == v as i32 && one.apply(acc, 0) == k).then_some((mu, acc))
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
 fn choose(
     m: &[f64],
     ranges: &[AccRange],
+    constants: &[Option<i8>],
     rounding: MulRounding,
     pow2_only: bool,
     zero_point: i8,
     lo: i8,
     hi: i8,
     clamp: bool,
-) -> Result<RequantChoice, String> {
-    if m.is_empty() {
+) -> Result<(RequantChoice, Vec<ConstantChannel>), String> {
+    if m.is_empty() || ranges.is_empty() {
         return Err("no multiplier".into());
     }
     if let Some(bad) = m.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
@@ -138,23 +270,40 @@ fn choose(
         ));
     }
     let r = 129.0 + f64::from(zero_point).abs();
-    let range_of = |c: usize| {
-        if ranges.len() == 1 {
-            ranges[0]
-        } else {
-            ranges[c]
+    let channels = m.len().max(ranges.len()).max(constants.len());
+    let per = |n: usize, c: usize| if n == 1 { 0 } else { c };
+    let m_of = |c: usize| m[per(m.len(), c)];
+    let range_of = |c: usize| ranges[per(ranges.len(), c)];
+    let constant_of = |c: usize| constants.get(c).copied().flatten();
+    // One multiplier for all channels when the real multiplier is shared and no channel is
+    // constant; otherwise one per channel.
+    let per_channel = m.len() > 1 || constants.iter().any(Option::is_some);
+    let live: Vec<usize> = (0..channels)
+        .filter(|&c| constant_of(c).is_none())
+        .collect();
+    // The largest |acc * M| that matters per channel (see the module documentation).
+    let reach = |c: usize| match rounding {
+        MulRounding::Nearest => {
+            let rg = range_of(c);
+            let a = rg.lo.unsigned_abs().max(rg.hi.unsigned_abs()) as f64;
+            (a * m_of(c)).min(r)
         }
+        MulRounding::Up => r,
     };
-    let mut best: Option<(f64, RequantChoice)> = None;
+    let mut best: Option<(f64, RequantChoice, Vec<ConstantChannel>)> = None;
     let mut why = String::from("no shift combination fits");
     let max_shift = if clamp { 30 } else { 16 };
     for pre in 0u8..=23 {
         for shift in (0u8..=max_shift).rev() {
             let e = i32::from(pre) + i32::from(shift);
             let scale = 2f64.powi(e);
-            let mut muls = Vec::with_capacity(m.len());
+            let mut muls = vec![0i64; if per_channel { channels } else { 1 }];
             let mut ok = true;
-            for &mc in m {
+            for (c, slot) in muls.iter_mut().enumerate() {
+                if constant_of(c).is_some() {
+                    continue;
+                }
+                let mc = m_of(c);
                 let x = mc * scale;
                 let mut mu = match rounding {
                     MulRounding::Nearest => x.round(),
@@ -176,19 +325,23 @@ fn choose(
                     ok = false;
                     break;
                 }
-                muls.push(mu as i64);
+                *slot = mu as i64;
             }
             if !ok {
                 continue;
             }
+            let mul_of = |c: usize| muls[per(muls.len(), c)];
             // The clamp bound: beyond it every channel's output saturates.
-            let bound = muls
+            let bound = live
                 .iter()
-                .map(|&mu| (((131 + i64::from(zero_point).abs()) << shift) + mu - 1) / mu)
+                .map(|&c| {
+                    let mu = mul_of(c);
+                    (((131 + i64::from(zero_point).abs()) << shift) + mu - 1) / mu
+                })
                 .max()
                 .unwrap_or(0);
             let needed = clamp
-                && (0..m.len().max(ranges.len())).any(|c| {
+                && live.iter().any(|&c| {
                     let rg = range_of(c);
                     (rg.lo >> pre) < -bound || (rg.hi >> pre) > bound
                 });
@@ -198,8 +351,8 @@ fn choose(
             let clamped = |a: i64| if needed { a.clamp(-bound, bound) } else { a };
             // Overflow check at both ends of every channel's accumulator range.
             let rnd = if shift > 0 { 1i64 << (shift - 1) } else { 0 };
-            let fits = (0..m.len().max(ranges.len())).all(|c| {
-                let mu = muls[if muls.len() == 1 { 0 } else { c }];
+            let fits = live.iter().all(|&c| {
+                let mu = mul_of(c);
                 let rg = range_of(c);
                 [clamped(rg.lo >> pre), clamped(rg.hi >> pre)]
                     .iter()
@@ -214,24 +367,51 @@ fn choose(
                 why = "the worst-case accumulator would overflow int32 even with the smallest multiplier".into();
                 continue;
             }
+            let mut requant = Requant {
+                pre_shift: pre,
+                acc_clamp: needed.then_some((-bound as i32, bound as i32)),
+                mul: vec![],
+                shift,
+                zero_point,
+                lo,
+                hi,
+            };
+            let mut constant_channels = Vec::new();
+            // (A constant channel makes the multipliers per channel: `muls` has one each.)
+            for (c, slot) in muls.iter_mut().enumerate() {
+                let Some(k) = constant_of(c) else { continue };
+                match realize_constant(&requant, k, pow2_only) {
+                    Some((mu, acc)) => {
+                        *slot = mu;
+                        constant_channels.push(ConstantChannel { channel: c, acc });
+                    }
+                    None => {
+                        ok = false;
+                        why = format!(
+                            "channel {c}'s constant output {k} is out of reach with shift {shift}"
+                        );
+                        break;
+                    }
+                }
+            }
+            if !ok {
+                continue;
+            }
             let effective: Vec<f64> = muls.iter().map(|&mu| mu as f64 / scale).collect();
-            let mul_rel_error = m
-                .iter()
-                .zip(&effective)
-                .map(|(a, b)| (b - a).abs() / a)
-                .fold(0.0, f64::max);
+            let rel = |c: usize| (effective[per(effective.len(), c)] - m_of(c)).abs() / m_of(c);
+            let mul_rel_error = live.iter().map(|&c| rel(c)).fold(0.0, f64::max);
             let pre_loss = f64::from((1u32 << pre) - 1);
-            let trunc_error = effective
+            let trunc_error = live
                 .iter()
-                .map(|&me| pre_loss * me)
+                .map(|&c| pre_loss * effective[per(effective.len(), c)])
                 .fold(0.0, f64::max);
-            let cost = r * mul_rel_error + trunc_error;
+            let cost = live.iter().map(|&c| reach(c) * rel(c)).fold(0.0, f64::max) + trunc_error;
             let deviation = match rounding {
                 MulRounding::Nearest => cost,
                 MulRounding::Up => trunc_error,
             };
-            if best.as_ref().is_none_or(|(c, _)| cost < *c) {
-                let mul: Vec<i16> = if muls.iter().all(|&v| v == muls[0]) {
+            if best.as_ref().is_none_or(|(c, _, _)| cost < *c) {
+                requant.mul = if muls.iter().all(|&v| v == muls[0]) {
                     vec![muls[0] as i16]
                 } else {
                     muls.iter().map(|&v| v as i16).collect()
@@ -239,29 +419,29 @@ fn choose(
                 best = Some((
                     cost,
                     RequantChoice {
-                        requant: Requant {
-                            pre_shift: pre,
-                            acc_clamp: needed.then_some((-bound as i32, bound as i32)),
-                            mul,
-                            shift,
-                            zero_point,
-                            lo,
-                            hi,
-                        },
+                        requant,
                         effective,
                         mul_rel_error,
                         trunc_error,
                         deviation,
                     },
+                    constant_channels,
                 ));
             }
         }
     }
-    best.map(|(_, c)| c).ok_or_else(|| {
-        let (mn, mx) = m
+    best.map(|(_, c, k)| (c, k)).ok_or_else(|| {
+        let (mn, mx) = live
             .iter()
-            .fold((f64::INFINITY, 0f64), |(a, b), &v| (a.min(v), b.max(v)));
-        format!("no requantization fits multiplier(s) {mn:.3e}..{mx:.3e}: {why}")
+            .map(|&c| m_of(c))
+            .fold((f64::INFINITY, 0f64), |(a, b), v| (a.min(v), b.max(v)));
+        let dead = channels - live.len();
+        let except = if dead > 0 {
+            format!(" ({dead} channel(s) with a constant output left out)")
+        } else {
+            String::new()
+        };
+        format!("no requantization fits multiplier(s) {mn:.3e}..{mx:.3e}{except}: {why}")
     })
 }
 
@@ -397,6 +577,215 @@ mod tests {
         let c = choose_requant_clamped(&[0.01], &small, MulRounding::Nearest, false, 0, -128, 127)
             .unwrap();
         assert_eq!(c.requant.acc_clamp, None);
+    }
+
+    /// ONNX's output for accumulator `acc` with the f32 multiplier `m` (as `QLinearConv`).
+    fn onnx(acc: i64, m: f32, zp: i8, lo: i8, hi: i8) -> i8 {
+        ((acc as i32 as f32 * m).round_ties_even() + f32::from(zp))
+            .clamp(f32::from(lo), f32::from(hi)) as i8
+    }
+
+    /// A dense layer over 8 inputs in `[-128, 127]` with one dead output channel (weights
+    /// quantized with scale 1e-20 next to 0.1, as onnxruntime writes a channel that training
+    /// killed) and one with a constant output that is not the zero point (a large bias).
+    #[test]
+    fn dead_channels_are_left_out_and_output_their_constant_exactly() {
+        let (x_lo, x_hi) = (-128, 127);
+        let w: Vec<i32> = vec![
+            12, -127, 40, 3, 99, -7, 0, 64, // live
+            127, 127, -127, 127, -127, 127, 127, 127, // dead: tiny scale
+            -5, 17, 127, -88, 2, 6, -1, 0, // live
+            127, -127, 127, -127, 127, -127, 127, -127, // constant: bias dominates
+        ];
+        let bias: Vec<i64> = vec![300, 1_000_000, -45, 900_000_000];
+        let scales_f32: [f32; 4] = [0.002_1, 1.3e-20, 0.000_77, 1.1e-8];
+        let (sx, sy) = (0.031_f32, 0.094_f32);
+        let m_onnx: Vec<f32> = scales_f32.iter().map(|&s| sx * s / sy).collect();
+        let m: Vec<f64> = scales_f32
+            .iter()
+            .map(|&s| f64::from(sx) * f64::from(s) / f64::from(sy))
+            .collect();
+        let (zp, lo, hi) = (-7i8, -128i8, 127i8);
+        let ranges = conv_acc_ranges(&w, 4, &bias, x_lo, x_hi);
+        let constants: Vec<Option<i8>> = (0..4)
+            .map(|c| constant_output(ranges[c], m[c], m_onnx[c], zp, lo, hi))
+            .collect();
+        assert_eq!(constants[0], None);
+        assert_eq!(
+            constants[1],
+            Some(zp),
+            "a dead channel outputs its zero point"
+        );
+        assert_eq!(constants[2], None);
+        let k = constants[3].expect("the bias decides channel 3");
+        assert_ne!(k, zp);
+        // The multipliers span 1e-22..1e-3: no shared shift fits them all.
+        let err = choose_requant_clamped(&m, &ranges, MulRounding::Nearest, false, zp, lo, hi)
+            .unwrap_err();
+        assert!(err.contains("no requantization fits"), "{err}");
+        for clamp in [false, true] {
+            let (c, dead) =
+                choose_requant_with_constants(&m, &ranges, &constants, false, zp, lo, hi, clamp)
+                    .unwrap();
+            assert_eq!(
+                dead.iter().map(|d| d.channel).collect::<Vec<_>>(),
+                vec![1, 3]
+            );
+            assert!(c.deviation < 0.5, "{c:?}");
+            // The layer as the accelerator runs it: dead channels' weights zeroed, their
+            // bias replaced.
+            let (mut w2, mut b2) = (w.clone(), bias.clone());
+            for d in &dead {
+                w2[d.channel * 8..(d.channel + 1) * 8].fill(0);
+                b2[d.channel] = i64::from(d.acc);
+            }
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            for sample in 0..2000 {
+                let x: Vec<i64> = (0..8)
+                    .map(|i| match sample {
+                        0 => i64::from(if w[i] > 0 { x_lo } else { x_hi }),
+                        1 => i64::from(if w[i] > 0 { x_hi } else { x_lo }),
+                        _ => {
+                            // xorshift64: deterministic inputs
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            (state % 256) as i64 - 128
+                        }
+                    })
+                    .collect();
+                for ch in 0..4 {
+                    let acc = |w: &[i32], b: &[i64]| {
+                        (0..8).map(|i| i64::from(w[ch * 8 + i]) * x[i]).sum::<i64>() + b[ch]
+                    };
+                    let want = onnx(acc(&w, &bias), m_onnx[ch], zp, lo, hi);
+                    let got = c.requant.apply(acc(&w2, &b2) as i32, ch);
+                    if constants[ch].is_some() {
+                        assert_eq!(got, want, "constant channel {ch}, sample {sample}");
+                    } else {
+                        assert!((i32::from(got) - i32::from(want)).abs() <= 1, "ch {ch}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_constant_far_from_the_zero_point_is_reached_at_any_shift() {
+        for (zp, k) in [(0i8, 127i8), (-128, 127), (127, -128), (5, 6), (-3, -3)] {
+            for pre in [0u8, 4] {
+                for shift in 0u8..=30 {
+                    for acc_clamp in [None, Some((-(131 << 14), 131 << 14))] {
+                        let r = Requant {
+                            pre_shift: pre,
+                            acc_clamp,
+                            mul: vec![],
+                            shift,
+                            zero_point: zp,
+                            lo: -128,
+                            hi: 127,
+                        };
+                        let t = (i64::from(k) - i64::from(zp)).abs();
+                        match realize_constant(&r, k, false) {
+                            Some((mu, acc)) => {
+                                let r = Requant {
+                                    mul: vec![mu as i16],
+                                    ..r
+                                };
+                                assert_eq!(r.apply(acc, 0), k);
+                            }
+                            // Only when |k - zp| * 2^shift leaves no room in int32.
+                            None => assert!(
+                                t << shift >= 1 << 30,
+                                "zp {zp} k {k} pre {pre} shift {shift} clamp {acc_clamp:?}"
+                            ),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_small_channel_that_is_not_constant_is_kept_and_bounded_by_its_own_range() {
+        // Channel 1 outputs -2..2: not constant.
+        let m = [0.01, 2e-6];
+        let rg = [
+            AccRange {
+                lo: -20_000,
+                hi: 20_000,
+            },
+            AccRange {
+                lo: -1_000_000,
+                hi: 1_000_000,
+            },
+        ];
+        assert_eq!(
+            constant_output(rg[1], m[1], m[1] as f32, 0, -128, 127),
+            None
+        );
+        let (c, dead) =
+            choose_requant_with_constants(&m, &rg, &[None, None], false, 0, -128, 127, false)
+                .unwrap();
+        assert!(dead.is_empty());
+        // At the shift channel 0 needs, channel 1's multiplier has ~2 bits: far beyond 1 LSB
+        // with the global bound (129 x its relative error), within it over its own range.
+        assert!(c.mul_rel_error * 129.0 > 1.0, "{c:?}");
+        assert!(c.deviation < 0.99, "{c:?}");
+        for (ch, (&mc, r)) in m.iter().zip(&rg).enumerate() {
+            for acc in (r.lo..=r.hi).step_by(97) {
+                let exact = ((acc as f64 * mc).round_ties_even() as i32).clamp(-128, 127);
+                let got = i32::from(c.requant.apply(acc as i32, ch));
+                assert!(
+                    (got - exact).abs() <= 1,
+                    "ch {ch} acc {acc}: {got} vs {exact}"
+                );
+            }
+        }
+        // Smaller still, its multiplier rounds to 0 at any shift channel 0 allows: refused.
+        let m = [0.05, 3e-7];
+        let rg = [
+            rg[0],
+            AccRange {
+                lo: -3_000_000,
+                hi: 3_000_000,
+            },
+        ];
+        assert_eq!(
+            constant_output(rg[1], m[1], m[1] as f32, 0, -128, 127),
+            None
+        );
+        let err = choose_requant_with_constants(&m, &rg, &[None, None], false, 0, -128, 127, true)
+            .unwrap_err();
+        assert!(
+            err.starts_with("no requantization fits multiplier(s) 3.000e-7..5.000e-2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_output_near_a_rounding_boundary_is_not_constant() {
+        // 1.5 +- 1e-6: exact real ties at the top of the range round up, f32 may not.
+        let m = 1e-9;
+        let r = AccRange {
+            lo: 1_499_999_000,
+            hi: 1_500_000_000,
+        };
+        assert_eq!(constant_output(r, m, m as f32, 0, -128, 127), None);
+        let r = AccRange {
+            lo: 1_000_000_000,
+            hi: 1_400_000_000,
+        };
+        assert_eq!(constant_output(r, m, m as f32, 0, -128, 127), Some(1));
+        // Clamped to the Relu's lower bound over the whole range: constant too.
+        let r = AccRange {
+            lo: -2_000_000_000,
+            hi: 400_000_000,
+        };
+        assert_eq!(constant_output(r, m, m as f32, -3, -3, 127), Some(-3));
+        // A range beyond int32 is not something an accumulator holds.
+        let r = AccRange { lo: 0, hi: 1 << 33 };
+        assert_eq!(constant_output(r, 1e-12, 1e-12, 0, -128, 127), None);
     }
 
     #[test]

@@ -144,7 +144,7 @@ impl<'g> Lowerer<'g> {
             hi: hw * i64::from(hi) + bias,
         }];
         let m = x.scale / (out.scale * hw as f64);
-        let rq = self.make_requant_precise(&[m], &ranges, &out)?;
+        let (rq, _) = self.make_requant_precise(&[m], &ranges, &[], &out)?;
         let note = self.check_fidelity(&rq, &out, true)?;
         let name = self.node_name(ix);
         let layer = QConv2d {

@@ -184,10 +184,10 @@ impl<'g> Lowerer<'g> {
         } else {
             n.inputs.get(2).copied().flatten()
         };
-        if self.g.fact(at).rank() != 2 {
+        let rank = self.g.fact(at).rank();
+        if rank < 2 || (rank > 2 && !is_matmul) {
             return Err(format!(
-                "input of rank {} (the dense layer takes [N, K])",
-                self.g.fact(at).rank()
+                "input of rank {rank} (the dense layer takes [N, K], or [..., N, K] in a MatMul)"
             ));
         }
         let name = self.node_name(ix);
@@ -199,6 +199,7 @@ impl<'g> Lowerer<'g> {
             let w = if gemm.trans_b { w } else { w.t().to_owned() };
             let (out, target) = self.out_target(ix, gemm.activation)?;
             let x = self.as_q8(at)?;
+            let x = self.flatten_rows(&name, x);
             if gemm.alpha != 1.0 || gemm.beta != 1.0 {
                 return Err("alpha/beta != 1 in a quantized Gemm".into());
             }
@@ -209,7 +210,8 @@ impl<'g> Lowerer<'g> {
                 c => self.int_bias(c, w.nrows(), x.scale, &sw)?,
             };
             let (layer, note) = self.imported_dense(&name, x, w, &sw, bias, &out, true)?;
-            self.accel(
+            let yt = target.tensor;
+            let step = self.accel(
                 ix,
                 Layer::Dense(layer),
                 vec![x.v],
@@ -217,6 +219,7 @@ impl<'g> Lowerer<'g> {
                 target,
                 format!("QDQ dense: {note}"),
             );
+            self.unflatten_rows(&name, step, yt)?;
             self.set_fused_params(wdq, bdq, &name);
         } else {
             let b = self
@@ -251,6 +254,7 @@ impl<'g> Lowerer<'g> {
             };
             let (out, target) = self.out_target(ix, gemm.activation)?;
             let x = self.as_q8(at)?;
+            let x = self.flatten_rows(&name, x);
             let (q, bias, requant, note) = self.ptq_weights(x, &w, bias.as_deref(), &out, false)?;
             let k = w.shape()[1];
             let layer = QDense {
@@ -259,9 +263,78 @@ impl<'g> Lowerer<'g> {
                 bias,
                 requant,
             };
-            self.accel(ix, Layer::Dense(layer), vec![x.v], out, target, note);
+            let yt = target.tensor;
+            let step = self.accel(ix, Layer::Dense(layer), vec![x.v], out, target, note);
+            self.unflatten_rows(&name, step, yt)?;
         }
         Ok(())
+    }
+
+    /// A MatMul operand `[..., N, K]` of rank 3 or more as the dense layer's `[rows, K]`
+    /// (a row-major reshape on the CPU: no data change); a 2-D operand as it is.
+    fn flatten_rows(&mut self, name: &str, x: QIn) -> QIn {
+        let shape = self.plan.values[x.v].fact.shape.clone();
+        if shape.len() <= 2 {
+            return x;
+        }
+        let k = shape[shape.len() - 1];
+        let rows = shape[..shape.len() - 1].iter().product();
+        let v = self.reshape_i8(&format!("{name}:rows"), x.v, &[rows, k]);
+        QIn { v, ..x }
+    }
+
+    /// The dense layer of step `step` computed the rows `[rows, M]` of the MatMul output
+    /// that graph tensor `yt` (`[..., N, M]`) holds: its value gets that 2-D shape, and a
+    /// CPU reshape gives `yt`'s.
+    fn unflatten_rows(&mut self, name: &str, step: usize, yt: TensorId) -> R<()> {
+        let shape = self.g.fact(yt).shape.clone();
+        if shape.len() <= 2 {
+            return Ok(());
+        }
+        let v = self.plan.steps[step].outputs[0];
+        let m = shape[shape.len() - 1];
+        let rows = shape[..shape.len() - 1].iter().product();
+        self.plan.values[v].fact = Fact::new(DType::I8, vec![rows, m]);
+        let y = self.reshape_i8(&format!("{name}:unflatten"), v, &shape);
+        let r = match self.repr.get(&yt) {
+            Some(Repr::Exact(_)) => Repr::Exact(y),
+            Some(Repr::Shifted(_)) => Repr::Shifted(y),
+            Some(&Repr::Deq { scale, zp, .. }) => Repr::Deq { q: y, scale, zp },
+            None => return Err("internal: the dense layer's output has no representation".into()),
+        };
+        self.repr.insert(yt, r);
+        Ok(())
+    }
+
+    /// A CPU step reshaping int8 value `v` (row-major: no data change) to `shape`; the
+    /// result keeps `v`'s quantization and range.
+    fn reshape_i8(&mut self, name: &str, v: ValueId, shape: &[usize]) -> ValueId {
+        let qp = self.plan.values[v].quant;
+        let range = self.range_of(v);
+        let out = self
+            .plan
+            .add_value(name, Fact::new(DType::I8, shape.to_vec()), qp);
+        self.ranges.insert(out, range);
+        let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let target = self.plan.add_constant(
+            format!("{name}:shape"),
+            Arc::new(Tensor::I64(
+                ArrayD::from_shape_vec(ndarray::IxDyn(&[dims.len()]), dims).expect("1-D"),
+            )),
+        );
+        self.push(
+            name,
+            vec![v, target],
+            vec![out],
+            StepKind::Cpu(CpuOp {
+                op: Reshape { allowzero: false }.into(),
+                args: vec![Some(v), Some(target)],
+                reason: "the matrix product's rows as the dense layer reads and writes them (a \
+                         row-major reshape of the int8 tensor: no data change)"
+                    .into(),
+            }),
+        );
+        out
     }
 
     pub(super) fn qlinear_matmul(&mut self, ix: NodeIndex) -> R<()> {
@@ -287,9 +360,9 @@ impl<'g> Lowerer<'g> {
             }
         }
         let at = ins[0].ok_or("no a")?;
-        if self.g.fact(at).rank() != 2 {
+        if self.g.fact(at).rank() < 2 {
             return Err(format!(
-                "a has rank {} (the dense layer takes [N, K])",
+                "a has rank {} (the dense layer takes [..., N, K])",
                 self.g.fact(at).rank()
             ));
         }
@@ -332,8 +405,10 @@ impl<'g> Lowerer<'g> {
             extra_dev: 0.0,
         };
         let name = self.node_name(ix);
+        let x = self.flatten_rows(&name, x);
         let (layer, note) = self.imported_dense(&name, x, w, &bs, vec![0; nn], &out, false)?;
-        self.integer_output(ix, Layer::Dense(layer), av, out, note, ydt);
+        let step = self.integer_output(ix, Layer::Dense(layer), x.v, out, note, ydt);
+        self.unflatten_rows(&name, step, self.g.dag[ix].outputs[0])?;
         Ok(())
     }
 

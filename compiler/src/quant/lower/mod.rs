@@ -19,7 +19,8 @@ use petgraph::stable_graph::NodeIndex;
 
 use super::calibrate::Stats;
 use super::requant::{
-    choose_requant, choose_requant_clamped, conv_acc_ranges, AccRange, MulRounding, RequantChoice,
+    choose_requant, choose_requant_with_constants, constant_output, conv_acc_ranges, AccRange,
+    ConstantChannel, MulRounding, RequantChoice,
 };
 use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
 use crate::frontend::FrontendError;
@@ -325,7 +326,7 @@ impl<'g> Lowerer<'g> {
         out: QOut,
         note: String,
         ydt: DType,
-    ) {
+    ) -> usize {
         let t = self.g.dag[ix].outputs[0];
         let target = OutTarget {
             tensor: t,
@@ -342,6 +343,7 @@ impl<'g> Lowerer<'g> {
                 Repr::Exact(v)
             },
         );
+        step
     }
 
     fn accel(

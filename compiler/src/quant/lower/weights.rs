@@ -176,30 +176,75 @@ impl<'g> Lowerer<'g> {
 
     /// [`Self::make_requant`] for a convolution or dense layer of an imported model, whose
     /// worst-case accumulator is far larger than the range where outputs do not saturate:
-    /// with an accumulator clamp ([`choose_requant_clamped`]) when that makes the result
-    /// closer to ONNX's (two more ALU instructions per output element).
+    /// with an accumulator clamp ([`crate::quant::choose_requant_clamped`]) when that makes the result
+    /// closer to ONNX's (two more ALU instructions per output element). Channels whose
+    /// output is a constant (`constants`, see [`constant_output`]) are left out of the
+    /// choice and realized exactly ([`choose_requant_with_constants`]).
     pub(super) fn make_requant_precise(
         &self,
         m: &[f64],
         ranges: &[AccRange],
+        constants: &[Option<i8>],
         out: &QOut,
-    ) -> R<RequantChoice> {
-        let plain = self.make_requant(m, ranges, MulRounding::Nearest, out);
-        let clamped = choose_requant_clamped(
-            m,
-            ranges,
-            MulRounding::Nearest,
-            self.pow2_only,
-            clamp_i8(i64::from(out.zp)),
-            out.lo,
-            out.hi,
-        )
-        .and_then(|c| self.check_muls(&c.requant).map(|_| c));
-        match (plain, clamped) {
-            (Ok(p), Ok(c)) if c.deviation + 0.002 < p.deviation => Ok(c),
+    ) -> R<(RequantChoice, Vec<ConstantChannel>)> {
+        let zp = clamp_i8(i64::from(out.zp));
+        let choose = |clamp: bool| {
+            choose_requant_with_constants(
+                m,
+                ranges,
+                constants,
+                self.pow2_only,
+                zp,
+                out.lo,
+                out.hi,
+                clamp,
+            )
+            .and_then(|c| self.check_muls(&c.0.requant).map(|_| c))
+        };
+        match (choose(false), choose(true)) {
+            (Ok(p), Ok(c)) if c.0.deviation + 0.002 < p.0.deviation => Ok(c),
             (Ok(p), _) => Ok(p),
             (Err(_), Ok(c)) => Ok(c),
             (Err(e), Err(_)) => Err(e),
+        }
+    }
+
+    /// The channels of an imported layer whose output is the same for every reachable
+    /// accumulator (per [`constant_output`], ONNX's f32 multiplier included).
+    fn constant_channels(x: QIn, sw: &[f64], ranges: &[AccRange], out: &QOut) -> Vec<Option<i8>> {
+        let zp = clamp_i8(i64::from(out.zp));
+        ranges
+            .iter()
+            .zip(sw)
+            .map(|(&rg, &s)| {
+                let m = x.scale * s / out.scale;
+                let m_onnx = (x.scale as f32) * (s as f32) / (out.scale as f32);
+                constant_output(rg, m, m_onnx, zp, out.lo, out.hi)
+            })
+            .collect()
+    }
+
+    /// Zeroes the weights of the channels of `w` (`[O, ...]`, flattened per channel) that
+    /// [`Self::make_requant_precise`] made constant and sets their bias; returns the
+    /// support-table note that says how many there are.
+    fn apply_constant_channels(
+        w: &mut [i32],
+        bias: &mut [i64],
+        constant: &[ConstantChannel],
+    ) -> String {
+        let per = w.len() / bias.len().max(1);
+        for k in constant {
+            w[k.channel * per..(k.channel + 1) * per].fill(0);
+            bias[k.channel] = i64::from(k.acc);
+        }
+        if constant.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} channel(s) with a constant output for every input: weights zeroed, bias \
+                 set to give that output exactly",
+                constant.len()
+            )
         }
     }
 
@@ -323,8 +368,11 @@ impl<'g> Lowerer<'g> {
         }
         let ranges = conv_acc_ranges(&wv, o, &bias, lo, hi);
         let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
-        let c = self.make_requant_precise(&m, &ranges, out)?;
-        let note = self.check_fidelity(&c, out, float_semantics)?;
+        let constants = Self::constant_channels(x, sw, &ranges, out);
+        let (c, constant) = self.make_requant_precise(&m, &ranges, &constants, out)?;
+        let mut wv = wv;
+        let note = self.check_fidelity(&c, out, float_semantics)?
+            + &Self::apply_constant_channels(&mut wv, &mut bias, &constant);
         let bias32 = bias
             .iter()
             .map(|&b| i32::try_from(b).map_err(|_| format!("bias {b} does not fit int32")))
@@ -379,16 +427,21 @@ impl<'g> Lowerer<'g> {
         let (lo, hi) = self.range_of(x.v);
         let ranges = conv_acc_ranges(&wv, mo, &bias, lo, hi);
         let m: Vec<f64> = sw.iter().map(|s| x.scale * s / out.scale).collect();
-        let c = self.make_requant_precise(&m, &ranges, out)?;
-        let note = self.check_fidelity(&c, out, float_semantics)?;
+        let constants = Self::constant_channels(x, sw, &ranges, out);
+        let (c, constant) = self.make_requant_precise(&m, &ranges, &constants, out)?;
+        let mut wv = wv;
+        let note = self.check_fidelity(&c, out, float_semantics)?
+            + &Self::apply_constant_channels(&mut wv, &mut bias, &constant);
         let bias32 = bias
             .iter()
             .map(|&b| i32::try_from(b).map_err(|_| format!("bias {b} does not fit int32")))
             .collect::<R<Vec<_>>>()?;
+        let weight = Array2::from_shape_vec(w.dim(), wv.iter().map(|&v| v as i8).collect())
+            .map_err(|e| e.to_string())?;
         Ok((
             QDense {
                 name: name.to_string(),
-                weight: w.mapv(|v| v as i8),
+                weight,
                 bias: bias32,
                 requant: c.requant,
             },
