@@ -99,7 +99,7 @@
 //! product is a plain signed multiply (4x4 products map to LUTs).
 //!
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7`: 176
-//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 15.1k LUTs, 5.6k
+//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 16.6k LUTs, 6.6k
 //! flip-flops (the MUL operand and product registers are inside the DSP48E1), and 8
 //! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5).
 //!
