@@ -266,16 +266,13 @@ fn dependent_alu(name: &str) {
             AluOp::Lut => -50,
             _ => 5,
         };
-        let producers: [(&str, Box<dyn Fn(usize) -> Insn>); 4] = [
-            ("imm", Box::new(move |u| alu(single(u), op, true, imm))),
-            ("tensor", Box::new(move |u| alu(single(u), op, false, 0))),
-            (
-                "add",
-                Box::new(move |u| alu(single(u), AluOp::Add, true, 11)),
-            ),
-            ("gemm", Box::new(move |u| gemm(single(u), 0, 0))),
-        ];
-        for (what, producer) in &producers {
+        for what in ["imm", "tensor", "add", "gemm"] {
+            let producer = |u: usize| match what {
+                "imm" => alu(single(u), op, true, imm),
+                "tensor" => alu(single(u), op, false, 0),
+                "add" => alu(single(u), AluOp::Add, true, 11),
+                _ => gemm(single(u), 0, 0),
+            };
             setup(&mut core, &mut r, &mut rng, 0);
             let mut uops = vec![uop(filler, filler, 1)];
             let mut prog = vec![];
@@ -368,7 +365,7 @@ fn dependent_alu(name: &str) {
                 }
             }
             assert!(
-                (next_row as u32) <= cfg.depth(MemType::Acc)
+                next_row <= cfg.depth(MemType::Acc)
                     && uops.len() < cfg.depth(MemType::Uop) as usize,
                 "{name}: the cases need {next_row} ACC rows and {} micro-ops",
                 uops.len()
