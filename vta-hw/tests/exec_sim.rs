@@ -205,6 +205,185 @@ fn hazards(name: &str) {
     check_all_acc(&mut core, &mut r, "hazards");
 }
 
+/// A micro-op writing ACC row `dst`: `src` is the tensor operand's row (or the INP row of a
+/// GEMM), `wgt` the GEMM's WGT tile.
+fn uop(dst: u32, src: u32, wgt: u32) -> Uop {
+    Uop {
+        dst_idx: dst,
+        src_idx: src,
+        wgt_idx: wgt,
+    }
+}
+
+/// Where a directed case's consumer reads the row its producer wrote.
+#[derive(Clone, Copy, Debug)]
+enum Consumer {
+    /// An immediate ALU micro-op on the row (its dst).
+    ImmDst,
+    /// A tensor ALU micro-op on the row, its src another row.
+    TensorDst,
+    /// A tensor ALU micro-op reading the row as src, writing another.
+    TensorSrc,
+    /// A tensor ALU micro-op with the row as dst and src.
+    TensorBoth,
+    /// A GEMM accumulating into the row.
+    GemmDst,
+}
+
+/// Back-to-back dependent ALU micro-ops, for every operation (MIN, MAX, ADD, SHR, and MUL
+/// and LUT where the config has them), with immediate and tensor operands. Each case is a
+/// producer (the operation with an immediate or a tensor operand, an ADD, or a GEMM) writing
+/// a fresh row, 0 to 4 filler micro-ops on other rows, then a consumer reading that row as
+/// its dst, its src or both, each micro-op an instruction of its own: every forwarding path
+/// (the result entering the result register, in it, one stage on, and the block RAM after
+/// the write) is taken for dst and for src, behind a one-cycle or a MUL producer. Then
+/// chains inside one instruction (each micro-op reading the previous one's row). Each
+/// case writes rows no other case touches, so a wrong value stays visible in the final ACC;
+/// issue timing is checked too (no stall, unchanged rates).
+fn dependent_alu(name: &str) {
+    if !verilator_available() {
+        return;
+    }
+    let mut core = Core::new(name);
+    let mut r = Reference::new(&core.cfg);
+    let mut rng = Rng::new(19);
+    let cfg = core.cfg.clone();
+    let mut ops = AluOp::ALL[..4].to_vec();
+    if cfg.alu_mul {
+        ops.push(AluOp::Mul);
+    }
+    if cfg.alu_lut {
+        ops.push(AluOp::Lut);
+    }
+    let single = |u: usize| lp(u as u16, u as u16 + 1, 1, 1);
+    // Rows 0..8 are read only: 4 and 5 are tensor operands, 7 the fillers' row; fresh rows
+    // start at 8.
+    let (operand, other, filler) = (4, 5, 7);
+    for &op in &ops {
+        let imm = match op {
+            AluOp::Shr => 3,
+            AluOp::Mul => -3,
+            AluOp::Lut => -50,
+            _ => 5,
+        };
+        for what in ["imm", "tensor", "add", "gemm"] {
+            let producer = |u: usize| match what {
+                "imm" => alu(single(u), op, true, imm),
+                "tensor" => alu(single(u), op, false, 0),
+                "add" => alu(single(u), AluOp::Add, true, 11),
+                _ => gemm(single(u), 0, 0),
+            };
+            setup(&mut core, &mut r, &mut rng, 0);
+            let mut uops = vec![uop(filler, filler, 1)];
+            let mut prog = vec![];
+            if cfg.alu_lut {
+                // The whole table from the random rows 0..16: entry 16*o + i is lane
+                // (entry mod LANES) of row o.
+                uops.push(uop(0, 0, 0));
+                let mut l = lp(1, 2, 16, 16);
+                (l.dst_factor_out, l.dst_factor_in, l.src_factor_out) = (16, 1, 1);
+                prog.push(alu(l, AluOp::LutWrite, false, 0));
+            }
+            let mut next_row = 8;
+            let mut fresh = || {
+                next_row += 1;
+                next_row - 1
+            };
+            let fillers = [alu(single(0), AluOp::Add, true, -2), gemm(single(0), 0, 1)];
+            for d in 0..5 {
+                for consumer in [
+                    Consumer::ImmDst,
+                    Consumer::TensorDst,
+                    Consumer::TensorSrc,
+                    Consumer::TensorBoth,
+                    Consumer::GemmDst,
+                ] {
+                    let row = fresh();
+                    let (c_uop, c_insn): (Uop, fn(usize, AluOp, i16) -> Insn) = match consumer {
+                        Consumer::ImmDst => (uop(row, operand, 0), |u, op, imm| {
+                            alu(lp(u as u16, u as u16 + 1, 1, 1), op, true, imm)
+                        }),
+                        Consumer::TensorDst => (uop(row, other, 0), |u, op, _| {
+                            alu(lp(u as u16, u as u16 + 1, 1, 1), op, false, 0)
+                        }),
+                        Consumer::TensorSrc => (uop(fresh(), row, 0), |u, op, _| {
+                            alu(lp(u as u16, u as u16 + 1, 1, 1), op, false, 0)
+                        }),
+                        Consumer::TensorBoth => (uop(row, row, 0), |u, op, _| {
+                            alu(lp(u as u16, u as u16 + 1, 1, 1), op, false, 0)
+                        }),
+                        Consumer::GemmDst => (uop(row, operand, 2), |u, _, _| {
+                            gemm(lp(u as u16, u as u16 + 1, 1, 1), 0, 0)
+                        }),
+                    };
+                    uops.push(uop(row, operand, 2));
+                    prog.push(producer(uops.len() - 1));
+                    prog.extend((0..d).map(|k| fillers[k % 2]));
+                    uops.push(c_uop);
+                    prog.push(c_insn(uops.len() - 1, op, imm));
+                }
+            }
+            // Chains in one instruction: six micro-ops on one row with an immediate and with
+            // the row as its own tensor operand, and two rows each reading the other.
+            let (a, b, c) = (fresh(), fresh(), fresh());
+            uops.push(uop(a, operand, 0));
+            prog.push(alu(
+                lp(uops.len() as u16 - 1, uops.len() as u16, 2, 3),
+                op,
+                true,
+                imm,
+            ));
+            uops.push(uop(b, b, 0));
+            prog.push(alu(
+                lp(uops.len() as u16 - 1, uops.len() as u16, 3, 2),
+                op,
+                false,
+                0,
+            ));
+            uops.extend([uop(b, c, 0), uop(c, b, 0)]);
+            prog.push(alu(
+                lp(uops.len() as u16 - 2, uops.len() as u16, 3, 1),
+                op,
+                false,
+                0,
+            ));
+            if op == AluOp::Lut {
+                // A LUT right after (and 1, 2 micro-ops after) the LUTW that wrote its entry
+                // (entries below 64, which a micro-op's dst field holds on every config).
+                for d in 0..3 {
+                    let y = 40 + 7 * d as i16;
+                    uops.push(uop(u32::from(y as u8), operand, 0));
+                    prog.push(alu(
+                        single(uops.len() - 1),
+                        AluOp::LutWrite,
+                        true,
+                        40 + d as i16,
+                    ));
+                    prog.extend((0..d).map(|k| fillers[k % 2]));
+                    uops.push(uop(fresh(), operand, 0));
+                    prog.push(alu(single(uops.len() - 1), AluOp::Lut, true, y));
+                }
+            }
+            assert!(
+                next_row <= cfg.depth(MemType::Acc)
+                    && uops.len() < cfg.depth(MemType::Uop) as usize,
+                "{name}: the cases need {next_row} ACC rows and {} micro-ops",
+                uops.len()
+            );
+            core.write_uops(0, &uops);
+            r.uop[..uops.len()].copy_from_slice(&uops);
+            let log = core.run(&prog, &[]).to_vec();
+            for i in &prog {
+                r.exec(i);
+            }
+            check_timing(&cfg, &log);
+            assert_eq!(core.faults, 0, "{name}: unexpected fault");
+            assert_eq!(core.events, r.counts, "{name}: {op:?} after {what}");
+            check_all_acc(&mut core, &mut r, &format!("{op:?} after {what}"));
+        }
+    }
+}
+
 /// Indices past their buffer pulse `fault` once per micro-op; only used indices count.
 fn faults(name: &str) {
     if !verilator_available() {
@@ -381,6 +560,10 @@ macro_rules! config_tests {
             #[test]
             fn hazards() {
                 super::hazards($name);
+            }
+            #[test]
+            fn dependent_alu() {
+                super::dependent_alu($name);
             }
             #[test]
             fn faults() {

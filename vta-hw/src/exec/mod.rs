@@ -40,9 +40,10 @@
 //! | 4 | multipliers (DSP `M` register) |
 //! | 5 | post-adder (DSP `P` register) |
 //! | 6 .. W-1 | adder trees, two levels per stage ([`ExecTiming::tree_stages`] stages) |
-//! | W-2 | tensor ALU: ACC read of `src` |
-//! | W-1 | ACC read of `dst`; ALU operand register (immediate or forwarded `src`) |
-//! | W | forwarding, accumulate / ALU op / reset; result register |
+//! | W-3 | tensor ALU: ACC read of `src` |
+//! | W-2 | ACC read of `dst`; tensor ALU: `src`'s row, forwarded, into register `src_row` |
+//! | W-1 | `dst`'s row, forwarded, into register `x_row`; ALU operand register `y_row` (immediate or `src`'s row, forwarded) |
+//! | W | forwarding from the previous slot, accumulate / ALU op / reset; result register |
 //! | W+1 | ACC and OUT write, event pulses |
 //! | W+2 | `done` pulse (for the instruction's last micro-op) |
 //!
@@ -62,9 +63,13 @@
 //! Sequential semantics (spec 8) with no stall: results enter the result register in order,
 //! and a micro-op whose `dst` (or tensor `src`) row is still being written by an earlier
 //! micro-op takes that value from the result registers `res1`, `res2` (or, for `src` in
-//! stage W-1, a MUL product about to enter `res1`) instead of the ACC read data. The `mul_extra` issue slots behind a MUL micro-op
-//! stay empty, so its product is in the result register before the next micro-op needs it
-//! and never meets another micro-op's result there.
+//! stage W-1, a MUL product about to enter `res1`) instead of the ACC read data. A row read
+//! in cycle `c` misses the results entering `res1` at the ends of cycles `c-1`, `c` and
+//! `c+1`: the first two are forwarded (from `res2`, `res1`) into the register that takes the
+//! read data, the third one cycle later from `res1` (for `dst` in stage W, for `src` in
+//! stage W-1). The `mul_extra` issue slots behind a MUL micro-op stay empty, so its product
+//! is in the result register before the next micro-op needs it and never meets another
+//! micro-op's result there.
 //!
 //! Rates: GEMM and ALU with an immediate operand issue one micro-op per cycle, whatever their
 //! indices. A tensor ALU micro-op needs two ACC reads and ACC has a single read port (one
@@ -94,15 +99,20 @@
 //! product is a plain signed multiply (4x4 products map to LUTs).
 //!
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7`: 176
-//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 15.1k LUTs, 5.6k
+//! DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 16.6k LUTs, 6.6k
 //! flip-flops (the MUL operand and product registers are inside the DSP48E1), and 8
 //! RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5).
 //!
-//! Timing: no path runs from the ACC read data through a multiplier. Stage W's longest
-//! paths are ACC read data -> forwarding mux -> the 32-bit compare of MIN/MAX or the SHR
-//! barrel shifter -> operation mux -> result register; ALU MUL's 32 x 32 multiply is split
-//! into three 16 x 16 products, each one DSP48E1 between registers (see the README's
-//! expected critical paths for the measured logic depths).
+//! Timing: no path runs from the ACC read data through a multiplier, and none from it into
+//! the lanes: both rows are read a stage before they are needed and forwarded into
+//! registers (block RAM output -> 3:1 mux -> flip-flop), at the cost of those registers
+//! (`x_row`, `src_row`: two ACC rows of flip-flops) and no cycle. Stage W's longest paths
+//! start at flip-flops: 2:1 forwarding mux -> the 32-bit compare of MIN/MAX or the SHR
+//! barrel shifter -> operation mux -> result register. (Before, the ACC read data entered
+//! stage W directly, and the ECP5 critical path ran from the block RAM's output through the
+//! forwarding mux and the compare.) ALU MUL's 32 x 32 multiply is split into three 16 x 16
+//! products, each one DSP48E1 between registers (see the README's expected critical paths
+//! for the measured logic depths).
 
 mod alu;
 mod dot;

@@ -275,7 +275,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let last = Staged::new(&m, "last", finishing, 0, wb + 1 + e, true);
     let gemm = Staged::new(&m, "gemm", i_gemm, 0, wb, false);
     let clear = Staged::new(&m, "clear", i_clear, 0, wb, false);
-    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 2, false);
+    let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 3, false);
     let op = Staged::new(&m, "op", i_op, 0, w, false);
     let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w - 1, false);
     let imm = Staged::new(&m, "imm", i_imm, 0, w - 1, false);
@@ -327,7 +327,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let entry = lut
         .as_ref()
         .map(|_| Staged::new(&m, "lut_entry", dst_x.trunc(LUT_ADDR_BITS), 1, w - 1, false));
-    let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 1, false);
+    let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 2, false);
     let wgt = Staged::new(&m, "wgt", wgt_x.trunc(p.a_wgt), 1, 2, false);
 
     // Stage 2: operand reads and the fault pulse.
@@ -347,12 +347,13 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let dot = dot_inst.output("dot");
 
     // ----- ACC: one read port, one write port --------------------------------------------
-    // Stage W-1 reads dst; a tensor ALU micro-op reads src one stage earlier, in the slot
-    // left free in front of it.
+    // Stage W-2 reads dst; a tensor ALU micro-op reads src one stage earlier, in the slot
+    // left free in front of it. Both rows are registered (forwarded) before stage W uses
+    // them, so that the block RAM's output feeds no lane logic.
     let acc_mem = m.mem("acc_mem", acc_bits, 1 << p.a_acc);
-    let rd_src = m.named("acc_rd_src", v.at(w - 2) & tensor.at(w - 2));
-    let rd_dst = m.named("acc_rd_dst", v.at(w - 1) & !clear.at(w - 1));
-    let acc_raddr = m.mux(rd_src, src.at(w - 2).resize(p.a_acc), dst.at(w - 1));
+    let rd_src = m.named("acc_rd_src", v.at(w - 3) & tensor.at(w - 3));
+    let rd_dst = m.named("acc_rd_dst", v.at(w - 2) & !clear.at(w - 2));
+    let acc_raddr = m.mux(rd_src, src.at(w - 3).resize(p.a_acc), dst.at(w - 2));
     let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
     // Results enter `res1` in order, one per cycle at most: a micro-op's from stage W, a
     // MUL's from stage W+mul_extra (the slot that would collide with it stays empty).
@@ -371,7 +372,10 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let wdst = Staged::new(&m, "wdst", wdst_w, w, w + 1, false);
     // Forwarding: a result in `res1`, `res2` or entering `res1` is not yet visible to a read
     // issued one cycle earlier; a micro-op takes the newest one that matches its row. Which
-    // one is decided a cycle ahead, into registers.
+    // one is decided a cycle ahead, into registers. A row read in cycle `c` misses the
+    // results that enter `res1` at the ends of cycles `c-1`, `c` and `c+1`: the first two
+    // are in `res2`, `res1` when the data arrives (cycle `c+1`) and are forwarded into the
+    // operand register; the third is in `res1` one cycle later and is forwarded after it.
     let res1 = m.reg_noreset("res1", acc_bits);
     let res2 = m.reg_noreset("res2", acc_bits);
     m.next(res2, res1);
@@ -380,21 +384,35 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         m.next(r, we & row.eq(idx));
         r
     };
-    // dst, read in stage W-1, is used in stage W.
-    let d_next = dst.at(w - 1);
-    let dst_in_res1 = hit("dst_in_res1", we.at(w), wdst.at(w), d_next);
-    let dst_in_res2 = hit("dst_in_res2", we.at(w + 1), wdst.at(w + 1), d_next);
-    let x_row = m.named(
-        "x_row",
+    // dst, read in stage W-2, is registered in `x_row` in stage W-1 and used in stage W.
+    let d_rd = dst.at(w - 2);
+    let dst_in_res1 = hit("dst_in_res1", we.at(w), wdst.at(w), d_rd);
+    let dst_in_res2 = hit("dst_in_res2", we.at(w + 1), wdst.at(w + 1), d_rd);
+    let dst_in_prev = hit("dst_in_prev", we.at(w), wdst.at(w), dst.at(w - 1));
+    let x_row = m.reg_noreset("x_row", acc_bits);
+    m.next(
+        x_row,
         m.mux(dst_in_res1, res1, m.mux(dst_in_res2, res2, acc_rdata)),
     );
-    // The ALU operand is registered in stage W-1, so that stage W starts from a flip-flop:
-    // the immediate, or src (read in stage W-2) forwarded like dst one stage earlier. The
-    // slot in front of a tensor micro-op is empty, so the result entering `res1` in stage W-1
-    // can only be a MUL product.
+    let x_op = m.named("x_op", m.mux(dst_in_prev, res1, x_row));
+    // A tensor src, read in stage W-3, is registered in `src_row` in stage W-2, and the ALU
+    // operand register `y_row` takes it (or the immediate) in stage W-1, so that stage W
+    // starts from flip-flops. The slot in front of a tensor micro-op is empty, so after the
+    // results forwarded into `src_row` only two more can concern it, both forwarded into
+    // `y_row`: the one that entered `res1` at the end of stage W-2 (the slot two ahead) and
+    // a MUL product about to enter it in stage W-1 (a MUL three ahead). Nothing enters
+    // `res1` at the end of its stage W-1 but that product, so `y_row` is final there and
+    // the activation table can look it up.
+    let s_rd = src.at(w - 3).resize(p.a_acc);
+    let src_in_res1 = hit("src_in_res1", we.at(w), wdst.at(w), s_rd);
+    let src_in_res2 = hit("src_in_res2", we.at(w + 1), wdst.at(w + 1), s_rd);
+    let src_row = m.reg_noreset("src_row", acc_bits);
+    m.next(
+        src_row,
+        m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata)),
+    );
     let s_next = src.at(w - 2).resize(p.a_acc);
-    let src_in_res1 = hit("src_in_res1", we.at(w), wdst.at(w), s_next);
-    let src_in_res2 = hit("src_in_res2", we.at(w + 1), wdst.at(w + 1), s_next);
+    let src_in_prev = hit("src_in_prev", we.at(w), wdst.at(w), s_next);
     let src_in_mul = mul.as_ref().map(|mul| {
         let k = w + e - 1;
         hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
@@ -413,7 +431,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let mut products = vec![];
     for l in 0..lanes {
         let lane = m.instance(&format!("lane{l}"), &lane_mod);
-        lane.connect("x", x_row.lane(l, p.acc_width));
+        lane.connect("x", x_op.lane(l, p.acc_width));
         lane.connect("y", y_row.lane(l, p.acc_width));
         let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
         lane.connect("d", d.as_unsigned());
@@ -438,9 +456,9 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     };
     m.next_when(res1, we.at(w), result);
 
-    let mut src_row = m.mux(src_in_res1, res1, m.mux(src_in_res2, res2, acc_rdata));
+    let mut src_op = m.mux(src_in_prev, res1, src_row);
     if let Some(hit) = src_in_mul {
-        src_row = m.mux(hit, m.pack(&products), src_row);
+        src_op = m.mux(hit, m.pack(&products), src_op);
     }
     let imm_row = m.pack(&vec![
         imm.at(w - 1)
@@ -450,7 +468,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         lanes as usize
     ]);
     let alu_w1 = v.at(w - 1) & !gemm.at(w - 1) & !clear.at(w - 1);
-    let y_next = m.mux(use_imm.at(w - 1), imm_row, src_row);
+    let y_next = m.mux(use_imm.at(w - 1), imm_row, src_op);
     m.next_when(y_row, alu_w1, y_next);
     if let (Some((lut, lutw)), Some(entry), Some(wires)) = (&lut, &entry, &entries) {
         let ctl = TableCtl {
