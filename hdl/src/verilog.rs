@@ -12,6 +12,13 @@
 //! * a subexpression used more than once, a product inside a larger expression, and the
 //!   operand of a part-select that is not a plain name are printed once into a generated
 //!   wire named after the signal being computed (`<name>_t<k>`);
+//! * such a generated signal that only an enabled register's next value reads is a `reg`
+//!   computed inside that register's `if (enable)` by a blocking assignment (under a local
+//!   `lint_off BLKSEQ`), after an unconditional zero default that lets Verilator make it a
+//!   C++ local: a simulator then evaluates it only in the cycles the register loads
+//!   (Verilator evaluates every continuous assignment on every clock edge, and does not
+//!   move one read twice into the clocked block), and synthesis sees the same logic (the
+//!   default is never read);
 //! * logic nothing reads was dropped when the module was finished; a signal some of whose
 //!   bits are unread is wrapped in a commented `lint_off UNUSEDSIGNAL`.
 
@@ -198,6 +205,20 @@ enum Prec {
 struct Temp {
     name: String,
     width: u32,
+    /// Its index in `Printer::temp_readers`.
+    id: usize,
+}
+
+/// What is being printed: who reads the names used meanwhile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reader {
+    /// Anything computed outside a register's next value (assignments, enables, memory
+    /// ports, instance connections).
+    Other,
+    /// The next value of register statement `k`.
+    Reg(usize),
+    /// The generated signal with id `k` (see [`Temp::id`]).
+    Temp(usize),
 }
 
 struct Printer<'a> {
@@ -209,8 +230,15 @@ struct Printer<'a> {
     temps: Vec<Temp>,
     /// Bits read so far, per declared name.
     used: HashMap<String, Vec<bool>>,
-    /// `assign` statements in print order.
-    assigns: Vec<String>,
+    /// `assign` statements in print order, each with the generated signal it drives.
+    assigns: Vec<(Option<usize>, String)>,
+    /// Who is reading the names used now.
+    reader: Reader,
+    /// The id of each generated signal's name.
+    temp_index: HashMap<String, usize>,
+    /// The readers of each generated signal, by id (ids are given in the order their
+    /// printing starts).
+    temp_readers: Vec<Vec<Reader>>,
 }
 
 fn range(width: u32) -> String {
@@ -256,6 +284,19 @@ impl<'a> Printer<'a> {
             temps: vec![],
             used,
             assigns: vec![],
+            reader: Reader::Other,
+            temp_index: HashMap::new(),
+            temp_readers: vec![],
+        }
+    }
+
+    /// Records that the current reader reads `name` (if it is a generated signal).
+    fn note_read(&mut self, name: &str) {
+        if let Some(&k) = self.temp_index.get(name) {
+            let r = self.reader;
+            if !self.temp_readers[k].contains(&r) {
+                self.temp_readers[k].push(r);
+            }
         }
     }
 
@@ -300,6 +341,7 @@ impl<'a> Printer<'a> {
     }
 
     fn use_bits(&mut self, name: &str, lo: u32, width: u32) {
+        self.note_read(name);
         if let Some(u) = self.used.get_mut(name) {
             for b in lo..lo + width {
                 u[b as usize] = true;
@@ -308,6 +350,7 @@ impl<'a> Printer<'a> {
     }
 
     fn use_all(&mut self, name: &str) {
+        self.note_read(name);
         if let Some(u) = self.used.get_mut(name) {
             u.iter_mut().for_each(|b| *b = true);
         }
@@ -330,16 +373,63 @@ impl<'a> Printer<'a> {
     }
 
     fn hoist_as(&mut self, n: NodeId, name: String, hint: &str) -> String {
+        let id = self.temp_readers.len();
+        self.temp_readers.push(vec![]);
+        let outer = std::mem::replace(&mut self.reader, Reader::Temp(id));
         let rhs = self.rhs(n, hint);
+        self.reader = outer;
         let width = self.def.nodes[n].width;
         self.used.insert(name.clone(), vec![false; width as usize]);
         self.temps.push(Temp {
             name: name.clone(),
             width,
+            id,
         });
-        self.assigns.push(format!("assign {name} = {rhs};"));
+        self.temp_index.insert(name.clone(), id);
+        // In dependency order: the signals its value reads come first.
+        self.assigns.push((Some(id), format!("{name} = {rhs};")));
         self.ident.insert(n, name.clone());
         name
+    }
+
+    /// For each generated signal (by id), the register statement that is its only reader,
+    /// directly or through other generated signals, if that register is in `enabled`.
+    fn owners(&self, enabled: &[bool]) -> Vec<Option<usize>> {
+        fn owner(
+            p: &Printer,
+            k: usize,
+            enabled: &[bool],
+            memo: &mut [Option<Option<usize>>],
+        ) -> Option<usize> {
+            if let Some(o) = memo[k] {
+                return o;
+            }
+            let mut found: Option<usize> = None;
+            let mut ok = !p.temp_readers[k].is_empty();
+            for r in &p.temp_readers[k] {
+                let o = match *r {
+                    Reader::Other => None,
+                    Reader::Reg(j) => enabled[j].then_some(j),
+                    Reader::Temp(t) => owner(p, t, enabled, memo),
+                };
+                match (o, found) {
+                    (None, _) => ok = false,
+                    (Some(j), None) => found = Some(j),
+                    (Some(j), Some(f)) if j != f => ok = false,
+                    _ => {}
+                }
+                if !ok {
+                    break;
+                }
+            }
+            let o = if ok { found } else { None };
+            memo[k] = Some(o);
+            o
+        }
+        let mut memo = vec![None; self.temp_readers.len()];
+        (0..self.temp_readers.len())
+            .map(|k| owner(self, k, enabled, &mut memo))
+            .collect()
     }
 
     /// Text for the whole right-hand side of an assignment whose target has exactly the
@@ -640,7 +730,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     for a in &def.assigns {
         let name = def.signals[a.target].name.clone();
         let rhs = p.root(a.value, &name, Some(&name));
-        p.assigns.push(format!("assign {name} = {rhs};"));
+        p.assigns.push((None, format!("{name} = {rhs};")));
     }
 
     // Register next values (printed later inside always blocks).
@@ -649,12 +739,17 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         reset: Option<Bits>,
         value: String,
         enable: Option<String>,
+        /// Generated signals computed only for this register (name, width, assignment), in
+        /// dependency order.
+        locals: Vec<(String, u32, String)>,
     }
     let mut reg_stmts = vec![];
-    for n in &def.nexts {
+    for (k, n) in def.nexts.iter().enumerate() {
         let sig = &def.signals[n.reg];
         let hint = format!("{}_next", sig.name);
+        p.reader = Reader::Reg(k);
         let value = p.root(n.value, &hint, None);
+        p.reader = Reader::Other;
         let enable = n.enable.map(|e| p.expr(e, &hint).0);
         let reset = match &sig.kind {
             SigKind::Reg { reset } => reset.clone(),
@@ -665,6 +760,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
             reset,
             value,
             enable,
+            locals: vec![],
         });
     }
 
@@ -791,6 +887,25 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         inst_texts.push(t);
     }
 
+    // Generated signals only an enabled register reads move into its `if (enable)`.
+    let enabled: Vec<bool> = reg_stmts.iter().map(|r| r.enable.is_some()).collect();
+    let owners = p.owners(&enabled);
+    let mut assigns = vec![];
+    let width_of: HashMap<usize, (String, u32)> = p
+        .temps
+        .iter()
+        .map(|t| (t.id, (t.name.clone(), t.width)))
+        .collect();
+    for (id, text) in std::mem::take(&mut p.assigns) {
+        match id.and_then(|id| owners[id].map(|k| (id, k))) {
+            Some((id, k)) => {
+                let (name, width) = width_of[&id].clone();
+                reg_stmts[k].locals.push((name, width, text));
+            }
+            None => assigns.push(format!("assign {text}")),
+        }
+    }
+
     // ---- assemble ------------------------------------------------------------------------
     let mut out = String::new();
     out.push_str("(\n");
@@ -860,7 +975,12 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         lint_wrap(&mut decls, "  ", comment, &line);
     }
     for t in &p.temps {
-        let line = format!("wire {}{};", range_sp(t.width), t.name);
+        let kw = if owners[t.id].is_some() {
+            "reg"
+        } else {
+            "wire"
+        };
+        let line = format!("{kw} {}{};", range_sp(t.width), t.name);
         let comment = p.unused_comment(&t.name, None, "generated wire; the rest is not needed");
         lint_wrap(&mut decls, "  ", comment, &line);
     }
@@ -868,9 +988,9 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     if !decls.is_empty() {
         sections.push(decls);
     }
-    if !p.assigns.is_empty() {
+    if !assigns.is_empty() {
         let mut s = String::new();
-        for a in &p.assigns {
+        for a in &assigns {
             let _ = writeln!(s, "  {a}");
         }
         sections.push(s);
@@ -880,8 +1000,36 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     }
     let with_reset: Vec<&RegStmt> = reg_stmts.iter().filter(|r| r.reset.is_some()).collect();
     let without: Vec<&RegStmt> = reg_stmts.iter().filter(|r| r.reset.is_none()).collect();
+    // A register's own generated signals are first set to zero, unconditionally, so that
+    // Verilator sees them written before any read and makes them C++ locals (which the
+    // compiler keeps in registers); they are computed when the register loads.
+    let defaults = |regs: &[&RegStmt], indent: &str| -> String {
+        let mut s = String::new();
+        for r in regs {
+            for (name, width, _) in &r.locals {
+                let _ = writeln!(s, "{indent}{name} = {};", Bits::zero(*width).verilog());
+            }
+        }
+        if s.is_empty() {
+            s
+        } else {
+            format!("{indent}/* verilator lint_off BLKSEQ */\n{s}{indent}/* verilator lint_on BLKSEQ */\n")
+        }
+    };
     let stmt = |r: &RegStmt, indent: &str| -> String {
         match &r.enable {
+            Some(e) if !r.locals.is_empty() => {
+                let mut s = format!("{indent}if ({e}) begin\n");
+                let _ = writeln!(s, "{indent}  /* verilator lint_off BLKSEQ */");
+                for (_, _, l) in &r.locals {
+                    let l = l.replace('\n', &format!("\n{indent}"));
+                    let _ = writeln!(s, "{indent}  {l}");
+                }
+                let _ = writeln!(s, "{indent}  /* verilator lint_on BLKSEQ */");
+                let _ = writeln!(s, "{indent}  {} <= {};", r.name, r.value);
+                let _ = writeln!(s, "{indent}end");
+                s
+            }
             Some(e) => format!("{indent}if ({e}) {} <= {};\n", r.name, r.value),
             None => format!("{indent}{} <= {};\n", r.name, r.value),
         }
@@ -889,6 +1037,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     if !with_reset.is_empty() {
         let mut s = String::new();
         let _ = writeln!(s, "  always @(posedge {}) begin", def.cr.clock);
+        s.push_str(&defaults(&with_reset, "    "));
         let _ = writeln!(s, "    if ({}) begin", p.reset_cond());
         for r in &with_reset {
             let _ = writeln!(
@@ -910,6 +1059,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "  always @(posedge {}) begin", def.cr.clock);
         for r in &without {
+            s.push_str(&defaults(&[r], "    "));
             s.push_str(&stmt(r, "    "));
         }
         let _ = writeln!(s, "  end");

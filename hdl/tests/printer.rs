@@ -49,6 +49,41 @@ fn features() -> Module {
     m.finish().unwrap()
 }
 
+/// Registers with enables whose next values need generated signals: one read only by a
+/// register without reset, one only by a register with reset (both computed inside the
+/// register's `if (enable)`), and one also read by an output (a continuous assignment).
+fn enabled_locals() -> Module {
+    let m = ModuleBuilder::new("enabled_locals");
+    let en = m.input("en", 1);
+    let a = m.input_signed("a", 8);
+    let b = m.input_signed("b", 8);
+    let s = a.resize(9) + b.resize(9);
+    let q = m.reg_noreset_signed("q", 10);
+    m.next_when(q, en, s.resize(10) + s.resize(10));
+    let d = a.resize(9) - b.resize(9);
+    let c = m.reg_signed("c", 10, 0);
+    m.next_when(c, en, d.resize(10) + d.resize(10));
+    let shared = a.resize(9) + b.resize(9).slice(8, 1).as_signed().resize(9);
+    let r = m.reg_noreset_signed("r", 10);
+    m.next_when(r, en, shared.resize(10) + shared.resize(10));
+    m.output_from("q_out", q);
+    m.output_from("c_out", c);
+    m.output_from("r_out", r);
+    m.output_from("shared_out", shared);
+    m.finish().unwrap()
+}
+
+#[test]
+fn enabled_register_locals_verilog() {
+    let d = Design::new(enabled_locals());
+    insta::assert_snapshot!(d.verilog(""));
+    // The blocking assignments are waived locally: -Wall stays silent.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("printer-locals");
+    if let Err(e) = hdl::verilator::lint(&d, &dir) {
+        panic!("lint failed:\n{e}");
+    }
+}
+
 #[test]
 fn counter_verilog() {
     let d = Design::new(counter());

@@ -357,3 +357,48 @@ fn model_from_linked_shim_functions() {
     drop(sim);
     drop(other);
 }
+
+/// Registers with an enable whose next values have generated signals of their own (computed
+/// inside `if (enable)`, see the printer): they load the right value when enabled, with and
+/// without reset, and hold it otherwise.
+#[test]
+fn enabled_registers_with_local_signals() {
+    let m = ModuleBuilder::new("enabled_locals");
+    let en = m.input("en", 1);
+    let a = m.input_signed("a", 8);
+    let b = m.input_signed("b", 8);
+    let s = a.resize(9) + b.resize(9);
+    let q = m.reg_noreset_signed("q", 10);
+    m.next_when(q, en, s.resize(10) + s.resize(10));
+    let d = a.resize(9) - b.resize(9);
+    let c = m.reg_signed("c", 10, 0);
+    m.next_when(c, en, d.resize(10) + d.resize(10));
+    m.output_from("q_out", q);
+    m.output_from("c_out", c);
+    let mut sim = build(m.finish().unwrap());
+    let (pen, pa, pb) = (sim.port("en"), sim.port("a"), sim.port("b"));
+    let (pq, pc) = (sim.port("q_out"), sim.port("c_out"));
+    sim.reset(2);
+    assert_eq!(sim.get_signed(pc), 0);
+    let mut rng = Rng::new(3);
+    let (mut eq, mut ec) = (None, 0i64);
+    for _ in 0..5_000 {
+        let (a, b) = (
+            rng.bits(8) as u8 as i8 as i64,
+            rng.bits(8) as u8 as i8 as i64,
+        );
+        let e = rng.below(2);
+        sim.set(pen, e);
+        sim.set_signed(pa, a);
+        sim.set_signed(pb, b);
+        sim.tick();
+        if e == 1 {
+            eq = Some(2 * (a + b));
+            ec = 2 * (a - b);
+        }
+        if let Some(eq) = eq {
+            assert_eq!(sim.get_signed(pq), eq);
+        }
+        assert_eq!(sim.get_signed(pc), ec);
+    }
+}

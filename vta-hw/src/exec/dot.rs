@@ -80,7 +80,15 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
                     let w2 = w[n2 as usize][k as usize].as_signed().sext(pk_w);
                     let packed = (w2 << s) + w1;
                     let tag = format!("b{b}_k{k}_j{j}");
-                    let prod = pipe_reg(&m, &format!("m_{tag}"), ak * packed, stage(1));
+                    // Only the low 2S bits of the product are ever read (both fields);
+                    // registering just those keeps every later stage within 32 bits for
+                    // int8 operands, which a simulator computes in one machine word.
+                    let prod = pipe_reg(
+                        &m,
+                        &format!("m_{tag}"),
+                        (ak * packed).trunc(2 * s),
+                        stage(1),
+                    );
                     let post = pipe_reg(
                         &m,
                         &format!("p_{tag}"),
