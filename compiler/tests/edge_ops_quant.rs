@@ -295,6 +295,61 @@ fn leaky_relu_and_prelu_run_on_the_alu() {
     );
 }
 
+/// `Max`/`Min` by a constant bound are clamps (TensorFlow's exports bound a LeakyRelu with
+/// `Max(x, -0.4)`, openwakeword's embedding network 19 times); per-element bounds and the
+/// maximum of two tensors run on the CPU.
+#[test]
+fn max_and_min_by_a_constant_are_clamps() {
+    let m = sandwich(16, |m| {
+        m.values("lo", &[], &[-0.4])
+            .node("max", "Max", &["a", "lo"], &["b"], vec![]);
+    });
+    let c = check("Max after a Conv", &m, &[1, 16, 8, 8], &[], 0.05);
+    assert!(
+        matches!(&c.support.get("max").unwrap().support, Support::Fused { into, .. } if into == "conv1"),
+        "{}",
+        c.support
+    );
+    let m = sandwich(16, |m| {
+        m.node(
+            "lrelu",
+            "LeakyRelu",
+            &["a"],
+            &["l"],
+            vec![("alpha", A::F(0.2))],
+        )
+        .values("lo", &[1, 1, 1, 1], &[-0.4])
+        .node("max", "Max", &["l", "lo"], &["l2"], vec![])
+        .values("hi", &[1], &[0.6])
+        .node("min", "Min", &["hi", "l2"], &["b"], vec![]);
+    });
+    check(
+        "Max and Min after a LeakyRelu",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("lrelu", Where::Accel("QLeakyRelu")),
+            ("max", Where::Accel("QAffine")),
+            ("min", Where::Accel("QAffine")),
+        ],
+        0.05,
+    );
+    let m = sandwich(16, |m| {
+        let v: Vec<f32> = (0..16).map(|i| -0.1 * i as f32).collect();
+        m.values("k", &[1, 16, 1, 1], &v)
+            .node("bound", "Max", &["a", "k"], &["r"], vec![])
+            .node("relu", "Relu", &["a"], &["r2"], vec![])
+            .node("pair", "Min", &["r", "r2"], &["b"], vec![]);
+    });
+    check(
+        "per-channel and two-tensor bounds",
+        &m,
+        &[1, 16, 8, 8],
+        &[("bound", Where::Cpu), ("pair", Where::Cpu)],
+        0.05,
+    );
+}
+
 #[test]
 fn binary_layers_broadcast_over_the_plane() {
     // Squeeze-and-excite: x * HardSigmoid(Conv(Relu(Conv(GlobalAveragePool(x))))).
@@ -797,6 +852,31 @@ fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
             ),
             Some("QUpsample"),
             0.0,
+        ),
+        (
+            // onnxruntime's QDQ form of TensorFlow's bounded LeakyRelu before a pool: the
+            // bound is not quantized, the pool's output is (the clamp moves after the pool).
+            "Max then MaxPool",
+            qdq(
+                |m| {
+                    m.values("lo", &[], &[-0.4])
+                        .node("f", "Max", &["a", "lo"], &["c"], vec![])
+                        .node(
+                            "pool",
+                            "MaxPool",
+                            &["c"],
+                            &["b"],
+                            vec![
+                                ("kernel_shape", A::Is(vec![2, 2])),
+                                ("strides", A::Is(vec![2, 2])),
+                            ],
+                        );
+                },
+                0.025,
+                100,
+            ),
+            Some("QMaxPool"),
+            0.025,
         ),
     ];
     for (name, m, layer, lsb) in cases {

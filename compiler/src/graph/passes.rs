@@ -8,6 +8,9 @@
 //!   `Conv` folded the same way;
 //! - [`matmul_to_gemm`]: float `MatMul` by a constant 2-D matrix, with an optional
 //!   following `Add` of a constant bias, becomes `Gemm`;
+//! - [`bounds_to_clip`]: `Max`/`Min` with a constant scalar bound becomes a `Clip`;
+//! - [`pool_before_clamp`]: a constant-bound `Clip` before a `MaxPool` moves after it (they
+//!   commute), where a quantized model's `QuantizeLinear` usually is;
 //! - [`fuse_activations`]: `Relu` and constant-bound `Clip` fused into the producing
 //!   `Conv`, `ConvTranspose`, `Gemm` or `Add` (float), as a clamp on its output;
 //! - [`fuse_gated_activations`]: `Mul(x, Sigmoid(x))` becomes SiLU and
@@ -32,6 +35,7 @@ use super::ops::gemm::Gemm;
 use super::ops::identity::Identity;
 use super::ops::kernels::PadSpec;
 use super::ops::matmul::MatMul;
+use super::ops::max_pool::MaxPool;
 use super::ops::pad::{Pad, PadMode};
 use super::ops::relu::Relu;
 use super::ops::unary::{Unary, UnaryKind};
@@ -46,6 +50,8 @@ pub fn simplify(g: &mut Graph) {
     fold_batch_norm(g);
     fold_channel_affine(g);
     matmul_to_gemm(g);
+    bounds_to_clip(g);
+    pool_before_clamp(g);
     fuse_activations(g);
     g.prune();
 }
@@ -307,6 +313,89 @@ pub fn matmul_to_gemm(g: &mut Graph) {
                 }
             }
         }
+    }
+}
+
+/// Rewrites float `Max(x, c)` / `Min(x, c)` with a constant `c` of one value (in any order,
+/// not broadcasting `x`) as `Clip(x)` bounded below / above by `c`, so that it fuses and
+/// quantizes like any clamp (TensorFlow exports bound a LeakyRelu's output this way).
+pub fn bounds_to_clip(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let Some(bin) = op_is::<Binary>(g, ix) else {
+            continue;
+        };
+        if !matches!(bin.kind, BinKind::Max | BinKind::Min) || bin.activation.is_some() {
+            continue;
+        }
+        let upper = bin.kind == BinKind::Min;
+        let n = &g.dag[ix];
+        let (Some(a), Some(b)) = (n.inputs[0], n.inputs[1]) else {
+            continue;
+        };
+        let one_value = |t: TensorId| {
+            let c = g.const_value(t)?.as_f32().ok()?;
+            let v = *c.iter().next()?;
+            c.iter().all(|&u| u == v).then_some(v)
+        };
+        let (x, bound) = match (one_value(a), one_value(b)) {
+            (None, Some(v)) => (a, v),
+            (Some(v), None) => (b, v),
+            _ => continue,
+        };
+        let out = n.outputs[0];
+        if g.fact(x).dtype != DType::F32 || g.fact(x).shape != g.fact(out).shape || bound.is_nan() {
+            continue;
+        }
+        let act = if upper {
+            Activation {
+                min: f32::NEG_INFINITY,
+                max: bound,
+            }
+        } else {
+            Activation {
+                min: bound,
+                max: f32::INFINITY,
+            }
+        };
+        g.dag[ix].op = Box::new(Clip {
+            attr_bounds: Some(act),
+        });
+        g.dag[ix].inputs = vec![Some(x)];
+        g.rebuild_edges();
+    }
+}
+
+/// Swaps `Clip(c) -> MaxPool` (constant bounds, the pool its only reader) into
+/// `MaxPool -> Clip(c)`: a clamp is monotonic, so `max(clamp(x)) = clamp(max(x))` over every
+/// window (the pool's padding never wins). A quantized model quantizes the pool's output, not
+/// the clamp's (onnxruntime's QDQ form of a TensorFlow `Max(LeakyRelu(x), -0.4) -> MaxPool`),
+/// and after the swap the clamp is the layer that the `QuantizeLinear` follows.
+pub fn pool_before_clamp(g: &mut Graph) {
+    for ix in g.topo_order() {
+        let Some(clip) = op_is::<Clip>(g, ix) else {
+            continue;
+        };
+        if clip.static_bounds(&g.input_infos(ix)).is_none() {
+            continue;
+        }
+        let clipped = g.dag[ix].outputs[0];
+        let Some((pool, 0)) = sole_consumer(g, clipped) else {
+            continue;
+        };
+        if op_is::<MaxPool>(g, pool).is_none() || g.dag[pool].outputs.len() != 1 {
+            continue;
+        }
+        // The nodes trade everything but their tensors: the first now pools into `clipped`
+        // (which takes the pooled fact), the second clamps that into the pool's output.
+        let pooled = g.dag[pool].outputs[0];
+        let (a, b) = g.dag.index_twice_mut(ix, pool);
+        std::mem::swap(&mut a.op, &mut b.op);
+        std::mem::swap(&mut a.name, &mut b.name);
+        std::mem::swap(&mut a.origin, &mut b.origin);
+        let bounds: Vec<Option<TensorId>> = a.inputs.drain(1..).collect();
+        b.inputs.extend(bounds);
+        g.tensors[clipped].fact = g.tensors[pooled].fact.clone();
+        g.rebuild_edges();
     }
 }
 

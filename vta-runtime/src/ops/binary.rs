@@ -1,6 +1,6 @@
-//! `Add`, `Sub`, `Mul`, `Div` with numpy broadcasting, in f32 or wrapping int32/int64
-//! (integer `Div` truncates toward zero), and `Pow` in f32. `Add` can carry a fused
-//! activation (a residual add followed by `Relu`).
+//! `Add`, `Sub`, `Mul`, `Div`, `Max`, `Min` with numpy broadcasting, in f32 or wrapping
+//! int32/int64 (integer `Div` truncates toward zero), and `Pow` in f32. `Add` can carry a
+//! fused activation (a residual add followed by `Relu`).
 
 use ndarray::{ArrayD, IxDyn, Zip};
 
@@ -17,6 +17,10 @@ pub enum BinKind {
     Div,
     /// Float only (the variance of an exported LayerNorm, `Pow(x, 2)`).
     Pow,
+    /// ONNX's variadic `Max` and `Min` with two inputs (a lower or upper bound; with a
+    /// constant bound they become a `Clip`).
+    Max,
+    Min,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
@@ -64,6 +68,8 @@ impl Op for Binary {
             BinKind::Mul => "Mul",
             BinKind::Div => "Div",
             BinKind::Pow => "Pow",
+            BinKind::Max => "Max",
+            BinKind::Min => "Min",
         }
     }
 
@@ -109,6 +115,8 @@ impl Op for Binary {
                         BinKind::Mul => x * y,
                         BinKind::Div => x / y,
                         BinKind::Pow => x.powf(y),
+                        BinKind::Max => x.max(y),
+                        BinKind::Min => x.min(y),
                     };
                     Ok(act.map_or(v, |a| a.apply(v)))
                 })?)
@@ -118,6 +126,8 @@ impl Op for Binary {
                     BinKind::Add => Ok(x.wrapping_add(y)),
                     BinKind::Sub => Ok(x.wrapping_sub(y)),
                     BinKind::Mul => Ok(x.wrapping_mul(y)),
+                    BinKind::Max => Ok(x.max(y)),
+                    BinKind::Min => Ok(x.min(y)),
                     _ => x
                         .checked_div(y)
                         .ok_or_else(|| "integer division by zero".to_string()),
@@ -128,6 +138,8 @@ impl Op for Binary {
                     BinKind::Add => Ok(x.wrapping_add(y)),
                     BinKind::Sub => Ok(x.wrapping_sub(y)),
                     BinKind::Mul => Ok(x.wrapping_mul(y)),
+                    BinKind::Max => Ok(x.max(y)),
+                    BinKind::Min => Ok(x.min(y)),
                     _ => x
                         .checked_div(y)
                         .ok_or_else(|| "integer division by zero".to_string()),

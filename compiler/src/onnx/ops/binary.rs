@@ -8,11 +8,21 @@ use super::{FromOnnx, ParseCtx};
 impl FromOnnx for Binary {
     fn parse(ctx: &ParseCtx) -> Result<Binary, String> {
         ctx.refuse("broadcast", "legacy broadcasting before opset 7")?;
-        let kind = match ctx.node.op_type.as_str() {
+        let op = ctx.node.op_type.as_str();
+        let operands = ctx.node.input.len();
+        if matches!(op, "Max" | "Min") && operands != 2 {
+            return Err(format!(
+                "{op} of {operands} inputs is not supported, only of two (rewrite it as a \
+                 chain of two-input {op}s)"
+            ));
+        }
+        let kind = match op {
             "Add" => BinKind::Add,
             "Sub" => BinKind::Sub,
             "Mul" => BinKind::Mul,
             "Pow" => BinKind::Pow,
+            "Max" => BinKind::Max,
+            "Min" => BinKind::Min,
             _ => BinKind::Div,
         };
         Ok(Binary::new(kind))

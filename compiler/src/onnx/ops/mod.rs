@@ -147,7 +147,9 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Conv" => Box::new(conv::Conv::parse(ctx)?),
         "Gemm" => Box::new(gemm::Gemm::parse(ctx)?),
         "MatMul" => Box::new(matmul::MatMul),
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" => Box::new(binary::Binary::parse(ctx)?),
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" => {
+            Box::new(binary::Binary::parse(ctx)?)
+        }
         "Relu" => Box::new(relu::Relu),
         "Clip" => Box::new(clip::Clip::parse(ctx)?),
         "BatchNormalization" => Box::new(batch_norm::BatchNorm::parse(ctx)?),

@@ -395,6 +395,12 @@ impl<'g> Lowerer<'g> {
                 return Err("division of a constant by a tensor (not affine)".into())
             }
             (BinKind::Pow, _) => return Err("Pow is not affine".into()),
+            (BinKind::Max | BinKind::Min, _) => {
+                return Err(format!(
+                    "{} by a constant of several values (a per-element bound, not a clamp)",
+                    bin.op_type()
+                ))
+            }
         };
         let name = self.node_name(ix);
         let what = format!("{} by a constant", bin.op_type());
@@ -481,6 +487,7 @@ impl<'g> Lowerer<'g> {
             }
             BinKind::Div => return Err("division of two tensors".into()),
             BinKind::Pow => return Err("Pow of two tensors".into()),
+            BinKind::Max | BinKind::Min => return Err(format!("{} of two tensors", bin.op_type())),
         };
         self.check_muls(&requant)?;
         let c = RequantChoice {
