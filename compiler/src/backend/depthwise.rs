@@ -67,11 +67,11 @@
 use isa::builder::{Buf, Operand};
 use isa::{AluOp, MemType, Uop};
 
-use super::eltwise::{epilogue, load_tables, plane_tiles};
+use super::eltwise::{epilogue, load_tables, load_window, plane_tiles, Window};
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::Epilogue;
 use super::layout::ActLayout;
-use super::tiling::{valid_span, ConvGeom, MAX_ITER};
+use super::tiling::{ConvGeom, MAX_ITER};
 use super::BackendError;
 use crate::qlayer::QConv2d;
 
@@ -186,43 +186,13 @@ pub fn emit(
             load_tables(ctx, ep, Some(consts), tab, tile.cb0, tile.kp, g.cob)?;
         }
         // The input band of every plane, zero padded.
-        let rs = (tile.p0 * g.sh) as isize - g.pad[0] as isize;
-        let rows = in_rows(g, tile.len);
-        let cs = -(g.pad[1] as isize);
-        let (r0, r1) = valid_span(rs, rows, 1, g.h);
-        let (q0, q1) = valid_span(cs, cols, 1, g.w);
-        for k in 0..tile.kp {
-            let sram = i0 + k * ip;
-            let d = if r1 <= r0 || q1 <= q0 {
-                Dma {
-                    mem: MemType::Acc8,
-                    sram,
-                    buf: input,
-                    elem: 0,
-                    y: 0,
-                    x: cols,
-                    stride: 0,
-                    pad: [rows, 0, 0, 0],
-                }
-            } else {
-                Dma {
-                    mem: MemType::Acc8,
-                    sram,
-                    buf: input,
-                    elem: il.elem_index(
-                        tile.nb,
-                        tile.cb0 + k,
-                        (rs + r0 as isize) as usize,
-                        (cs + q0 as isize) as usize,
-                    ),
-                    y: r1 - r0,
-                    x: q1 - q0,
-                    stride: g.w,
-                    pad: [r0, rows - r1, q0, cols - q1],
-                }
-            };
-            ctx.load(d)?;
-        }
+        let win = Window {
+            r: (tile.p0 * g.sh) as isize - g.pad[0] as isize,
+            rows: in_rows(g, tile.len),
+            c: -(g.pad[1] as isize),
+            cols,
+        };
+        load_window(ctx, input, &il, tile, win, i0, ip)?;
         let pixels = tile.len * g.ow;
         // Over the tile's outputs, reading the input band at a tap's offset.
         let window = [

@@ -64,6 +64,66 @@ pub(super) fn plane_tiles(
     v
 }
 
+/// `rows x cols` input cells from row `r`, column `c` of a plane (negative: in the top or
+/// left padding).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Window {
+    pub r: isize,
+    pub rows: usize,
+    pub c: isize,
+    pub cols: usize,
+}
+
+/// Loads `win` of the channel blocks of `tile` from `input` (layout `il`) into ACC8, block
+/// `k` at `sram + k * plane`, the cells outside the plane as zeros. Returns the window's rows
+/// and columns inside the plane (`r0 .. r1`, `q0 .. q1`; empty when it misses the plane).
+pub(super) fn load_window(
+    ctx: &mut Ctx,
+    input: Buf,
+    il: &ActLayout,
+    tile: &PlaneTile,
+    win: Window,
+    sram: usize,
+    plane: usize,
+) -> Result<((usize, usize), (usize, usize)), BackendError> {
+    let [_, _, h, w] = il.shape;
+    let (r0, r1) = valid_span(win.r, win.rows, 1, h);
+    let (q0, q1) = valid_span(win.c, win.cols, 1, w);
+    let empty = r1 <= r0 || q1 <= q0;
+    for k in 0..tile.kp {
+        let sram = sram + k * plane;
+        ctx.load(if empty {
+            Dma {
+                mem: MemType::Acc8,
+                sram,
+                buf: input,
+                elem: 0,
+                y: 0,
+                x: win.cols,
+                stride: 0,
+                pad: [win.rows, 0, 0, 0],
+            }
+        } else {
+            Dma {
+                mem: MemType::Acc8,
+                sram,
+                buf: input,
+                elem: il.elem_index(
+                    tile.nb,
+                    tile.cb0 + k,
+                    (win.r + r0 as isize) as usize,
+                    (win.c + q0 as isize) as usize,
+                ),
+                y: r1 - r0,
+                x: q1 - q0,
+                stride: w,
+                pad: [r0, win.rows - r1, q0, win.cols - q1],
+            }
+        })?;
+    }
+    Ok(((r0, r1), (q0, q1)))
+}
+
 /// Loads the constant rows of channel blocks `cb0 .. cb0 + kp` at `tab`.
 pub(super) fn load_tables(
     ctx: &mut Ctx,
@@ -341,43 +401,14 @@ pub fn emit_max_pool(
         let (i0, t0, o0) = (ab, ab + kp * ip, ab + kp * (ip + tp));
         pipe.begin_tile(ctx, ());
         let rows = in_rows(t.len);
-        let rs = (t.p0 * sh) as isize - p[0] as isize;
-        let cs = -(p[1] as isize);
-        let (r0, r1) = valid_span(rs, rows, 1, h);
-        let (q0, q1) = valid_span(cs, in_cols, 1, w);
+        let win = Window {
+            r: (t.p0 * sh) as isize - p[0] as isize,
+            rows,
+            c: -(p[1] as isize),
+            cols: in_cols,
+        };
+        let ((r0, r1), (q0, q1)) = load_window(ctx, input, &il, t, win, i0, ip)?;
         let empty = r1 <= r0 || q1 <= q0;
-        for k in 0..t.kp {
-            let sram = i0 + k * ip;
-            let d = if empty {
-                Dma {
-                    mem: MemType::Acc8,
-                    sram,
-                    buf: input,
-                    elem: 0,
-                    y: 0,
-                    x: in_cols,
-                    stride: 0,
-                    pad: [rows, 0, 0, 0],
-                }
-            } else {
-                Dma {
-                    mem: MemType::Acc8,
-                    sram,
-                    buf: input,
-                    elem: il.elem_index(
-                        t.nb,
-                        t.cb0 + k,
-                        (rs + r0 as isize) as usize,
-                        (cs + q0 as isize) as usize,
-                    ),
-                    y: r1 - r0,
-                    x: q1 - q0,
-                    stride: w,
-                    pad: [r0, rows - r1, q0, in_cols - q1],
-                }
-            };
-            ctx.load(d)?;
-        }
         // Padding cells (exactly 0 after the load) become -128.
         let planes = Dim::new(t.kp, ip, 0, 0);
         let fix = Operand::Imm(-128);
