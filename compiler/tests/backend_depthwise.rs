@@ -13,7 +13,8 @@ use drivers::RunTimeout;
 use util::{assert_same, check_conv, config, requant, run, ConvSpec, Draw, Rng, CONFIGS};
 
 /// Depthwise shapes: 3x3 and 5x5, strides 1 and 2, symmetric and asymmetric padding, channel
-/// counts that are not multiples of the blocks, batches, planes larger than half of ACC.
+/// counts that are not multiples of the blocks, batches, planes larger than half of ACC, rows
+/// wider than half of ACC.
 fn specs() -> Vec<(&'static str, ConvSpec)> {
     vec![
         ("dw3", ConvSpec::new(1, 32, 8, 32, 3, 1, 1).groups(32)),
@@ -44,6 +45,26 @@ fn specs() -> Vec<(&'static str, ConvSpec)> {
             ConvSpec::new(1, 144, 16, 144, 3, 2, 1)
                 .groups(144)
                 .per_channel(),
+        ),
+        // Rows too wide for half of ACC (a detector's first layers): bands of columns.
+        (
+            "dw3_s2_wide_rows",
+            ConvSpec {
+                h: 5,
+                w: 700,
+                ..ConvSpec::new(1, 16, 1, 16, 3, 2, 1)
+                    .groups(16)
+                    .per_channel()
+            },
+        ),
+        (
+            "dw5_wide_rows",
+            ConvSpec {
+                h: 3,
+                w: 600,
+                pad: [2, 2, 1, 0],
+                ..ConvSpec::new(1, 20, 1, 20, 5, 1, 0).groups(20)
+            },
         ),
         (
             "dw_1x3_s2",

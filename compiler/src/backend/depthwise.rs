@@ -18,9 +18,11 @@
 //!
 //! Tiles are `kp` channel planes (BLOCK_OUT channels each) x `th` whole output rows of one
 //! sample block, double-buffered over the two halves of ACC like the pooling layers of
-//! [`super::eltwise`]. Per tile:
+//! [`super::eltwise`]; where one whole output row does not fit (planes hundreds of pixels
+//! wide, as in a detector's first layers), one row is cut into bands of `tw` columns. Per
+//! tile:
 //!
-//! 1. LOAD ACC8 the input band (`(th-1)*SH + KH` rows of `(OW-1)*SW + KW` columns, the
+//! 1. LOAD ACC8 the input band (`(th-1)*SH + KH` rows of `(tw-1)*SW + KW` columns, the
 //!    convolution's zero padding as LOAD pads) of each plane, and, when the half does not hold
 //!    them already, the tile's constant rows: the epilogue's tables and one weight row per
 //!    kernel tap (`KH*KW` rows per channel block: lane `n` holds the tap's weight of channel
@@ -67,11 +69,11 @@
 use isa::builder::{Buf, Operand};
 use isa::{AluOp, MemType, Uop};
 
-use super::eltwise::{epilogue, load_tables, load_window, plane_tiles, Window};
+use super::eltwise::{epilogue, load_tables, load_window, plane_tiles, PlaneTile, Window};
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::Epilogue;
 use super::layout::ActLayout;
-use super::tiling::{ConvGeom, MAX_ITER};
+use super::tiling::{splits, ConvGeom, MAX_ITER};
 use super::BackendError;
 use crate::qlayer::QConv2d;
 
@@ -83,11 +85,13 @@ pub fn applies(cfg: &isa::HwConfig, layer: &QConv2d) -> bool {
     cfg.alu_mul && layer.groups > 1 && layer.groups == c && o == c
 }
 
-/// The tiling of a depthwise convolution: `kp` channel planes x `th` output rows.
+/// The tiling of a depthwise convolution: `kp` channel planes x `th` output rows x `tw`
+/// output columns (`tw < OW` only with `th = 1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DwTiling {
     pub kp: usize,
     pub th: usize,
+    pub tw: usize,
     /// ACC rows of one plane's input band, products and accumulators.
     pub in_pitch: usize,
     pub out_pitch: usize,
@@ -97,40 +101,46 @@ fn in_rows(g: &ConvGeom, th: usize) -> usize {
     (th - 1) * g.sh + g.kh
 }
 
-fn in_cols(g: &ConvGeom) -> usize {
-    (g.ow - 1) * g.sw + g.kw
+fn in_cols(g: &ConvGeom, tw: usize) -> usize {
+    (tw - 1) * g.sw + g.kw
 }
 
-/// The tiling that fits half of ACC with the most output rows (then the most planes), or
-/// `Unsupported` when one output row of one plane does not fit.
+/// The tiling that fits half of ACC with the most output rows (then the most planes); when
+/// one whole output row does not fit, one row in the widest column bands that do.
+/// `Unsupported` when not even one output pixel of one plane fits.
 pub fn plan(ctx: &Ctx, layer: &str, g: &ConvGeom, ep: &Epilogue) -> Result<DwTiling, BackendError> {
     let half = ctx.budget.acc_half;
     let tabs = ep.tables.len();
-    let per_plane = |th: usize| in_rows(g, th) * in_cols(g) + 2 * th * g.ow + tabs;
-    let fits = |th: usize| per_plane(th) + ep.splats.len() <= half && th * g.ow <= MAX_ITER;
-    let Some(th) = (1..=g.oh).rev().find(|&th| fits(th)) else {
+    let per_plane = |th: usize, tw: usize| in_rows(g, th) * in_cols(g, tw) + 2 * th * tw + tabs;
+    let fits =
+        |th: usize, tw: usize| per_plane(th, tw) + ep.splats.len() <= half && th * tw <= MAX_ITER;
+    let tiling = |kp: usize, th: usize, tw: usize| DwTiling {
+        kp,
+        th,
+        tw,
+        in_pitch: in_rows(g, th) * in_cols(g, tw),
+        out_pitch: th * tw,
+    };
+    if let Some(th) = (1..=g.oh).rev().find(|&th| fits(th, g.ow)) {
+        let th = g.oh.div_ceil(g.oh.div_ceil(th));
+        let kp = if th == g.oh {
+            ((half - ep.splats.len()) / per_plane(th, g.ow)).clamp(1, g.cob)
+        } else {
+            1
+        };
+        return Ok(tiling(g.cob.div_ceil(g.cob.div_ceil(kp)), th, g.ow));
+    }
+    let Some(tw) = (1..g.ow).rev().find(|&tw| fits(1, tw)) else {
         return Err(BackendError::Unsupported {
             layer: layer.into(),
             config: ctx.cfg.config_string(),
             reason: format!(
-                "one output row of one channel block needs {} ACC rows but half of ACC holds {half}",
-                per_plane(1) + ep.splats.len()
+                "one output pixel of one channel block needs {} ACC rows but half of ACC holds {half}",
+                per_plane(1, 1) + ep.splats.len()
             ),
         });
     };
-    let th = g.oh.div_ceil(g.oh.div_ceil(th));
-    let kp = if th == g.oh {
-        ((half - ep.splats.len()) / per_plane(th)).clamp(1, g.cob)
-    } else {
-        1
-    };
-    let kp = g.cob.div_ceil(g.cob.div_ceil(kp));
-    Ok(DwTiling {
-        kp,
-        th,
-        in_pitch: in_rows(g, th) * in_cols(g),
-        out_pitch: th * g.ow,
-    })
+    Ok(tiling(1, 1, g.ow.div_ceil(g.ow.div_ceil(tw))))
 }
 
 /// The epilogue with the weights appended as per-channel tables (tap `ky*KW + kx` is table
@@ -172,12 +182,17 @@ pub fn emit(
     let ol = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
     let half = ctx.budget.acc_half;
     let (ip, op, kp) = (t.in_pitch, t.out_pitch, t.kp);
-    let cols = in_cols(g);
     let khw = g.kh * g.kw;
     let w_table0 = ep.tables.len() - khw;
-    let tiles = plane_tiles(g.nb, g.cob, kp, g.oh, t.th);
+    // Each plane tile in column bands (one band of the whole width when rows fit).
+    let tiles: Vec<(PlaneTile, (usize, usize))> = plane_tiles(g.nb, g.cob, kp, g.oh, t.th)
+        .into_iter()
+        .flat_map(|tile| splits(g.ow, t.tw).map(move |band| (tile, band)))
+        .collect();
     let mut pipe: Pipeline<(usize, usize)> = Pipeline::new(tiles.len(), 0);
-    for tile in &tiles {
+    for (tile, (q0, tw)) in &tiles {
+        let (tile, q0, tw) = (tile, *q0, *tw);
+        let cols = in_cols(g, tw);
         let ab = pipe.acc_half() * half;
         let (i0, acc, prod) = (ab, ab + kp * ip, ab + kp * (ip + op));
         // Constant rows: table `k` of plane `j` at `tab + k * tile.kp + j`.
@@ -189,16 +204,16 @@ pub fn emit(
         let win = Window {
             r: (tile.p0 * g.sh) as isize - g.pad[0] as isize,
             rows: in_rows(g, tile.len),
-            c: -(g.pad[1] as isize),
+            c: (q0 * g.sw) as isize - g.pad[1] as isize,
             cols,
         };
         load_window(ctx, input, &il, tile, win, i0, ip)?;
-        let pixels = tile.len * g.ow;
+        let pixels = tile.len * tw;
         // Over the tile's outputs, reading the input band at a tap's offset.
         let window = [
             Dim::new(tile.kp, op, ip, 0),
-            Dim::new(tile.len, g.ow, g.sh * cols, 0),
-            Dim::new(g.ow, 1, g.sw, 0),
+            Dim::new(tile.len, tw, g.sh * cols, 0),
+            Dim::new(tw, 1, g.sw, 0),
         ];
         // Over the tile's outputs, reading one row per plane (a weight table).
         let per_plane = [Dim::new(tile.kp, op, 1, 0), Dim::new(pixels, 1, 0, 0)];
@@ -240,15 +255,11 @@ pub fn emit(
         }
         epilogue(ctx, ep, acc, op, tile.kp, pixels, tab)?;
         pipe.results_ready(ctx);
+        // Whole rows, or one band of one row: contiguous either way.
         let stores = (0..tile.kp)
             .map(|k| {
-                Dma::row(
-                    MemType::Out,
-                    acc + k * op,
-                    out,
-                    ol.elem_index(tile.nb, tile.cb0 + k, tile.p0, 0),
-                    pixels,
-                )
+                let at = ol.elem_index(tile.nb, tile.cb0 + k, tile.p0, q0);
+                Dma::row(MemType::Out, acc + k * op, out, at, pixels)
             })
             .collect();
         for d in coalesce(stores) {
