@@ -74,6 +74,9 @@ pub(super) struct Window {
     pub cols: usize,
 }
 
+/// A half-open range (`start .. end`) of a window's rows or columns.
+pub(super) type Span = (usize, usize);
+
 /// Loads `win` of the channel blocks of `tile` from `input` (layout `il`) into ACC8, block
 /// `k` at `sram + k * plane`, the cells outside the plane as zeros. Returns the window's rows
 /// and columns inside the plane (`r0 .. r1`, `q0 .. q1`; empty when it misses the plane).
@@ -85,7 +88,7 @@ pub(super) fn load_window(
     win: Window,
     sram: usize,
     plane: usize,
-) -> Result<((usize, usize), (usize, usize)), BackendError> {
+) -> Result<(Span, Span), BackendError> {
     let [_, _, h, w] = il.shape;
     let (r0, r1) = valid_span(win.r, win.rows, 1, h);
     let (q0, q1) = valid_span(win.c, win.cols, 1, w);
