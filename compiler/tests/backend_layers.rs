@@ -170,6 +170,17 @@ fn max_pools_match_the_reference_including_padding() {
             [2, 6, 5, 6],
             -128,
         ),
+        // rows wider than half of ACC (a stem pool at 800x608): bands of columns
+        (
+            QMaxPool {
+                name: "pool_wide_rows".into(),
+                kernel: (3, 3),
+                stride: (2, 2),
+                pad: [1; 4],
+            },
+            [1, 20, 5, 700],
+            -128,
+        ),
     ];
     for cfg_name in CONFIGS {
         let cfg = config(cfg_name);
@@ -331,14 +342,15 @@ fn layers_the_hardware_cannot_run_exactly_are_refused_with_a_reason() {
     )
     .unwrap_err();
     assert!(matches!(e, BackendError::UnsupportedConfig { .. }), "{e}");
-    // a max pool whose output row does not fit half of the small config's ACC
-    let wide = QMaxPool {
-        name: "wide".into(),
-        kernel: (3, 3),
-        stride: (2, 2),
-        pad: [1; 4],
+    // a max pool whose one output pixel does not fit half of the small config's ACC (256 rows:
+    // a 16x16 window, its 16 row maxima and the pixel)
+    let huge = QMaxPool {
+        name: "huge".into(),
+        kernel: (16, 16),
+        stride: (1, 1),
+        pad: [0; 4],
     };
-    let e = backend::compile_max_pool(&config("small"), &wide, [1, 4, 8, 400]).unwrap_err();
+    let e = backend::compile_max_pool(&config("small"), &huge, [1, 4, 16, 16]).unwrap_err();
     assert!(matches!(e, BackendError::Unsupported { .. }), "{e}");
     // malformed layers
     let mut bad = ConvSpec::new(1, 4, 4, 4, 1, 1, 0).build(&mut rng, "bad");

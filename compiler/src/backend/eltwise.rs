@@ -351,9 +351,9 @@ pub fn check_max_pool(ctx: &Ctx, layer: &QMaxPool, shape: [usize; 4]) -> Result<
             ),
         });
     }
-    // One output row of one plane: its input rows, their horizontal maxima, the row.
-    let ow = layer.output_hw(h, w).1;
-    let need = kh * ((ow - 1) * sw + kw) + kh * ow + ow;
+    // One output pixel of one plane: its input window, the window rows' maxima, the pixel
+    // (rows too wide for half of ACC are cut into bands of columns).
+    let need = kh * kw + kh + 1;
     if need > ctx.budget.acc_half {
         return Err(no_fit(ctx, &layer.name, need));
     }
@@ -378,28 +378,38 @@ pub fn emit_max_pool(
     let ol = ActLayout::out(&ctx.cfg, [n, c, oh, ow]);
     let (nb, cb) = (il.n_blocks(), il.c_blocks());
     let half = ctx.budget.acc_half;
-    let in_cols = (ow - 1) * sw + kw;
+    let in_cols = |tw: usize| (tw - 1) * sw + kw;
     let in_rows = |th: usize| (th - 1) * sh + kh;
-    let per_plane = |th: usize| in_rows(th) * in_cols + in_rows(th) * ow + th * ow;
-    // The most output rows one plane's tile can hold, then as many planes as fit.
-    let mut th = oh;
-    while th > 0 && per_plane(th) > half {
-        th -= 1;
-    }
-    if th == 0 {
-        return Err(no_fit(ctx, &layer.name, per_plane(1)));
-    }
-    let th = oh.div_ceil(oh.div_ceil(th));
-    let kp = if th == oh {
-        (half / per_plane(th)).clamp(1, cb)
-    } else {
-        1
+    let per_plane = |th: usize, tw: usize| in_rows(th) * in_cols(tw) + in_rows(th) * tw + th * tw;
+    // The most output rows one plane's tile can hold, then as many planes as fit; when not
+    // even one whole row fits, one row in the widest bands of columns that do.
+    let (kp, th, tw) = match (1..=oh).rev().find(|&th| per_plane(th, ow) <= half) {
+        Some(th) => {
+            let th = oh.div_ceil(oh.div_ceil(th));
+            let kp = if th == oh {
+                (half / per_plane(th, ow)).clamp(1, cb)
+            } else {
+                1
+            };
+            (cb.div_ceil(cb.div_ceil(kp)), th, ow)
+        }
+        None => {
+            let tw = (1..ow)
+                .rev()
+                .find(|&tw| per_plane(1, tw) <= half)
+                .ok_or_else(|| no_fit(ctx, &layer.name, per_plane(1, 1)))?;
+            (1, 1, ow.div_ceil(ow.div_ceil(tw)))
+        }
     };
-    let kp = cb.div_ceil(cb.div_ceil(kp));
-    let (ip, tp, op) = (in_rows(th) * in_cols, in_rows(th) * ow, th * ow);
-    let tiles = plane_tiles(nb, cb, kp, oh, th);
+    let (ip, tp, op) = (in_rows(th) * in_cols(tw), in_rows(th) * tw, th * tw);
+    // Each plane tile in column bands (one band of the whole width when rows fit).
+    let tiles: Vec<(PlaneTile, (usize, usize))> = plane_tiles(nb, cb, kp, oh, th)
+        .into_iter()
+        .flat_map(|tile| splits(ow, tw).map(move |band| (tile, band)))
+        .collect();
     let mut pipe: Pipeline<()> = Pipeline::new(tiles.len(), 0);
-    for t in &tiles {
+    for (t, (c0, bw)) in &tiles {
+        let (ow, in_cols) = (*bw, in_cols(*bw));
         let ab = pipe.acc_half() * half;
         let (i0, t0, o0) = (ab, ab + kp * ip, ab + kp * (ip + tp));
         pipe.begin_tile(ctx, ());
@@ -407,7 +417,7 @@ pub fn emit_max_pool(
         let win = Window {
             r: (t.p0 * sh) as isize - p[0] as isize,
             rows,
-            c: -(p[1] as isize),
+            c: (c0 * sw) as isize - p[1] as isize,
             cols: in_cols,
         };
         let ((r0, r1), (q0, q1)) = load_window(ctx, input, &il, t, win, i0, ip)?;
@@ -498,11 +508,12 @@ pub fn emit_max_pool(
         pipe.results_ready(ctx);
         let stores = (0..t.kp)
             .map(|k| {
+                // Whole rows, or one band of one row: contiguous either way.
                 Dma::row(
                     MemType::Out,
                     o0 + k * op,
                     out,
-                    ol.elem_index(t.nb, t.cb0 + k, t.p0, 0),
+                    ol.elem_index(t.nb, t.cb0 + k, t.p0, *c0),
                     t.len * ow,
                 )
             })
