@@ -1,5 +1,5 @@
-//! A layer the front end offloads but the back end refuses (a max pool whose row band does not
-//! fit the `small` config's accumulator scratchpad) runs on the CPU with its exact reference
+//! A layer the front end offloads but the back end refuses (a max pool whose window does not
+//! fit half of the `small` config's accumulator scratchpad) runs on the CPU with its exact reference
 //! semantics: the support table and the per-layer table say so, the compiled-model file keeps
 //! the refusal, and the run is still bit-exact.
 
@@ -45,7 +45,8 @@ fn ints(name: &str, v: &[i64]) -> AttributeProto {
     }
 }
 
-/// `x [1, 4, 6, 100] -> MaxPool 3x3/2 pad 1 -> Relu`.
+/// `x [1, 4, 16, 16] -> MaxPool 16x16 -> Relu`: one output pixel takes 273 ACC rows (the
+/// window, its row maxima, the pixel), the `small` config's half of ACC 256.
 fn wide_pool_model() -> Vec<u8> {
     let node = |op: &str, i: &str, o: &str, attribute| NodeProto {
         op_type: op.into(),
@@ -68,16 +69,14 @@ fn wide_pool_model() -> Vec<u8> {
                     "x",
                     "p",
                     vec![
-                        ints("kernel_shape", &[3, 3]),
-                        ints("strides", &[2, 2]),
-                        ints("pads", &[1, 1, 1, 1]),
+                        ints("kernel_shape", &[16, 16]),
                     ],
                 ),
                 node("Relu", "p", "y", vec![]),
             ],
             name: "g".into(),
-            input: vec![info("x", &[1, 4, 6, 100])],
-            output: vec![info("y", &[1, 4, 3, 50])],
+            input: vec![info("x", &[1, 4, 16, 16])],
+            output: vec![info("y", &[1, 4, 1, 1])],
             ..Default::default()
         }),
         ..Default::default()
@@ -86,7 +85,7 @@ fn wide_pool_model() -> Vec<u8> {
 
 #[test]
 fn refused_layer_runs_on_the_cpu_exactly() {
-    let x = zoo::sample_input(&[1, 4, 6, 100], 3);
+    let x = zoo::sample_input(&[1, 4, 16, 16], 3);
     let onnx = wide_pool_model();
     let opts = FrontendOptions::default();
     let small = isa::HwConfig::preset("small").unwrap();
