@@ -239,11 +239,7 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
                         .map(|x| x.split('.').take(2).collect::<Vec<_>>().join("."));
                     match through.last_mut() {
                         // The same signal again: keep the first Verilog line found for it.
-                        Some(last) if last.0 == name => {
-                            if last.1.is_none() {
-                                last.1 = src;
-                            }
-                        }
+                        Some(last) if last.0 == name => last.1 = last.1.take().or(src),
                         _ if !name.is_empty() => through.push((name, src)),
                         _ => {}
                     }
