@@ -414,9 +414,30 @@ fn ulx3s_25f_soc_gets_a_real_bitstream_with_timing_met() {
 fn tang_nano_20k_soc_gets_a_real_bitstream_with_timing_met() {
     let (file, r) = open_flow("tang-nano-20k", "soc", "openflow_tang_nano_20k_soc");
     assert_eq!(r["design"], "vta_soc");
+    assert_gowin_bitstream(&file);
+}
+
+/// A Gowin bitstream as gowin_pack writes it: ASCII lines of bits, the sync word 0xA5C3
+/// after the padding; returns its lines.
+fn assert_gowin_bitstream(file: &Path) -> Vec<String> {
     let fs = std::fs::read_to_string(file).unwrap();
-    // gowin_pack writes the bitstream as ASCII lines of bits; the sync word 0xA5C3 follows
-    // the padding.
     assert!(fs.lines().any(|l| l == "1010010111000011"), "no sync word");
     assert!(fs.bytes().all(|c| c == b'0' || c == b'1' || c == b'\n'));
+    fs.lines().map(String::from).collect()
+}
+
+/// The SoC at its default config (1x8x8, 256 KiB of device memory) on a Tang Mega 138K Pro
+/// (Gowin GW5AST-138): an opt-in benchmark like the Tang Nano 20K's.
+#[test]
+#[ignore = "long: 61 minutes here (placement 30, routing 12.5, gowin_pack 15); run with cargo test --test cli_bitstream -- --ignored tang_mega"]
+fn tang_mega_138k_pro_soc_gets_a_real_bitstream_with_timing_met() {
+    let (file, r) = open_flow("tang-mega-138k-pro", "soc", "openflow_tang_mega_138k_soc");
+    assert_eq!(r["design"], "vta_soc");
+    assert_eq!(r["config_string"], "1x8_i8w8a32_13_13_15_15_nomul");
+    assert_eq!(r["clocks"][0]["target_mhz"], 50.0);
+    assert_eq!(r["mapped"]["dsps"], 0, "yosys maps no GW5A DSP");
+    let lines = assert_gowin_bitstream(&file);
+    // The IDCODE check command (0x06) names the GW5AST-138 (0x0001081B) the board carries.
+    let idcode = format!("00000110{:056b}", 0x0001_081B_u64);
+    assert!(lines.contains(&idcode), "no GW5AST-138 IDCODE line");
 }

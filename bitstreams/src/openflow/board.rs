@@ -80,8 +80,29 @@ pub enum Chip {
         synth_family: String,
         /// The device as Apycula's `gowin_pll` takes it (`null`: no PLL calculator).
         pll_device: Option<String>,
+        /// Groups of dual-purpose configuration pins the board's pins use as user I/O
+        /// (`cpu`, `mspi`, `sspi`, `ready`, `done`, `jtag`, `reconfign`, `i2c`): each becomes
+        /// `gowin_pack --<group>_as_gpio` (and `--vopt <group>_as_gpio` for nextpnr where it
+        /// checks the group). Without it such a pin keeps its configuration function.
+        #[serde(default)]
+        config_pins_as_gpio: Vec<String>,
     },
 }
+
+/// The dual-purpose pin groups `gowin_pack` can free as user I/O (`--<group>_as_gpio`).
+pub const GOWIN_CONFIG_PIN_GROUPS: &[&str] = &[
+    "cpu",
+    "mspi",
+    "sspi",
+    "ready",
+    "done",
+    "jtag",
+    "reconfign",
+    "i2c",
+];
+
+/// The groups nextpnr-himbaechel also refuses pins of unless told (`--vopt <group>_as_gpio`).
+pub const NEXTPNR_CONFIG_PIN_GROUPS: &[&str] = &["sspi", "i2c"];
 
 impl Chip {
     /// `ecp5` or `gowin`.
@@ -183,11 +204,24 @@ pub fn parse(text: &str, path: &str) -> Result<OpenBoard, BoardError> {
                 ));
             }
         }
-        Chip::Gowin { synth_family, .. } => {
+        Chip::Gowin {
+            synth_family,
+            config_pins_as_gpio,
+            ..
+        } => {
             if !["gw1n", "gw2a", "gw5a"].contains(&synth_family.as_str()) {
                 return Err(bad(
                     "chip.synth_family",
                     format!("'{synth_family}' is not gw1n, gw2a or gw5a"),
+                ));
+            }
+            if let Some(g) = config_pins_as_gpio
+                .iter()
+                .find(|g| !GOWIN_CONFIG_PIN_GROUPS.contains(&g.as_str()))
+            {
+                return Err(bad(
+                    "chip.config_pins_as_gpio",
+                    format!("'{g}' is not one of {}", GOWIN_CONFIG_PIN_GROUPS.join(", ")),
                 ));
             }
         }
@@ -313,5 +347,17 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("ice40"), "{e}");
+        let mega = BUILTIN
+            .iter()
+            .find(|(f, _)| f.starts_with("tang-mega"))
+            .unwrap()
+            .1;
+        let e = parse(&mega.replace("\"mspi\"", "\"spi\""), "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("chip.config_pins_as_gpio") && e.contains("'spi'"),
+            "{e}"
+        );
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::board::{Chip, OpenBoard};
+use super::board::{Chip, OpenBoard, NEXTPNR_CONFIG_PIN_GROUPS};
 use super::fit::{self, DoesNotFit, Mapped};
 use super::report::{self, Report, ReportError};
 use super::tools::{self, Run, Tool, ToolError, Toolbox};
@@ -261,9 +261,10 @@ pub fn run(
     // Synthesis.
     let synth = match &b.chip {
         Chip::Ecp5 { .. } => format!("synth_ecp5 -top {BOARD_TOP} -json build/synth.json"),
-        Chip::Gowin { synth_family, .. } => {
-            format!("synth_gowin -top {BOARD_TOP} -family {synth_family} -json build/synth.json")
-        }
+        Chip::Gowin { synth_family, .. } => format!(
+            "synth_gowin -top {BOARD_TOP} -family {synth_family}{} -json build/synth.json",
+            gw5a_dffs(synth_family)
+        ),
     };
     let script = format!(
         "# yosys script written by `vta hw bitstream` (run in this directory: yosys -s synth.ys)\n\
@@ -341,9 +342,13 @@ pub fn run(
             ],
             "build/routed.config",
         ),
-        Chip::Gowin { device, chip, .. } => (
-            Tool::NextpnrGowin,
-            vec![
+        Chip::Gowin {
+            device,
+            chip,
+            config_pins_as_gpio,
+            ..
+        } => {
+            let mut args = vec![
                 "--device".into(),
                 device.clone(),
                 "--vopt".into(),
@@ -352,9 +357,10 @@ pub fn run(
                 format!("cst={cname}"),
                 "--write".into(),
                 "build/routed.json".into(),
-            ],
-            "build/routed.json",
-        ),
+            ];
+            args.extend(nextpnr_config_pin_opts(config_pins_as_gpio));
+            (Tool::NextpnrGowin, args, "build/routed.json")
+        }
     };
     common(&mut args);
     let exe = find(tool, progress)?;
@@ -401,17 +407,16 @@ pub fn run(
                 "vta.bit",
                 vec![routed.to_string(), "vta.bit".to_string()],
             ),
-            Chip::Gowin { chip, .. } => (
-                Tool::GowinPack,
-                "vta.fs",
-                vec![
-                    "-d".into(),
-                    chip.clone(),
-                    "-o".into(),
-                    "vta.fs".into(),
-                    routed.to_string(),
-                ],
-            ),
+            Chip::Gowin {
+                chip,
+                config_pins_as_gpio,
+                ..
+            } => {
+                let mut args = vec!["-d".to_string(), chip.clone()];
+                args.extend(gowin_pack_config_pin_opts(config_pins_as_gpio));
+                args.extend(["-o".into(), "vta.fs".into(), routed.to_string()]);
+                (Tool::GowinPack, "vta.fs", args)
+            }
         };
         let exe = find(tool, progress)?;
         progress(&format!(
@@ -449,6 +454,33 @@ pub fn run(
         stages,
         tools: used,
     })
+}
+
+/// The `synth_gowin` option for GW5A flip-flops: only DFFSE/DFFRE/DFFPE/DFFCE, the four
+/// types Gowin's UG303 (Arora V CFU) documents. The plain DFF/DFFE types yosys otherwise
+/// maps leave a flip-flop's clock-enable mux to the chip's default wiring, which Apycula 0.32
+/// (the one nextpnr 0.11.1 takes) does not set (Apicula PR #501 sets it from 0.33 on).
+fn gw5a_dffs(synth_family: &str) -> &'static str {
+    if synth_family == "gw5a" {
+        " -strict-gw5a-dffs"
+    } else {
+        ""
+    }
+}
+
+/// nextpnr-himbaechel's options for the board's dual-purpose pin groups used as user I/O
+/// (it checks only some groups; the packer sets them all).
+fn nextpnr_config_pin_opts(groups: &[String]) -> Vec<String> {
+    groups
+        .iter()
+        .filter(|g| NEXTPNR_CONFIG_PIN_GROUPS.contains(&g.as_str()))
+        .flat_map(|g| ["--vopt".to_string(), format!("{g}_as_gpio")])
+        .collect()
+}
+
+/// `gowin_pack`'s options for the board's dual-purpose pin groups used as user I/O.
+fn gowin_pack_config_pin_opts(groups: &[String]) -> Vec<String> {
+    groups.iter().map(|g| format!("--{g}_as_gpio")).collect()
 }
 
 /// `progress` passing a tool's phase lines at most every 10 s (the tool's own heartbeat
@@ -505,6 +537,38 @@ mod tests {
             "Info:      10000 |        0       9999 |    0  9999 |      1234|       1.2       3.4|"
         ));
         assert!(!nextpnr_phase("Info:    routing  1.10  1.62 Net c[0]"));
+    }
+
+    #[test]
+    fn gowin_options_follow_the_board() {
+        let boards = super::super::board::builtin();
+        let chip = |n: &str| boards.iter().find(|b| b.name == n).unwrap().chip.clone();
+        let Chip::Gowin {
+            synth_family,
+            config_pins_as_gpio,
+            ..
+        } = chip("tang-mega-138k-pro")
+        else {
+            panic!("not Gowin")
+        };
+        assert_eq!(gw5a_dffs(&synth_family), " -strict-gw5a-dffs");
+        assert_eq!(
+            gowin_pack_config_pin_opts(&config_pins_as_gpio),
+            ["--cpu_as_gpio", "--mspi_as_gpio"]
+        );
+        assert!(nextpnr_config_pin_opts(&config_pins_as_gpio).is_empty());
+        let groups = ["sspi".to_string(), "done".to_string()];
+        assert_eq!(nextpnr_config_pin_opts(&groups), ["--vopt", "sspi_as_gpio"]);
+        let Chip::Gowin {
+            synth_family,
+            config_pins_as_gpio,
+            ..
+        } = chip("tang-nano-20k")
+        else {
+            panic!("not Gowin")
+        };
+        assert_eq!(gw5a_dffs(&synth_family), "");
+        assert!(config_pins_as_gpio.is_empty());
     }
 
     #[test]

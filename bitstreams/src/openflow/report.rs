@@ -239,11 +239,7 @@ fn critical_path(p: &serde_json::Value) -> Option<CriticalPath> {
                         .map(|x| x.split('.').take(2).collect::<Vec<_>>().join("."));
                     match through.last_mut() {
                         // The same signal again: keep the first Verilog line found for it.
-                        Some(last) if last.0 == name => {
-                            if last.1.is_none() {
-                                last.1 = src;
-                            }
-                        }
+                        Some(last) if last.0 == name => last.1 = last.1.take().or(src),
                         _ if !name.is_empty() => through.push((name, src)),
                         _ => {}
                     }
@@ -319,13 +315,15 @@ fn through_lines(through: &[String]) -> Vec<String> {
 pub fn format(r: &Report) -> String {
     let mut t = String::from("resources (post-route):\n");
     for u in &r.resources {
+        // nextpnr's own helper cells (Gowin's DUMMY_CELL) have no sites on the part.
+        let share = if u.available == 0 {
+            "  n/a".to_string()
+        } else {
+            format!("{:>5.1}%", 100.0 * u.used as f64 / u.available as f64)
+        };
         t.push_str(&format!(
-            "  {:<16} {:>7} of {:>7} ({:>5.1}%)  {}\n",
-            u.resource,
-            u.used,
-            u.available,
-            100.0 * u.used as f64 / u.available.max(1) as f64,
-            u.meaning
+            "  {:<16} {:>7} of {:>7} ({share})  {}\n",
+            u.resource, u.used, u.available, u.meaning
         ));
     }
     t.push_str("timing (post-route):\n");
@@ -411,6 +409,15 @@ mod tests {
         );
         assert!(
             text.contains("from c[0]") && text.contains("to   led"),
+            "{text}"
+        );
+        let dummy = REPORT.replace(
+            "\"DCCA\": {\"available\": 56,",
+            "\"DUMMY_CELL\": {\"available\": 0,",
+        );
+        let text = format(&parse(&dummy, "rep.json").unwrap());
+        assert!(
+            text.contains("DUMMY_CELL") && text.contains("(  n/a)"),
             "{text}"
         );
     }
