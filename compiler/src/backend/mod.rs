@@ -109,7 +109,7 @@ use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
 
 pub use fold::Fold;
 pub use layout::ActLayout;
-pub use net::{LayerInfo, LayerKind, LayerProgram, NetBuilder, Tensor};
+pub use net::{Home, LayerInfo, LayerKind, LayerProgram, Movement, NetBuilder, Tensor};
 pub use tiling::{CostEstimate, LoopOrder, Tiling};
 pub use vta_runtime::program::{DeviceProgram, TensorSegment};
 
@@ -286,7 +286,7 @@ pub fn compile_layer(
                 .enumerate()
                 .map(|(k, &s)| net.input(&format!("input_{k}"), s))
                 .collect();
-            net.concat(l, &xs)?
+            net.concat(l, &xs, None)?
         }
         _ => {
             let x = net.input("input", first);
