@@ -497,6 +497,22 @@ mod tests {
     }
 
     #[test]
+    fn a_view_addresses_its_segment_from_its_offset_on() {
+        let cfg = HwConfig::default();
+        let eb = u64::from(cfg.elem_bytes(MemType::Out));
+        let mut b = ProgramBuilder::new(&cfg);
+        let _first = b.output("first", DType::I8, vec![64]);
+        let y = b.output("y", DType::I8, vec![4, 16]);
+        let base = b.addr(MemType::Out, y, 0);
+        let v = y.view(2 * eb);
+        assert_eq!(v.offset(), 2 * eb);
+        assert_eq!(b.addr(MemType::Out, v, 1), base + 3);
+        assert_eq!(v.view(eb), y.view(3 * eb));
+        let bad = std::panic::catch_unwind(|| b.addr(MemType::Out, y.view(1), 0));
+        assert!(bad.is_err(), "a view inside an element is a caller's bug");
+    }
+
+    #[test]
     fn kernels_are_loaded_once_until_evicted() {
         let cfg = HwConfig::preset("small").unwrap();
         let depth = cfg.depth(MemType::Uop) as usize;

@@ -145,3 +145,48 @@ impl DeviceProgram {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isa::{DType, HwConfig, Role};
+
+    #[test]
+    fn only_internal_tensors_may_be_views_inside_a_segment() {
+        let cfg = HwConfig::default();
+        let whole = ActLayout::out(&cfg, [1, 48, 4, 4]);
+        let part = ActLayout::out(&cfg, [1, 16, 4, 4]);
+        let mut program = Program {
+            config: cfg.clone(),
+            insns: Vec::new(),
+            segments: Vec::new(),
+        };
+        program.push_segment(
+            "cat",
+            DType::I8,
+            whole.segment_shape(),
+            Role::default(),
+            None,
+        );
+        let p = DeviceProgram {
+            program,
+            inputs: Vec::new(),
+            outputs: vec![TensorSegment::new("cat", whole)],
+        };
+        p.check_segments().unwrap();
+        let view = |offset| TensorSegment {
+            name: "cat".into(),
+            layout: part,
+            offset,
+        };
+        let block = part.bytes() as u64;
+        for at in [0, block, 2 * block] {
+            p.check_tensor("internal tensor", &view(at), true).unwrap();
+            assert!(p.check_tensor("output", &view(at), false).is_err());
+        }
+        let e = p
+            .check_tensor("internal tensor", &view(2 * block + 1), true)
+            .unwrap_err();
+        assert!(e.contains("segment 'cat'"), "{e}");
+    }
+}
