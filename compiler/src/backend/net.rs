@@ -240,11 +240,6 @@ impl NetBuilder {
         })
     }
 
-    /// Whether `t` is a view inside a segment that holds more than it.
-    pub fn is_view(&self, t: Tensor) -> bool {
-        self.tensors[t.0].view
-    }
-
     /// Reserves the output of a channel concatenation of shape `shape` (named `name`), so
     /// that layers can write its inputs in place ([`NetBuilder::set_output_home`]) and
     /// [`NetBuilder::concat`] need not copy them; `within`: inside another reservation, from
@@ -263,11 +258,11 @@ impl NetBuilder {
                 self.homes[slot.0 .0].segment.clone(),
             ),
             None => {
-                if ActLayout::out(&self.ctx.cfg, shape).n_blocks() != 1 {
+                let l = ActLayout::out(&self.ctx.cfg, shape);
+                if l.n_blocks() != 1 {
                     return None;
                 }
                 let name = self.unique(&format!("{name}.out"));
-                let l = ActLayout::out(&self.ctx.cfg, shape);
                 let buf =
                     self.ctx
                         .b
