@@ -393,7 +393,10 @@ impl Compiled {
                                     Some(backend::Fold::Window) => ", window folded",
                                 }
                             ),
-                            None => "(ALU)".to_string(),
+                            None => match info.movement {
+                                Some(m) => m.to_string(),
+                                None => "(ALU)".to_string(),
+                            },
                         };
                         (
                             format!("L{launch}"),

@@ -10,6 +10,15 @@
 //! Each launch binds every plan value it touches to a segment: inputs (computed before it),
 //! outputs (used after it: by a CPU step, a later launch or as a model output) and internal
 //! values (only `vta run --check` reads them back).
+//!
+//! Channel concatenations are planned before anything is emitted ([`plan_slots`]): an input
+//! an accelerator layer produces is written by that layer straight into its place in the
+//! concatenation's output (reserved in the launch when its first producer is emitted), so the
+//! concatenation copies nothing; for an input that is a channel slice, the sliced tensor is
+//! placed so that the slice, a view, lands where the input goes. Where the launch breaks
+//! between producer and concatenation, or a producer is refused, the concatenation copies
+//! what is not in place, and views a launch must output are copied out at its end
+//! ([`NetBuilder::finish`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,7 +26,7 @@ use isa::HwConfig;
 use vta_runtime::launch::{Binding, Launch};
 use vta_runtime::model::{AccelStep, Placement};
 
-use crate::backend::{BackendError, LayerInfo, NetBuilder, Tensor};
+use crate::backend::{ActLayout, BackendError, Home, LayerInfo, NetBuilder, Tensor};
 use crate::graph::plan::{StepKind, ValueId};
 use crate::graph::{Layer, Plan};
 
@@ -40,6 +49,133 @@ struct Open {
     tensors: HashMap<ValueId, Tensor>,
     inputs: Vec<ValueId>,
     produced: Vec<ValueId>,
+    /// The reservation of each concatenation step's output, once a producer wrote into it.
+    homes: HashMap<usize, Home>,
+}
+
+/// Where a value is written in place: into the output of concatenation step `concat`, from
+/// channel `channel` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    concat: usize,
+    channel: usize,
+}
+
+/// The inputs of `step` that are tensors (not constants).
+fn tensor_inputs(plan: &Plan, step: usize) -> impl Iterator<Item = ValueId> + '_ {
+    plan.steps[step]
+        .inputs
+        .iter()
+        .copied()
+        .filter(|&v| plan.values[v].constant.is_none())
+}
+
+/// Plans which values are written straight into the output of a channel concatenation
+/// (see the module documentation): concatenations the back end will accept (inputs starting
+/// at block boundaries) of one sample block; inputs produced before them by accelerator steps,
+/// not model outputs, each in one concatenation only (the first). An input that a channel
+/// slice produced places the sliced tensor instead, where its whole channel range fits the
+/// output without covering another input.
+fn plan_slots(plan: &Plan, cfg: &HwConfig) -> HashMap<ValueId, Slot> {
+    let bo = cfg.block_out() as usize;
+    let mut producer: HashMap<ValueId, usize> = HashMap::new();
+    for (k, s) in plan.steps.iter().enumerate() {
+        for &v in &s.outputs {
+            producer.insert(v, k);
+        }
+    }
+    let channels = |v: ValueId| plan.values[v].fact.nchw().ok();
+    let mut slots: HashMap<ValueId, Slot> = HashMap::new();
+    for (c, step) in plan.steps.iter().enumerate() {
+        let StepKind::Accel(Layer::Concat(_)) = &step.kind else {
+            continue;
+        };
+        let xs: Vec<ValueId> = tensor_inputs(plan, c).collect();
+        let Some(shapes) = xs.iter().map(|&v| channels(v)).collect::<Option<Vec<_>>>() else {
+            continue;
+        };
+        let Some(out) = step.outputs.first().and_then(|&y| channels(y)) else {
+            continue;
+        };
+        if ActLayout::out(cfg, out).n_blocks() != 1 {
+            continue;
+        }
+        // Each input's first channel; all at block boundaries, or the back end copies nothing
+        // (it refuses the concatenation).
+        let starts: Vec<usize> = shapes
+            .iter()
+            .scan(0, |at, s| {
+                let start = *at;
+                *at += s[1];
+                Some(start)
+            })
+            .collect();
+        if starts.iter().any(|s| !s.is_multiple_of(bo)) {
+            continue;
+        }
+        let blocks = |start: usize, len: usize| start / bo..(start + len).div_ceil(bo);
+        let accel = |k: usize| matches!(plan.steps[k].kind, StepKind::Accel(_));
+        let placeable = |v: ValueId, slots: &HashMap<ValueId, Slot>| {
+            !slots.contains_key(&v)
+                && !plan.outputs.contains(&v)
+                && producer.get(&v).is_some_and(|&p| p < c && accel(p))
+        };
+        // Per input: the slice step's first channel and source, if a slice produced it.
+        let sliced: Vec<Option<(usize, ValueId)>> = xs
+            .iter()
+            .map(|v| {
+                let p = *producer.get(v)?;
+                match &plan.steps[p].kind {
+                    StepKind::Accel(Layer::Slice(l)) => {
+                        Some((l.start, tensor_inputs(plan, p).next()?))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        for (i, &v) in xs.iter().enumerate() {
+            if xs[..i].contains(&v) {
+                continue;
+            }
+            let Some((offset, src)) = sliced[i] else {
+                if placeable(v, &slots) {
+                    slots.insert(
+                        v,
+                        Slot {
+                            concat: c,
+                            channel: starts[i],
+                        },
+                    );
+                }
+                continue;
+            };
+            // A slice: place its source so that the slice lands at its input's place, if no
+            // other input is in the source's way (other slices of it landing right are not).
+            let (Some(src_shape), Some(at)) = (channels(src), starts[i].checked_sub(offset)) else {
+                continue;
+            };
+            let region = blocks(at, src_shape[1]);
+            let in_the_way = (0..xs.len()).any(|j| {
+                let b = blocks(starts[j], shapes[j][1]);
+                let lands = matches!(sliced[j], Some((o, u)) if u == src && o + at == starts[j]);
+                b.start < region.end && region.start < b.end && !lands
+            });
+            if at.is_multiple_of(bo)
+                && at + src_shape[1] <= out[1]
+                && !in_the_way
+                && placeable(src, &slots)
+            {
+                slots.insert(
+                    src,
+                    Slot {
+                        concat: c,
+                        channel: at,
+                    },
+                );
+            }
+        }
+    }
+    slots
 }
 
 impl Open {
@@ -52,7 +188,28 @@ impl Open {
             tensors: HashMap::new(),
             inputs: Vec::new(),
             produced: Vec::new(),
+            homes: HashMap::new(),
         })
+    }
+
+    /// The reservation for concatenation step `c`'s output, made now if needed (inside the
+    /// reservation of the concatenation it is itself placed in, where there is one); `None`
+    /// when the layout does not allow one.
+    fn home(&mut self, plan: &Plan, c: usize, slots: &HashMap<ValueId, Slot>) -> Option<Home> {
+        if let Some(&h) = self.homes.get(&c) {
+            return Some(h);
+        }
+        let y = *plan.steps[c].outputs.first()?;
+        let shape = plan.values[y].fact.nchw().ok()?;
+        let within = slots
+            .get(&y)
+            .and_then(|s| Some((self.home(plan, s.concat, slots)?, s.channel)));
+        let h = self
+            .net
+            .reserve(&plan.steps[c].name, shape, within)
+            .or_else(|| self.net.reserve(&plan.steps[c].name, shape, None))?;
+        self.homes.insert(c, h);
+        Some(h)
     }
 
     /// Emits step `k`'s layer; on a refusal nothing is emitted and the builder stays usable.
@@ -63,8 +220,18 @@ impl Open {
         k: usize,
         layer: &Layer,
         on_device: &HashSet<ValueId>,
+        slots: &HashMap<ValueId, Slot>,
     ) -> Result<(), BackendError> {
         let step = &plan.steps[k];
+        let out_home = step
+            .outputs
+            .first()
+            .and_then(|y| slots.get(y))
+            .and_then(|s| {
+                let h = self.home(plan, s.concat, slots)?;
+                Some((h, s.channel))
+            });
+        self.net.set_output_home(out_home);
         let mut xs = Vec::new();
         let mut declared = Vec::new();
         for &v in step
@@ -116,7 +283,10 @@ impl Open {
             },
             Layer::LeakyRelu(l) => self.net.leaky_relu(l, *xs.first().ok_or_else(missing)?),
             Layer::Upsample(l) => self.net.upsample(l, *xs.first().ok_or_else(missing)?),
-            Layer::Concat(l) if !xs.is_empty() => self.net.concat(l, &xs),
+            Layer::Concat(l) if !xs.is_empty() => {
+                let home = self.homes.get(&k).copied();
+                self.net.concat(l, &xs, home)
+            }
             Layer::Concat(_) => Err(missing()),
             Layer::Slice(l) => self.net.slice_channels(l, *xs.first().ok_or_else(missing)?),
         }?;
@@ -195,6 +365,12 @@ pub fn group(
         }
     }
     let used_after = |v: ValueId, last: usize| readers[v].iter().any(|&k| k > last);
+    // A launch per layer outputs every tensor: nothing could stay in place.
+    let slots = if per_layer {
+        HashMap::new()
+    } else {
+        plan_slots(plan, cfg)
+    };
     let mut g = Grouped {
         accel: Vec::new(),
         launches: Vec::new(),
@@ -225,12 +401,12 @@ pub fn group(
             continue;
         };
         stage(k);
-        let mut result = open.emit(plan, k, layer, &g.on_device);
+        let mut result = open.emit(plan, k, layer, &g.on_device, &slots);
         if let Err(BackendError::Layout { .. }) = result {
             if !open.steps.is_empty() {
                 // A fresh launch takes the tensor from the host in the layout it reads.
                 close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
-                result = open.emit(plan, k, layer, &g.on_device);
+                result = open.emit(plan, k, layer, &g.on_device, &slots);
             }
         }
         match result {

@@ -324,11 +324,12 @@ fn compiled_model_file_rejects_bad_files() {
     );
     // A newer format version is refused before anything else is read; versions 1 (which
     // rebuilt the plan from a stored ONNX model), 2 (a program per layer), 3 (no element-wise
-    // layers), 4 (no folded input layouts) and 5 (no accumulator clamp) ask for a recompile.
+    // layers), 4 (no folded input layouts), 5 (no accumulator clamp) and 6 (no tensor views)
+    // ask for a recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&7u32.to_le_bytes());
-    assert!(err(&b).contains("format version 7 is newer"), "{}", err(&b));
-    for old in [1u32, 2, 3, 4, 5] {
+    b[8..12].copy_from_slice(&8u32.to_le_bytes());
+    assert!(err(&b).contains("format version 8 is newer"), "{}", err(&b));
+    for old in [1u32, 2, 3, 4, 5, 6] {
         b[8..12].copy_from_slice(&old.to_le_bytes());
         let e = err(&b);
         assert!(

@@ -575,6 +575,129 @@ fn resize_concat_split_slice_pad() {
     }
 }
 
+/// How the back end compiled the layer of ONNX node `node`.
+fn layer_info(c: &Compiled, node: &str) -> compiler::backend::LayerInfo {
+    let step = match &c.support.get(node).expect("node").support {
+        Support::Accel { step, .. } => *step,
+        other => panic!("{node} is {other:?}"),
+    };
+    match &c
+        .steps
+        .iter()
+        .find(|s| s.step == step)
+        .expect("a step")
+        .report
+    {
+        LayerReport::Compiled(_, info) => (**info).clone(),
+        LayerReport::Refused(r) => panic!("{node} refused: {r}"),
+    }
+}
+
+#[test]
+fn c2f_split_and_concat_are_free_views_of_one_buffer() {
+    use compiler::backend::Movement;
+    // YOLOv8's C2f block: a convolution, split in two halves, a bottleneck on the second,
+    // the halves and the bottleneck's output concatenated, a convolution. The convolution
+    // writes both halves into the concatenation's output, the bottleneck writes after them,
+    // and the split and the concatenation emit nothing.
+    let mut m = Model::new(23);
+    m.input("x", &[1, 16, 8, 8])
+        .weight("w1", &[32, 16, 1, 1], 0.3)
+        .node("cv1", "Conv", &["x", "w1"], &["y0"], vec![])
+        .node("act1", "Relu", &["y0"], &["y"], vec![])
+        .node(
+            "split",
+            "Split",
+            &["y"],
+            &["a", "b"],
+            vec![("axis", A::I(1))],
+        )
+        // Small weights: the bottleneck's range stays within the halves', so that post-training
+        // quantization gives all three inputs the halves' scale and nothing is rescaled.
+        .weight("wm", &[16, 16, 3, 3], 0.02)
+        .node(
+            "m",
+            "Conv",
+            &["b", "wm"],
+            &["mo0"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        )
+        .node("act2", "Relu", &["mo0"], &["mo"], vec![])
+        .node(
+            "cat",
+            "Concat",
+            &["a", "b", "mo"],
+            &["c"],
+            vec![("axis", A::I(1))],
+        )
+        .weight("w2", &[16, 48, 1, 1], 0.3)
+        .node("cv2", "Conv", &["c", "w2"], &["out"], vec![])
+        .output("out");
+    let c = check(
+        "c2f",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("split", Where::Accel("QSlice")),
+            ("cat", Where::Accel("QConcat")),
+        ],
+        0.1,
+    );
+    assert_eq!(c.launches.len(), 1, "{}", c.layer_report());
+    for node in ["split", "cat"] {
+        let info = layer_info(&c, node);
+        assert_eq!(info.movement, Some(Movement::InPlace), "{node}");
+        assert_eq!((info.insns, info.tiles), (0, 0), "{node}");
+    }
+    // Nothing moves through ACC8: only a copy would load int8 activations into ACC here.
+    let acc8_loads = c.launches[0]
+        .program
+        .program
+        .insns
+        .iter()
+        .filter(|i| matches!(i, isa::Insn::Load(m) if m.memory_type == isa::MemType::Acc8))
+        .count();
+    assert_eq!(acc8_loads, 0, "{}", c.layer_report());
+    assert!(c.layer_report().contains("in place (no copy)"));
+
+    // The fallback: a concatenation of a network input (uploaded by the host) with a
+    // convolution's output copies the input and takes the convolution's output in place.
+    let mut m = Model::new(23);
+    m.input("x", &[1, 16, 8, 8])
+        .weight("w1", &[16, 16, 3, 3], 0.3)
+        .node(
+            "conv",
+            "Conv",
+            &["x", "w1"],
+            &["a"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        )
+        .node(
+            "cat",
+            "Concat",
+            &["a", "x"],
+            &["c"],
+            vec![("axis", A::I(1))],
+        )
+        .weight("w2", &[16, 32, 1, 1], 0.3)
+        .node("head", "Conv", &["c", "w2"], &["y"], vec![])
+        .output("y");
+    let c = check(
+        "skip",
+        &m,
+        &[1, 16, 8, 8],
+        &[("cat", Where::Accel("QConcat"))],
+        0.1,
+    );
+    assert_eq!(
+        layer_info(&c, "cat").movement,
+        Some(Movement::Copied {
+            copied: 1,
+            inputs: 2
+        })
+    );
+}
+
 #[test]
 fn conv_transpose_and_average_pools_are_convolutions() {
     let m = sandwich(16, |m| {

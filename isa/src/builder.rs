@@ -34,9 +34,30 @@ use crate::layout::{Codec, UOP_BYTES};
 use crate::program::{DType, Program, Role};
 use crate::tokens::{self, DepFlag, Queue};
 
-/// A DRAM segment of the program being built.
+/// A DRAM segment of the program being built, or a view of one: its bytes from an offset on
+/// (a tensor that lives inside another one's segment, such as one input of a channel
+/// concatenation written straight into the concatenation's output).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Buf(usize);
+pub struct Buf {
+    seg: usize,
+    offset: u64,
+}
+
+impl Buf {
+    /// The view of this buffer `bytes` further on; addresses computed from it must land on
+    /// whole elements of the memory type they count ([`ProgramBuilder::addr`]).
+    pub fn view(self, bytes: u64) -> Buf {
+        Buf {
+            seg: self.seg,
+            offset: self.offset + bytes,
+        }
+    }
+
+    /// Bytes from the start of its segment.
+    pub fn offset(self) -> u64 {
+        self.offset
+    }
+}
 
 /// A micro-op kernel registered with [`ProgramBuilder::kernel`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +176,10 @@ impl ProgramBuilder {
         init: Option<Vec<u8>>,
     ) -> Buf {
         self.program.push_segment(name, dtype, shape, role, init);
-        Buf(self.program.segments.len() - 1)
+        Buf {
+            seg: self.program.segments.len() - 1,
+            offset: 0,
+        }
     }
 
     /// An input segment with default contents (little-endian bytes).
@@ -179,11 +203,19 @@ impl ProgramBuilder {
         Kernel(self.kernels.len() - 1)
     }
 
-    /// The `dram_base` of element `elem` (counted in elements of type `m`) of segment `buf`,
-    /// for instructions built by hand and passed to [`ProgramBuilder::emit`].
+    /// The `dram_base` of element `elem` (counted in elements of type `m`) of buffer `buf`,
+    /// for instructions built by hand and passed to [`ProgramBuilder::emit`]. Panics when a
+    /// view's offset is not a whole number of such elements (a bug in the caller).
     pub fn addr(&self, m: MemType, buf: Buf, elem: u32) -> u32 {
-        let seg = &self.program.segments[buf.0];
-        (seg.offset / u64::from(self.program.config.elem_bytes(m))) as u32 + elem
+        let seg = &self.program.segments[buf.seg];
+        let eb = u64::from(self.program.config.elem_bytes(m));
+        assert!(
+            buf.offset.is_multiple_of(eb),
+            "a view {} bytes into segment '{}' is not a whole number of {eb}-byte {m:?} elements",
+            buf.offset,
+            seg.name
+        );
+        ((seg.offset + buf.offset) / eb) as u32 + elem
     }
 
     /// A 2D load into `mem`'s scratchpad at `sram`: `y` rows of `x` elements, DRAM rows
@@ -462,6 +494,22 @@ mod tests {
         let fin = p.insns.last().unwrap();
         assert!(matches!(fin, Insn::Finish(d) if d.pop_prev && d.pop_next));
         assert_eq!(p.segment("uops").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_view_addresses_its_segment_from_its_offset_on() {
+        let cfg = HwConfig::default();
+        let eb = u64::from(cfg.elem_bytes(MemType::Out));
+        let mut b = ProgramBuilder::new(&cfg);
+        let _first = b.output("first", DType::I8, vec![64]);
+        let y = b.output("y", DType::I8, vec![4, 16]);
+        let base = b.addr(MemType::Out, y, 0);
+        let v = y.view(2 * eb);
+        assert_eq!(v.offset(), 2 * eb);
+        assert_eq!(b.addr(MemType::Out, v, 1), base + 3);
+        assert_eq!(v.view(eb), y.view(3 * eb));
+        let bad = std::panic::catch_unwind(|| b.addr(MemType::Out, y.view(1), 0));
+        assert!(bad.is_err(), "a view inside an element is a caller's bug");
     }
 
     #[test]

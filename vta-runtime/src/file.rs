@@ -4,7 +4,7 @@
 //! and write, the input and output quantization), so loading runs neither the ONNX importer nor
 //! the quantizer.
 //!
-//! # Format version 6
+//! # Format version 7
 //!
 //! One little-endian binary file (by convention `.vtab`, like program containers; the magic
 //! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
@@ -12,7 +12,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `VTAMODEL` |
-//! | 4 | `u32` format version, `6` |
+//! | 4 | `u32` format version, `7` |
 //! | 8 | `u64` length of the whole file in bytes |
 //! | str | config string ([`HwConfig::config_string`]) |
 //! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
@@ -26,7 +26,8 @@
 //! declare it, in declaration order), one [`StoredStep`] per accelerator step (the back end's
 //! reason for running it on the CPU, or the index of its launch) and one [`StoredLaunch`] per
 //! launch: the steps it runs, its program as an `isa::container` (`VTAPROG`), and the plan
-//! value and segment (name and packed layout) of each of its inputs, outputs and internal
+//! value and segment (name, packed layout and byte offset in the segment: internal tensors
+//! may be views inside another tensor's segment) of each of its inputs, outputs and internal
 //! tensors.
 //!
 //! A reader checks, in order: the magic, the version (newer versions are refused before
@@ -34,7 +35,8 @@
 //! load, version 2 one program per layer, version 3 had neither the element-wise layers
 //! (table activations, affine, binary, leaky ReLU, upsampling) nor their CPU operators,
 //! version 4 no folded input layouts, version 5 neither the accumulator clamp of
-//! requantizations nor the ReduceMean, Pow and Sqrt CPU operators — are
+//! requantizations nor the ReduceMean, Pow and Sqrt CPU operators, version 6 no tensor views
+//! (offsets of tensors in segments) — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
@@ -58,7 +60,7 @@ use crate::program::DeviceProgram;
 pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 
 /// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// Bytes before the config string: magic, version, length.
 const HEAD: usize = frame::HEADER_BYTES;

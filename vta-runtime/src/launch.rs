@@ -73,7 +73,8 @@ impl Launch {
         }
         self.program.check_segments()?;
         for b in &self.internal {
-            self.program.check_tensor("internal tensor", &b.tensor)?;
+            self.program
+                .check_tensor("internal tensor", &b.tensor, true)?;
         }
         let producer = |v: ValueId| {
             plan.steps

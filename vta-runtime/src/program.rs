@@ -8,12 +8,28 @@ use ndarray::{Array4, ArrayView4};
 
 use crate::layout::ActLayout;
 
-/// A packed tensor in the program's DRAM: its segment and layout.
+/// A packed tensor in the program's DRAM: its segment, where in it, and its layout.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct TensorSegment {
     /// Segment name in [`DeviceProgram::program`].
     pub name: String,
     pub layout: ActLayout,
+    /// Byte offset of the tensor in the segment: 0 for a tensor with a segment of its own,
+    /// more for a view (a tensor another tensor's segment holds, such as one input of a
+    /// channel concatenation written straight into the concatenation's output). Only a
+    /// program's internal tensors are views; its inputs and outputs own their segments.
+    pub offset: u64,
+}
+
+impl TensorSegment {
+    /// A tensor owning segment `name`.
+    pub fn new(name: impl Into<String>, layout: ActLayout) -> Self {
+        TensorSegment {
+            name: name.into(),
+            layout,
+            offset: 0,
+        }
+    }
 }
 
 /// An accelerator program: one layer or a chain of layers.
@@ -89,15 +105,20 @@ impl DeviceProgram {
     pub fn check_segments(&self) -> Result<(), String> {
         for (what, segs) in [("input", &self.inputs), ("output", &self.outputs)] {
             for s in segs.iter() {
-                self.check_tensor(what, s)?;
+                self.check_tensor(what, s, false)?;
             }
         }
         Ok(())
     }
 
     /// Checks that tensor `s` (`what`: input, output, ...) is a segment of the program with
-    /// the size its layout needs.
-    pub fn check_tensor(&self, what: &str, s: &TensorSegment) -> Result<(), String> {
+    /// the size its layout needs, or, with `view_allowed`, lies inside one.
+    pub fn check_tensor(
+        &self,
+        what: &str,
+        s: &TensorSegment,
+        view_allowed: bool,
+    ) -> Result<(), String> {
         let need = s
             .layout
             .checked_bytes()
@@ -107,12 +128,65 @@ impl DeviceProgram {
             .segment(&s.name)
             .ok_or_else(|| format!("{what} '{}' is not a segment of the program", s.name))?;
         let have = seg.size();
-        if need != have {
+        if !view_allowed && (s.offset != 0 || need != have) {
             return Err(format!(
-                "{what} '{}' needs {need} bytes in its layout, the segment has {have}",
-                s.name
+                "{what} '{}' needs {need} bytes in its layout at byte 0 of its own segment, \
+                 the segment has {have} and the tensor starts at byte {}",
+                s.name, s.offset
+            ));
+        }
+        if s.offset.checked_add(need).is_none_or(|end| end > have) {
+            return Err(format!(
+                "{what} at byte {} of segment '{}' needs {need} bytes in its layout, the \
+                 segment has {have}",
+                s.offset, s.name
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isa::{DType, HwConfig, Role};
+
+    #[test]
+    fn only_internal_tensors_may_be_views_inside_a_segment() {
+        let cfg = HwConfig::default();
+        let whole = ActLayout::out(&cfg, [1, 48, 4, 4]);
+        let part = ActLayout::out(&cfg, [1, 16, 4, 4]);
+        let mut program = Program {
+            config: cfg.clone(),
+            insns: Vec::new(),
+            segments: Vec::new(),
+        };
+        program.push_segment(
+            "cat",
+            DType::I8,
+            whole.segment_shape(),
+            Role::default(),
+            None,
+        );
+        let p = DeviceProgram {
+            program,
+            inputs: Vec::new(),
+            outputs: vec![TensorSegment::new("cat", whole)],
+        };
+        p.check_segments().unwrap();
+        let view = |offset| TensorSegment {
+            name: "cat".into(),
+            layout: part,
+            offset,
+        };
+        let block = part.bytes() as u64;
+        for at in [0, block, 2 * block] {
+            p.check_tensor("internal tensor", &view(at), true).unwrap();
+            assert!(p.check_tensor("output", &view(at), false).is_err());
+        }
+        let e = p
+            .check_tensor("internal tensor", &view(2 * block + 1), true)
+            .unwrap_err();
+        assert!(e.contains("segment 'cat'"), "{e}");
     }
 }

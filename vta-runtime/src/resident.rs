@@ -390,8 +390,8 @@ impl Slots {
     }
 }
 
-/// A transfer before the slots have offsets: value, layout, slot.
-type PendingTransfer = (ValueId, ActLayout, usize);
+/// A transfer before the slots have offsets: value, layout, slot, byte offset in the slot.
+type PendingTransfer = (ValueId, ActLayout, usize, u64);
 
 impl Layout {
     fn plan(model: &Model, opts: LoadOptions) -> Result<Layout, Error> {
@@ -417,10 +417,14 @@ impl Layout {
             let (first, last) = (launch.steps[0], *launch.steps.last().expect("checked"));
             // With every intermediate kept, nothing shares bytes: all slots live throughout.
             let until = |k: usize| if opts.keep_intermediates { nsteps } else { k };
-            let binding: HashMap<&str, (ValueId, ActLayout)> = launch
-                .bindings()
-                .map(|(v, t)| (t.name.as_str(), (v, t.layout)))
-                .collect();
+            // Per segment, the tensors it holds: the one owning it and any views inside it.
+            let mut binding: HashMap<&str, Vec<(ValueId, ActLayout, u64)>> = HashMap::new();
+            for (v, t) in launch.bindings() {
+                binding
+                    .entry(t.name.as_str())
+                    .or_default()
+                    .push((v, t.layout, t.offset));
+            }
             let mut places = Vec::with_capacity(p.segments.len());
             let mut these = Vec::with_capacity(p.segments.len());
             let (mut ups, mut downs) = (Vec::new(), Vec::new());
@@ -431,56 +435,76 @@ impl Layout {
                     continue;
                 }
                 places.push(SegmentPlace::Arena(0)); // its slot's offset, once placed
-                let slot = match binding.get(seg.name.as_str()).copied() {
-                    None => slots.use_slot(SlotKey::Scratch(l, k), seg.size(), first, until(last)),
-                    Some((v, layout)) if launch.inputs.contains(&v) => {
-                        let key = SlotKey::Value(v, layout);
-                        let uploaded = !slots.has(key);
-                        let read = readers(v).filter(|k| launch.steps.contains(k)).max();
-                        let s = slots.use_slot(key, seg.size(), first, until(read.unwrap_or(last)));
-                        if uploaded {
-                            ups.push((v, layout, s));
-                        }
-                        s
-                    }
-                    Some((v, layout)) => {
-                        let Some(producer) = launch
-                            .steps
-                            .iter()
-                            .copied()
-                            .find(|&k| plan.steps[k].outputs.contains(&v))
-                        else {
-                            return Err(Error::Load(format!(
-                                "launch {l}: value %{v} is not produced by its steps"
-                            )));
-                        };
-                        // The host reads it when a CPU step, a model output or a launch
-                        // reading it in another layout needs it.
-                        let on_host = opts.keep_intermediates
-                            || plan.outputs.contains(&v)
-                            || readers(v).any(|k| match launch_of[k] {
-                                None => true,
-                                Some(m) => model.launches[m]
-                                    .bindings()
-                                    .any(|(u, t)| u == v && t.layout != layout),
-                            });
-                        let device_read = readers(v).filter(|&k| launch_of[k].is_some()).max();
-                        let mut end = device_read.unwrap_or(producer).max(producer);
-                        if on_host {
-                            end = end.max(last);
-                        }
-                        let s = slots.use_slot(
-                            SlotKey::Value(v, layout),
-                            seg.size(),
-                            producer,
-                            until(end),
-                        );
-                        if on_host {
-                            downs.push((v, layout, s));
-                        }
-                        s
-                    }
+                let bound = binding
+                    .get(seg.name.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                // The slot is the owner's (the tensor filling the segment from byte 0; one the
+                // launch reads or leaves on the device if several do), alive while any tensor
+                // in the segment is.
+                let fills = |&&(_, l, off): &&(ValueId, ActLayout, u64)| {
+                    off == 0 && l.bytes() as u64 == seg.size()
                 };
+                let crosses =
+                    |v: ValueId| launch.inputs.contains(&v) || launch.outputs.contains(&v);
+                let owner = bound
+                    .iter()
+                    .filter(fills)
+                    .find(|b| crosses(b.0))
+                    .or_else(|| bound.iter().find(fills));
+                let key = match owner {
+                    Some(&(v, layout, _)) => SlotKey::Value(v, layout),
+                    None => SlotKey::Scratch(l, k),
+                };
+                let (mut lo, mut hi) = match owner {
+                    Some(_) => (usize::MAX, 0),
+                    None => (first, until(last)),
+                };
+                let mut upload = None;
+                let mut seg_downs = Vec::new();
+                for &(v, layout, offset) in bound {
+                    if launch.inputs.contains(&v) {
+                        if !slots.has(key) {
+                            upload = Some((v, layout));
+                        }
+                        let read = readers(v).filter(|k| launch.steps.contains(k)).max();
+                        lo = lo.min(first);
+                        hi = hi.max(until(read.unwrap_or(last)));
+                        continue;
+                    }
+                    let Some(producer) = launch
+                        .steps
+                        .iter()
+                        .copied()
+                        .find(|&k| plan.steps[k].outputs.contains(&v))
+                    else {
+                        return Err(Error::Load(format!(
+                            "launch {l}: value %{v} is not produced by its steps"
+                        )));
+                    };
+                    // The host reads it when a CPU step, a model output or a launch reading
+                    // it in another layout needs it.
+                    let on_host = opts.keep_intermediates
+                        || plan.outputs.contains(&v)
+                        || readers(v).any(|k| match launch_of[k] {
+                            None => true,
+                            Some(m) => model.launches[m]
+                                .bindings()
+                                .any(|(u, t)| u == v && t.layout != layout),
+                        });
+                    let device_read = readers(v).filter(|&k| launch_of[k].is_some()).max();
+                    let mut end = device_read.unwrap_or(producer).max(producer);
+                    if on_host {
+                        end = end.max(last);
+                        seg_downs.push((v, layout, offset));
+                    }
+                    lo = lo.min(producer);
+                    hi = hi.max(until(end));
+                }
+                let slot = slots.use_slot(key, seg.size(), lo, hi);
+                if let Some((v, layout)) = upload {
+                    ups.push((v, layout, slot, 0));
+                }
+                downs.extend(seg_downs.into_iter().map(|(v, lt, off)| (v, lt, slot, off)));
                 these.push(Some(slot));
             }
             streams.push(take(p.insns.len() as u64 * isa::INSN_BYTES as u64));
@@ -501,10 +525,10 @@ impl Layout {
             t.into_iter()
                 .map(|ts| {
                     ts.into_iter()
-                        .map(|(value, layout, s)| Transfer {
+                        .map(|(value, layout, s, at)| Transfer {
                             value,
                             layout,
-                            offset: offsets[s],
+                            offset: offsets[s] + at,
                         })
                         .collect()
                 })

@@ -1,13 +1,25 @@
 //! Channel concatenation ([`QConcat`]) and channel slices ([`QSlice`], which Split lowers to)
-//! on the accelerator, as copies of whole channel blocks: every plane of a block is loaded
-//! into ACC (ACC8) and stored to the block it becomes, so the tensors stay in device memory
-//! between the layers around them.
+//! on the accelerator, free where the layout allows it and as copies of whole channel blocks
+//! elsewhere, so the tensors stay in device memory between the layers around them.
 //!
 //! In the packed layout a channel block is `BLOCK_OUT` lanes of every pixel, so a block can
 //! only move as a whole: each input of a concatenation must start at a channel that is a
 //! multiple of `BLOCK_OUT` (all but the last input hold a multiple of `BLOCK_OUT` channels),
-//! and a slice must start at one. Other layers are refused (and run on the CPU). The padding
-//! lanes of a copied last block carry whatever the source held there, which every consumer
+//! and a slice must start at one. Other layers are refused (and run on the CPU).
+//!
+//! With one sample block (batch 1, or up to BATCH samples) a channel block is one contiguous
+//! plane, so a concatenation is its inputs' blocks laid end to end and a slice is a run of its
+//! input's blocks:
+//! - **Free**: the inputs' producers wrote them straight into the concatenation's output (a
+//!   reservation, [`NetBuilder::reserve`]), so the concatenation emits nothing; a slice is a
+//!   view of its input's segment.
+//! - **Copied** (the fallback: several sample blocks, inputs that come from the host or from
+//!   another program, or that were not written in place): every plane of a block is loaded
+//!   into ACC (ACC8) and stored to the block it becomes; a concatenation copies only the
+//!   inputs that are not in place.
+//!
+//! The padding lanes of a last partial block carry whatever its producer or the source held
+//! there (a slice's padding lanes are the next channels of its input), which every consumer
 //! ignores (see [`vta_runtime::layout`]).
 
 use isa::builder::Buf;
@@ -15,7 +27,7 @@ use isa::MemType;
 
 use super::emit::{coalesce, Ctx, Dma, Pipeline};
 use super::layout::ActLayout;
-use super::net::{LayerKind, NetBuilder, Tensor};
+use super::net::{Home, LayerKind, Movement, NetBuilder, Tensor};
 use super::tiling::{splits, MAX_DMA};
 use super::BackendError;
 use crate::qlayer::{QConcat, QSlice};
@@ -107,8 +119,15 @@ fn unaligned(ctx: &Ctx, layer: &str, what: String) -> BackendError {
 }
 
 impl NetBuilder {
-    /// Adds a concatenation of `xs` along the channels.
-    pub fn concat(&mut self, layer: &QConcat, xs: &[Tensor]) -> Result<Tensor, BackendError> {
+    /// Adds a concatenation of `xs` along the channels, into reservation `home` if given
+    /// (inputs already written there in place are not copied; `home` must have the output's
+    /// shape).
+    pub fn concat(
+        &mut self,
+        layer: &QConcat,
+        xs: &[Tensor],
+        home: Option<Home>,
+    ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         let bo = cfg.block_out() as usize;
         let shapes: Vec<[usize; 4]> = xs.iter().map(|&x| self.shape(x)).collect();
@@ -129,25 +148,58 @@ impl NetBuilder {
             }
             at += s[1];
         }
-        let mut tiles = Vec::new();
-        let mut dc = 0;
+        let mut srcs = Vec::new();
         for (&x, s) in xs.iter().zip(&shapes) {
-            let buf = self.bind(x, bo, &layer.name)?;
-            let sl = ActLayout::out(&cfg, *s);
-            tiles.extend(copies(&self.ctx, buf, sl, 0, dc, sl.c_blocks()));
-            dc += s[1] / bo;
+            srcs.push((self.bind(x, bo, &layer.name)?, ActLayout::out(&cfg, *s)));
         }
-        let (y, dst) = self.produce(&format!("{}.out", layer.name), oshape);
-        let k0 = self.begin();
-        emit_copies(&mut self.ctx, &tiles, dst, ActLayout::out(&cfg, oshape))?;
-        self.end(
-            self.eltwise_info(&layer.name, LayerKind::Concat, tiles.len()),
-            k0,
-        );
+        let ol = ActLayout::out(&cfg, oshape);
+        let adopted = match home {
+            Some(h) => Some(self.adopt_home(h, &layer.name, oshape).ok_or_else(|| {
+                BackendError::Internal(format!(
+                    "'{}': its reservation does not have the output's shape {oshape:?}",
+                    layer.name
+                ))
+            })?),
+            None => None,
+        };
+        let (y, dst) = match adopted {
+            Some((name, buf, segment, nested)) => {
+                (self.push_produced(name, segment, oshape, buf, nested), buf)
+            }
+            None => self.produce(&format!("{}.out", layer.name), oshape),
+        };
+        let mut tiles = Vec::new();
+        let mut copied = 0;
+        let mut dc = 0;
+        for (buf, sl) in srcs {
+            let in_place = ol.n_blocks() == 1
+                && buf == dst.view((ol.elem_index(0, dc, 0, 0) * ol.elem_bytes()) as u64);
+            if !in_place {
+                tiles.extend(copies(&self.ctx, buf, sl, 0, dc, sl.c_blocks()));
+                copied += 1;
+            }
+            dc += sl.c_blocks();
+        }
+        let mut info = self.eltwise_info(&layer.name, LayerKind::Concat, tiles.len());
+        info.movement = Some(match copied {
+            0 => Movement::InPlace,
+            _ => Movement::Copied {
+                copied,
+                inputs: xs.len(),
+            },
+        });
+        if tiles.is_empty() {
+            self.free_layer(info);
+        } else {
+            let k0 = self.begin();
+            emit_copies(&mut self.ctx, &tiles, dst, ol)?;
+            self.end(info, k0);
+        }
         Ok(y)
     }
 
-    /// Adds the channel slice `layer` of `x`.
+    /// Adds the channel slice `layer` of `x`: with one sample block a view of `x`'s
+    /// segment, else a copy.
     pub fn slice_channels(&mut self, layer: &QSlice, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         let bo = cfg.block_out() as usize;
@@ -172,6 +224,16 @@ impl NetBuilder {
         let oshape = [shape[0], layer.len, shape[2], shape[3]];
         let buf = self.bind(x, bo, &layer.name)?;
         let sl = ActLayout::out(&cfg, shape);
+        if sl.n_blocks() == 1 {
+            let (_, _, segment) = self.placed(x).expect("bound above");
+            let at = sl.elem_index(0, layer.start / bo, 0, 0) * sl.elem_bytes();
+            let name = self.unique(&format!("{}.out", layer.name));
+            let y = self.push_produced(name, segment, oshape, buf.view(at as u64), true);
+            let mut info = self.eltwise_info(&layer.name, LayerKind::Slice, 0);
+            info.movement = Some(Movement::InPlace);
+            self.free_layer(info);
+            return Ok(y);
+        }
         let tiles = copies(
             &self.ctx,
             buf,
@@ -183,10 +245,28 @@ impl NetBuilder {
         let (y, dst) = self.produce(&format!("{}.out", layer.name), oshape);
         let k0 = self.begin();
         emit_copies(&mut self.ctx, &tiles, dst, ActLayout::out(&cfg, oshape))?;
-        self.end(
-            self.eltwise_info(&layer.name, LayerKind::Slice, tiles.len()),
-            k0,
-        );
+        let mut info = self.eltwise_info(&layer.name, LayerKind::Slice, tiles.len());
+        info.movement = Some(Movement::Copied {
+            copied: 1,
+            inputs: 1,
+        });
+        self.end(info, k0);
         Ok(y)
+    }
+
+    /// Copies view `t` into a segment of its own (an output of the program must own its
+    /// segment), after everything emitted so far; the copy counts to the layer that wrote it.
+    pub(super) fn own_segment(&mut self, t: Tensor) -> Result<(), BackendError> {
+        let (src, sl, _) = self
+            .placed(t)
+            .ok_or_else(|| BackendError::Internal("a view that is not placed".into()))?;
+        let tiles = copies(&self.ctx, src, sl, 0, 0, sl.c_blocks());
+        let dst = self.detach(t);
+        let insns_before = self.ctx.stats.insns;
+        self.ctx.barrier();
+        emit_copies(&mut self.ctx, &tiles, dst, sl)?;
+        let insns = self.ctx.stats.insns - insns_before;
+        self.count_copy(t, tiles.len(), insns);
+        Ok(())
     }
 }

@@ -59,8 +59,10 @@
 //! - **Affine**, **Binary** (Add/Mul with a broadcast `[N, C, 1, 1]` operand), **LeakyRelu**,
 //!   nearest **Upsample**: on the ALU (see [`pointwise`]); without `ALU_MUL`, refused when a
 //!   multiplier is not a power of two.
-//! - **Concat** and channel **Slice** (Split): copies of whole channel blocks (see
-//!   [`concat`](mod@concat)); refused when an input or the slice does not start at a block boundary.
+//! - **Concat** and channel **Slice** (Split): free with one sample block (the inputs'
+//!   producers write into the concatenation's output, a slice is a view of its input), else
+//!   copies of whole channel blocks (see [`concat`](mod@concat)); refused when an input or the
+//!   slice does not start at a block boundary.
 //! - **Table** activations (any elementwise int8 -> int8 function as its 256 values): on the
 //!   ALU's activation lookup table of configs with `ALU_LUT` (see [`table`], [`lut`]);
 //!   refused otherwise: they run on the CPU.
@@ -84,7 +86,8 @@
 //! per-layer emitters (`conv::emit`, `eltwise::emit_*`) take their DRAM segments from the
 //! caller, so other program structures (several programs, segments shared with a host
 //! runtime) can reuse them. Intermediate tensors each get their own segment (no liveness-based
-//! reuse yet), and a convolution cannot read a tensor the accelerator wrote when
+//! reuse yet) except views (the inputs of a concatenation written in place, channel slices:
+//! see [`net`]), and a convolution cannot read a tensor the accelerator wrote when
 //! `BLOCK_IN != BLOCK_OUT` (its error asks for a host re-layout between programs).
 
 pub mod concat;
@@ -109,7 +112,7 @@ use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
 
 pub use fold::Fold;
 pub use layout::ActLayout;
-pub use net::{LayerInfo, LayerKind, LayerProgram, NetBuilder, Tensor};
+pub use net::{Home, LayerInfo, LayerKind, LayerProgram, Movement, NetBuilder, Tensor};
 pub use tiling::{CostEstimate, LoopOrder, Tiling};
 pub use vta_runtime::program::{DeviceProgram, TensorSegment};
 
@@ -286,7 +289,7 @@ pub fn compile_layer(
                 .enumerate()
                 .map(|(k, &s)| net.input(&format!("input_{k}"), s))
                 .collect();
-            net.concat(l, &xs)?
+            net.concat(l, &xs, None)?
         }
         _ => {
             let x = net.input("input", first);

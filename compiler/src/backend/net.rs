@@ -1,5 +1,13 @@
 //! Programs of one or more layers: [`NetBuilder`] places every tensor in DRAM and emits the
 //! layers one after another into one instruction stream; [`LayerProgram`] runs the result.
+//!
+//! A tensor usually gets a segment of its own, but may be a *view* inside another tensor's
+//! segment: the inputs of a channel concatenation written by their producers straight into
+//! the concatenation's output ([`NetBuilder::reserve`], [`NetBuilder::set_output_home`]), and
+//! channel slices that start at a block boundary ([`NetBuilder::slice_channels`]). With one
+//! sample block a channel block is one contiguous plane, so such a tensor is a run of whole
+//! blocks of the larger one. Views are internal to the program: one that the program must
+//! output is copied into a segment of its own at the end ([`NetBuilder::finish`]).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -68,6 +76,31 @@ pub struct LayerInfo {
     /// BLOCK_IN x BLOCK_OUT, or the ALU MUL lanes of a depthwise convolution on the ALU
     /// (0 for layers without MACs).
     pub device_macs: u64,
+    /// Concatenations and slices: whether they copied data or were free.
+    pub movement: Option<Movement>,
+}
+
+/// How a channel concatenation or slice got its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Movement {
+    /// No instructions: every input of the concatenation was written in place by its
+    /// producer, or the slice reads a run of blocks of its input's segment.
+    InPlace,
+    /// `copied` of the `inputs` inputs were copied block by block through ACC (the others
+    /// were in place); a slice copies its one input.
+    Copied { copied: usize, inputs: usize },
+}
+
+impl std::fmt::Display for Movement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Movement::InPlace => write!(f, "in place (no copy)"),
+            Movement::Copied { inputs: 1, .. } => write!(f, "(ALU) copied"),
+            Movement::Copied { copied, inputs } => {
+                write!(f, "(ALU) {copied} of {inputs} inputs copied")
+            }
+        }
+    }
 }
 
 /// A compiled program ([`DeviceProgram`]: what a compiled model stores and runs) and how each
@@ -98,11 +131,30 @@ impl LayerProgram {
 struct TensorState {
     name: String,
     shape: [usize; 4],
-    /// Segment and layout, once placed.
+    /// Buffer (a segment or a view inside one) and layout, once placed.
     bound: Option<(Buf, ActLayout)>,
+    /// The name of the segment holding it: its own, or the one it is a view into.
+    segment: String,
     input: bool,
     /// A network input the host packs for this program (so its first reader may fold it).
     from_host: bool,
+    /// Whether it lives inside a segment that holds more than it.
+    view: bool,
+    /// The layer that wrote it (an index into the layers), if any.
+    layer: Option<usize>,
+}
+
+/// A destination reserved for the output of a channel concatenation, so that its inputs'
+/// producers can write straight into it ([`NetBuilder::reserve`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Home(usize);
+
+struct HomeState {
+    buf: Buf,
+    segment: String,
+    shape: [usize; 4],
+    /// Inside another reservation (rather than a segment of its own).
+    nested: bool,
 }
 
 /// Builds one program from a sequence (or DAG) of layers, keeping activations packed in DRAM
@@ -128,6 +180,9 @@ pub struct NetBuilder {
     names: HashSet<String>,
     fold_inputs: bool,
     depthwise_alu: bool,
+    homes: Vec<HomeState>,
+    /// Where the next layer writes its output ([`NetBuilder::set_output_home`]).
+    output_home: Option<(Home, usize)>,
 }
 
 impl NetBuilder {
@@ -141,6 +196,8 @@ impl NetBuilder {
             names: ["uops".to_string()].into_iter().collect(),
             fold_inputs: true,
             depthwise_alu: true,
+            homes: Vec::new(),
+            output_home: None,
         })
     }
 
@@ -172,16 +229,81 @@ impl NetBuilder {
         self.tensors[t.0].shape
     }
 
-    /// The segment and layout of `t`, once a layer wrote or read it.
+    /// The segment and layout of `t`, once a layer wrote or read it (for a view: the segment
+    /// it lives in and its offset there).
     pub fn segment(&self, t: Tensor) -> Option<TensorSegment> {
         let st = &self.tensors[t.0];
-        st.bound.map(|(_, layout)| TensorSegment {
-            name: st.name.clone(),
+        st.bound.map(|(buf, layout)| TensorSegment {
+            name: st.segment.clone(),
             layout,
+            offset: buf.offset(),
         })
     }
 
-    fn unique(&mut self, name: &str) -> String {
+    /// Reserves the output of a channel concatenation of shape `shape` (named `name`), so
+    /// that layers can write its inputs in place ([`NetBuilder::set_output_home`]) and
+    /// [`NetBuilder::concat`] need not copy them; `within`: inside another reservation, from
+    /// that channel on (a concatenation that is itself an input of a concatenation). `None`
+    /// when the layout does not allow it: more than one sample block, or `within` not at a
+    /// block boundary, of another plane, or too small.
+    pub fn reserve(
+        &mut self,
+        name: &str,
+        shape: [usize; 4],
+        within: Option<(Home, usize)>,
+    ) -> Option<Home> {
+        let (buf, segment) = match within {
+            Some(slot) => (
+                self.slot_buf(slot, shape)?,
+                self.homes[slot.0 .0].segment.clone(),
+            ),
+            None => {
+                let l = ActLayout::out(&self.ctx.cfg, shape);
+                if l.n_blocks() != 1 {
+                    return None;
+                }
+                let name = self.unique(&format!("{name}.out"));
+                let buf =
+                    self.ctx
+                        .b
+                        .buffer(&name, DType::I8, l.segment_shape(), Role::default(), None);
+                (buf, name)
+            }
+        };
+        self.homes.push(HomeState {
+            buf,
+            segment,
+            shape,
+            nested: within.is_some(),
+        });
+        Some(Home(self.homes.len() - 1))
+    }
+
+    /// The view of reservation `home` from channel `channel` on for a tensor of `shape`, if
+    /// the layout allows it there.
+    fn slot_buf(&self, (home, channel): (Home, usize), shape: [usize; 4]) -> Option<Buf> {
+        let h = &self.homes[home.0];
+        let bo = self.ctx.cfg.block_out() as usize;
+        let outer = ActLayout::out(&self.ctx.cfg, h.shape);
+        let fits = outer.n_blocks() == 1
+            && channel.is_multiple_of(bo)
+            && [shape[0], shape[2], shape[3]] == [h.shape[0], h.shape[2], h.shape[3]]
+            && channel / bo + shape[1].div_ceil(bo) <= outer.c_blocks()
+            && (channel + shape[1] <= h.shape[1]);
+        fits.then(|| {
+            h.buf
+                .view((outer.elem_index(0, channel / bo, 0, 0) * outer.elem_bytes()) as u64)
+        })
+    }
+
+    /// Makes the next layer write its output into reservation `home` from channel `channel`
+    /// on (where the layout allows it; elsewhere, and with `None`, into a segment of its own).
+    /// Applies to the next layer only, whether it is compiled or refused.
+    pub fn set_output_home(&mut self, slot: Option<(Home, usize)>) {
+        self.output_home = slot;
+    }
+
+    pub(super) fn unique(&mut self, name: &str) -> String {
         let base = if name.is_empty() { "t" } else { name };
         let mut s = base.to_string();
         let mut k = 1;
@@ -210,11 +332,14 @@ impl NetBuilder {
     fn declare_input(&mut self, name: &str, shape: [usize; 4], from_host: bool) -> Tensor {
         let name = self.unique(name);
         self.tensors.push(TensorState {
+            segment: name.clone(),
             name,
             shape,
             bound: None,
             input: true,
             from_host,
+            view: false,
+            layer: None,
         });
         Tensor(self.tensors.len() - 1)
     }
@@ -273,22 +398,120 @@ impl NetBuilder {
         buf
     }
 
-    /// A new tensor written by a layer (BLOCK_OUT layout).
+    /// A new tensor written by the layer being added (BLOCK_OUT layout): in the reservation
+    /// [`NetBuilder::set_output_home`] gave, where the layout allows it, else in a segment of
+    /// its own.
     pub(super) fn produce(&mut self, name: &str, shape: [usize; 4]) -> (Tensor, Buf) {
         let name = self.unique(name);
         let l = ActLayout::out(&self.ctx.cfg, shape);
-        let buf = self
-            .ctx
-            .b
-            .buffer(&name, DType::I8, l.segment_shape(), Role::default(), None);
+        let slot = self.output_home.take();
+        match slot.and_then(|s| Some((self.slot_buf(s, shape)?, s.0))) {
+            Some((buf, home)) => {
+                let segment = self.homes[home.0].segment.clone();
+                (self.push_produced(name, segment, shape, buf, true), buf)
+            }
+            None => {
+                let buf =
+                    self.ctx
+                        .b
+                        .buffer(&name, DType::I8, l.segment_shape(), Role::default(), None);
+                (
+                    self.push_produced(name.clone(), name, shape, buf, false),
+                    buf,
+                )
+            }
+        }
+    }
+
+    /// Adds a tensor of `shape` written by the layer being added (or the layers before it)
+    /// at `buf` of `segment`; `view`: that segment holds more than it.
+    pub(super) fn push_produced(
+        &mut self,
+        name: String,
+        segment: String,
+        shape: [usize; 4],
+        buf: Buf,
+        view: bool,
+    ) -> Tensor {
+        self.output_home = None;
+        let layout = ActLayout::out(&self.ctx.cfg, shape);
         self.tensors.push(TensorState {
             name,
             shape,
-            bound: Some((buf, l)),
+            bound: Some((buf, layout)),
+            segment,
             input: false,
             from_host: false,
+            view,
+            layer: Some(self.layers.len()),
         });
-        (Tensor(self.tensors.len() - 1), buf)
+        Tensor(self.tensors.len() - 1)
+    }
+
+    /// Reservation `home` as the output of the concatenation being added, if its shape is
+    /// `shape`: its name, buffer, segment and whether it is a view.
+    pub(super) fn adopt_home(
+        &mut self,
+        home: Home,
+        name: &str,
+        shape: [usize; 4],
+    ) -> Option<(String, Buf, String, bool)> {
+        let h = &self.homes[home.0];
+        if h.shape != shape {
+            return None;
+        }
+        let (buf, segment, nested) = (h.buf, h.segment.clone(), h.nested);
+        // A reservation of its own already took the output's name for its segment.
+        let name = if nested {
+            self.unique(name)
+        } else {
+            segment.clone()
+        };
+        Some((name, buf, segment, nested))
+    }
+
+    /// The buffer, layout and segment name of tensor `t`, once placed.
+    pub(super) fn placed(&self, t: Tensor) -> Option<(Buf, ActLayout, String)> {
+        let st = &self.tensors[t.0];
+        st.bound.map(|(b, l)| (b, l, st.segment.clone()))
+    }
+
+    /// Gives view `t` a segment of its own (named after it) and returns it; the caller
+    /// copies the data there.
+    pub(super) fn detach(&mut self, t: Tensor) -> Buf {
+        let st = &self.tensors[t.0];
+        let (name, layout) = (st.name.clone(), ActLayout::out(&self.ctx.cfg, st.shape));
+        let buf = self.ctx.b.buffer(
+            &name,
+            DType::I8,
+            layout.segment_shape(),
+            Role::default(),
+            None,
+        );
+        let st = &mut self.tensors[t.0];
+        st.bound = Some((buf, layout));
+        st.segment = name;
+        st.view = false;
+        buf
+    }
+
+    /// Counts a copy of `t` (`tiles` tiles, `insns` instructions) to the layer that wrote it.
+    pub(super) fn count_copy(&mut self, t: Tensor, tiles: usize, insns: usize) {
+        if let Some(info) = self.tensors[t.0].layer.and_then(|l| self.layers.get_mut(l)) {
+            info.tiles += tiles;
+            info.insns += insns;
+            if info.movement == Some(Movement::InPlace) {
+                info.movement = Some(Movement::Copied {
+                    copied: 1,
+                    inputs: 1,
+                });
+            }
+        }
+    }
+
+    /// Records a layer that emitted no instructions (no barrier before it either).
+    pub(super) fn free_layer(&mut self, info: LayerInfo) {
+        self.layers.push(info);
     }
 
     /// A constant-rows segment (per-channel tables then splats) of `blocks` channel blocks.
@@ -459,6 +682,7 @@ impl NetBuilder {
             insns: 0,
             kernels: 0,
             device_macs: e.gemm_uops * u64::from(cfg.batch() * cfg.block_in() * cfg.block_out()),
+            movement: None,
         };
         self.end(info, k0);
         Ok(y)
@@ -560,6 +784,7 @@ impl NetBuilder {
             insns: 0,
             kernels: 0,
             device_macs: 0,
+            movement: None,
         }
     }
 
@@ -645,10 +870,14 @@ impl NetBuilder {
         Ok(y)
     }
 
-    /// Finishes the program; `outputs` become its output segments.
-    pub fn finish(self, outputs: &[Tensor]) -> Result<LayerProgram, BackendError> {
+    /// Finishes the program; `outputs` become its output segments. An output that is a view
+    /// is copied into a segment of its own first (the copy counts to the layer that wrote it).
+    pub fn finish(mut self, outputs: &[Tensor]) -> Result<LayerProgram, BackendError> {
         let mut out_segs = Vec::new();
         for &t in outputs {
+            if self.tensors[t.0].view {
+                self.own_segment(t)?;
+            }
             let st = &self.tensors[t.0];
             let Some((_, layout)) = st.bound else {
                 return Err(BackendError::Layout {
@@ -662,20 +891,15 @@ impl NetBuilder {
                     reason: "a network input cannot be an output".into(),
                 });
             }
-            out_segs.push(TensorSegment {
-                name: st.name.clone(),
-                layout,
-            });
+            out_segs.push(TensorSegment::new(st.segment.clone(), layout));
         }
         let inputs = self
             .tensors
             .iter()
             .filter(|s| s.input)
             .filter_map(|s| {
-                s.bound.map(|(_, layout)| TensorSegment {
-                    name: s.name.clone(),
-                    layout,
-                })
+                s.bound
+                    .map(|(_, layout)| TensorSegment::new(s.segment.clone(), layout))
             })
             .collect();
         let mut program = self.ctx.b.finish()?;

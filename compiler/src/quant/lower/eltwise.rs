@@ -760,7 +760,8 @@ impl<'g> Lowerer<'g> {
                 layer: "QSlice",
                 step: first.ok_or("no outputs")?,
                 note: format!(
-                    "{} channel slice(s) copied as whole blocks (exact)",
+                    "{} channel slice(s) of whole blocks (exact; views or copies: see the \
+                     accelerator layers)",
                     slices.len()
                 ),
             },

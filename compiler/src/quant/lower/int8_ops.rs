@@ -387,7 +387,10 @@ impl<'g> Lowerer<'g> {
                 Support::Accel {
                     layer: "QConcat",
                     step,
-                    note: format!("channel blocks copied into one tensor (exact){rescaled}"),
+                    note: format!(
+                        "whole channel blocks laid end to end (exact; in place or copied: \
+                         see the accelerator layers){rescaled}"
+                    ),
                 },
             );
         } else {
