@@ -3,8 +3,8 @@
 //! the tool cache on first use), simulated whole in Verilator with a behavioural model of
 //! the chip on its pins (`vta_sim::sdram_model`) and driven through the UART by the serial
 //! driver: copies across rows and banks, a program bit-exact against the functional
-//! simulator, a DMA outside the memory refused, and no protocol or timing fault seen by the
-//! chip model.
+//! simulator, a DMA outside the memory refused (SLVERR, CONTROL's error bit), and no
+//! protocol or timing fault seen by the chip model.
 //!
 //! The controller runs at the simulation's clock (the `default` config's 100 MHz, CAS
 //! latency 2), the chip model at the same clock edge (see `vta_sim::sdram_model`).
@@ -16,7 +16,7 @@ use bitstreams::openflow::{board, sdram};
 use drivers::serial::SerialDevice;
 use drivers::{run_program, Device, DeviceError, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
+use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
 use vta_sim::sdram_model::SdramChip;
 use vta_sim::soc::{self, SimLine, SimMemory, SimOptions};
 use vta_sim::FsimDevice;
@@ -129,5 +129,35 @@ fn a_program_runs_bit_exact_from_sdram() {
         .collect();
     assert_eq!(leds, [false, true, false]);
     assert_eq!(dev.stream().framing_errors(), 0);
+    no_fault(&dev);
+
+    // A LOAD from address 0, outside the memory: the window answers SLVERR and CONTROL's
+    // error bit is set, as with block RAM (LiteDRAM alone would alias the address).
+    let load = MemInsn {
+        deps: DepFlags::default(),
+        memory_type: MemType::Acc,
+        sram_base: 0,
+        dram_base: 0,
+        y_size: 1,
+        x_size: 1,
+        x_stride: 1,
+        y_pad_0: 0,
+        y_pad_1: 0,
+        x_pad_0: 0,
+        x_pad_1: 0,
+    };
+    let insns = [Insn::Load(load), Insn::Finish(DepFlags::default())];
+    let stream = isa::Codec::new(&cfg).encode_stream(&insns).unwrap();
+    let ib = dev.alloc(stream.len() as u64, 16).unwrap();
+    dev.copy_to_device(&ib, 0, &stream).unwrap();
+    let e = dev
+        .run(ib.phys_addr, 2, RunTimeout::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("run failed: the accelerator reported an error (CONTROL = 0x6"),
+        "{e}"
+    );
+    assert!(dev.stream().pin("led_error"));
     no_fault(&dev);
 }

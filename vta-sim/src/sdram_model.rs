@@ -154,4 +154,114 @@ mod tests {
         }
         assert_eq!(fault_text(3), "READ or WRITE of a bank with no open row");
     }
+
+    /// The model alone in Verilator, reset, with CKE high and NOP on the pins.
+    fn chip() -> hdl::verilator::Model {
+        let d = hdl::Design::new(model(&SdramChip::mt48lc16m16(), 100_000_000));
+        let cache = std::env::temp_dir().join("vta-sdram-model-test");
+        let mut m = hdl::verilator::Model::build(&d, &cache, &mut |_| {}).unwrap();
+        for (p, v) in [("sdram_cke", 1), ("sdram_cs_n", 0), ("sdram_ras_n", 1)] {
+            let id = m.port(p);
+            m.set(id, v);
+        }
+        for p in ["sdram_cas_n", "sdram_we_n"] {
+            let id = m.port(p);
+            m.set(id, 1);
+        }
+        m.reset(2);
+        m
+    }
+
+    /// Puts command `(ras_n, cas_n, we_n)` with `bank` and `addr` on the pins for one cycle,
+    /// then NOP.
+    fn command(m: &mut hdl::verilator::Model, rcw: (u64, u64, u64), bank: u64, addr: u64) {
+        for (p, v) in [
+            ("sdram_ras_n", rcw.0),
+            ("sdram_cas_n", rcw.1),
+            ("sdram_we_n", rcw.2),
+            ("sdram_ba", bank),
+            ("sdram_a", addr),
+        ] {
+            let id = m.port(p);
+            m.set(id, v);
+        }
+        m.tick();
+        for p in ["sdram_ras_n", "sdram_cas_n", "sdram_we_n"] {
+            let id = m.port(p);
+            m.set(id, 1);
+        }
+    }
+
+    const MRS: (u64, u64, u64) = (0, 0, 0);
+    const ACT: (u64, u64, u64) = (0, 1, 1);
+    const READ: (u64, u64, u64) = (1, 0, 1);
+    const WRITE: (u64, u64, u64) = (1, 0, 0);
+
+    fn fault(m: &hdl::verilator::Model) -> Option<u64> {
+        m.get_bool(m.port("fault"))
+            .then(|| m.get(m.port("fault_code")))
+    }
+
+    #[test]
+    fn the_chip_stores_and_returns_data_after_cas_latency() {
+        let mut m = chip();
+        command(&mut m, MRS, 0, 0x20); // CAS latency 2, burst 1
+        m.ticks(2);
+        command(&mut m, ACT, 2, 0x123);
+        m.ticks(2);
+        let (dq, oe) = (m.port("sdram_dq_o"), m.port("sdram_dq_oe"));
+        m.set(dq, 0xbeef);
+        m.set(oe, 1);
+        command(&mut m, WRITE, 2, 0x45);
+        m.set(oe, 0);
+        command(&mut m, READ, 2, 0x45);
+        // Taken at the falling edge of that cycle, driven a cycle later (CL 2).
+        let q = m.port("sdram_dq_i");
+        assert_eq!(m.get(q), 0, "not yet");
+        m.tick();
+        assert_eq!(m.get(q), 0xbeef);
+        m.tick();
+        assert_eq!(m.get(q), 0, "a burst of one");
+        assert_eq!(fault(&m), None);
+    }
+
+    #[test]
+    fn protocol_violations_are_faults() {
+        // A read of a bank with no open row.
+        let mut m = chip();
+        command(&mut m, MRS, 0, 0x20);
+        m.ticks(2);
+        command(&mut m, READ, 1, 0);
+        m.tick();
+        assert_eq!(fault(&m), Some(3));
+        // A read sooner than tRCD (2 cycles at 100 MHz) after ACTIVE.
+        let mut m = chip();
+        command(&mut m, MRS, 0, 0x20);
+        m.ticks(2);
+        command(&mut m, ACT, 0, 7);
+        command(&mut m, READ, 0, 0);
+        m.tick();
+        assert_eq!(fault(&m), Some(9));
+        // A read before the mode register is loaded.
+        let mut m = chip();
+        command(&mut m, ACT, 0, 7);
+        m.ticks(2);
+        command(&mut m, READ, 0, 0);
+        m.tick();
+        assert_eq!(fault(&m), Some(4));
+        // A write with no data driven.
+        let mut m = chip();
+        command(&mut m, MRS, 0, 0x20);
+        m.ticks(2);
+        command(&mut m, ACT, 0, 7);
+        m.ticks(2);
+        command(&mut m, WRITE, 0, 0);
+        m.tick();
+        assert_eq!(fault(&m), Some(7));
+        // No refresh for more than 9 intervals.
+        let mut m = chip();
+        command(&mut m, MRS, 0, 0x20);
+        m.ticks(7100);
+        assert_eq!(fault(&m), Some(15));
+    }
 }
