@@ -34,13 +34,9 @@ fn sdram_soc() -> SerialDevice<SimLine> {
         ..soc::sim_params(&cfg)
     };
     let cache = bitstreams::cache_dir().expect("a cache directory (HOME or VTA_CACHE_DIR)");
-    let ctl = sdram::controller(
-        &cache,
-        sd,
-        params.clock_hz,
-        cfg.axi_data_width,
-        &mut |s| eprintln!("[litedram] {s}"),
-    )
+    let ctl = sdram::controller(&cache, sd, params.clock_hz, cfg.axi_data_width, &mut |s| {
+        eprintln!("[litedram] {s}")
+    })
     .unwrap_or_else(|e| panic!("no SDRAM controller: {e}"));
     let opts = SimOptions {
         params: Some(params),
@@ -103,14 +99,20 @@ fn a_program_runs_bit_exact_from_sdram() {
     for (off, len) in [(3, 9000), (4, 5), (1030, 77), (4099, 1)] {
         let mut got = vec![0; len];
         dev.copy_from_device(&buf, off as u64, &mut got).unwrap();
-        assert_eq!(got, data[off - 3..off - 3 + len], "read of {len} bytes at {off}");
+        assert_eq!(
+            got,
+            data[off - 3..off - 3 + len],
+            "read of {len} bytes at {off}"
+        );
     }
     no_fault(&dev);
     // High rows: 24 MiB into the memory.
     let big = dev.alloc(24 << 20, 4096).unwrap();
-    dev.copy_to_device(&big, (24 << 20) - 8, &[0xa5; 8]).unwrap();
+    dev.copy_to_device(&big, (24 << 20) - 8, &[0xa5; 8])
+        .unwrap();
     let mut got = [0; 8];
-    dev.copy_from_device(&big, (24 << 20) - 8, &mut got).unwrap();
+    dev.copy_from_device(&big, (24 << 20) - 8, &mut got)
+        .unwrap();
     assert_eq!(got, [0xa5; 8]);
     dev.free(big).unwrap();
     let e = dev.copy_to_device(&buf, 16380, &[0; 8]).unwrap_err();

@@ -70,7 +70,9 @@ pub fn external_module(
             }
         }
     }
-    let stub = m.finish().expect("the interface of an external module is well formed");
+    let stub = m
+        .finish()
+        .expect("the interface of an external module is well formed");
     let def = Arc::try_unwrap(stub.0).expect("a just-finished module has one owner");
     let mut text = String::from("`default_nettype wire\n");
     for w in VERBATIM_LINT_OFF {
@@ -117,7 +119,10 @@ mod tests {
         let design = Design::new(m.finish().unwrap());
         let v = design.verilog("");
         assert!(v.contains(verilog.trim_end()), "{v}");
-        assert!(!v.contains("q_q"), "the interface's stub body is not printed: {v}");
+        assert!(
+            !v.contains("q_q"),
+            "the interface's stub body is not printed: {v}"
+        );
         assert!(v.contains("ext_reg u_ext"), "{v}");
         let names: Vec<String> = design.definitions().into_iter().map(|d| d.name).collect();
         assert_eq!(names, ["ext_reg", "top_with_ext"]);
@@ -126,6 +131,12 @@ mod tests {
     #[test]
     #[should_panic(expected = "does not define it")]
     fn verilog_that_lacks_the_module_is_refused() {
-        external_module("ext_missing", "clk", ("rst", false), &[], "module other; endmodule");
+        external_module(
+            "ext_missing",
+            "clk",
+            ("rst", false),
+            &[],
+            "module other; endmodule",
+        );
     }
 }

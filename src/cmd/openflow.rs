@@ -276,6 +276,12 @@ fn json_report(
         "part": b.part,
         "family": b.chip.family(),
         "design": d.top,
+        "description": d.description,
+        "device_memory": match (o.design, o.memory) {
+            (DesignKind::Counter, _) => "none",
+            (DesignKind::Soc, MemoryKind::Bram) => "bram",
+            (DesignKind::Soc, MemoryKind::Sdram) => "sdram",
+        },
         "config_string": cfg.config_string(),
         "clock_mhz_target": cfg.clock_mhz,
         "clock_mhz": out.clock_mhz,

@@ -64,7 +64,10 @@ pub const FAULTS: &[(u8, &str)] = &[
     (3, "READ or WRITE of a bank with no open row"),
     (4, "READ or WRITE before the mode register was loaded"),
     (5, "LOAD MODE REGISTER or AUTO REFRESH with a row open"),
-    (6, "a mode the model does not simulate (burst length not 1, CAS latency not 2 or 3)"),
+    (
+        6,
+        "a mode the model does not simulate (burst length not 1, CAS latency not 2 or 3)",
+    ),
     (7, "WRITE without the controller driving DQ"),
     (8, "the controller drives DQ while the chip does"),
     (9, "READ or WRITE sooner than tRCD after ACTIVE"),
@@ -72,8 +75,14 @@ pub const FAULTS: &[(u8, &str)] = &[
     (11, "PRECHARGE sooner than tRAS after ACTIVE"),
     (12, "PRECHARGE sooner than tWR after WRITE"),
     (13, "a command sooner than tRFC after AUTO REFRESH"),
-    (14, "a command sooner than tMRD (2 cycles) after LOAD MODE REGISTER"),
-    (15, "no AUTO REFRESH for more than 9 refresh intervals (tREFI) since the last"),
+    (
+        14,
+        "a command sooner than tMRD (2 cycles) after LOAD MODE REGISTER",
+    ),
+    (
+        15,
+        "no AUTO REFRESH for more than 9 refresh intervals (tREFI) since the last",
+    ),
     (16, "BURST TERMINATE (the model does not simulate it)"),
 ];
 

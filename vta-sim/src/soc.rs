@@ -379,13 +379,14 @@ fn instance(
     // An SDRAM bench is keyed by its Verilog, which holds the controller's.
     let sdram_bench = match memory {
         SimMemory::BlockRam => None,
-        SimMemory::Sdram { controller, chip } => {
-            Some(sdram_bench(cfg, params, controller, chip)?)
-        }
+        SimMemory::Sdram { controller, chip } => Some(sdram_bench(cfg, params, controller, chip)?),
     };
     let key = match &sdram_bench {
         None => format!("{}{params:?}", cfg.to_json()),
-        Some(d) => format!("sdram {:016x}", isa::container::fnv1a(d.verilog("").as_bytes())),
+        Some(d) => format!(
+            "sdram {:016x}",
+            isa::container::fnv1a(d.verilog("").as_bytes())
+        ),
     };
     let mut protos = PROTOS
         .get_or_init(Default::default)
@@ -435,7 +436,9 @@ fn sdram_bench(
             }
         }
     }
-    Ok(Design::new(m.finish().expect("the SDRAM test bench is well formed")))
+    Ok(Design::new(
+        m.finish().expect("the SDRAM test bench is well formed"),
+    ))
 }
 
 /// The serial driver on a fresh simulated SoC for `cfg` (its model built or loaded as

@@ -189,7 +189,11 @@ impl SdramPins {
             ("sdram_dm", &self.dm),
             ("sdram_dq", &self.dq),
         ] {
-            v.extend(bus.iter().enumerate().map(|(i, p)| (port, Some(i), p.as_str())));
+            v.extend(
+                bus.iter()
+                    .enumerate()
+                    .map(|(i, p)| (port, Some(i), p.as_str())),
+            );
         }
         v
     }
@@ -403,5 +407,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("ice40"), "{e}");
+        // The SDRAM's pins: checked for count and against the other pins.
+        let e = parse(
+            &good.replace("\"dm\": [\"U19\", \"E20\"]", "\"dm\": [\"U19\"]"),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("sdram.pins") && e.contains("16 dq and 1 dm"),
+            "{e}"
+        );
+        let e = parse(&good.replace("\"E20\"", "\"B2\""), "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("B2 is used twice"), "{e}");
+    }
+
+    #[test]
+    fn the_ulx3s_boards_have_their_sdram() {
+        for name in ["ulx3s-85f", "ulx3s-25f"] {
+            let b = builtin().into_iter().find(|b| b.name == name).unwrap();
+            let sd = b.sdram.expect("SDRAM");
+            assert_eq!((sd.mib, sd.pins.dq.len(), sd.pins.a.len()), (32, 16, 13));
+            assert_eq!(sd.litedram_module, "MT48LC16M16");
+        }
+        assert!(builtin()
+            .iter()
+            .filter(|b| b.sdram.is_some())
+            .all(|b| b.name.starts_with("ulx3s")));
     }
 }

@@ -45,11 +45,7 @@ pub enum SdramError {
         "the generated controller's {port} is {got} bits wide but the board has {want} pins \
          for it: the board file's sdram.litedram_module does not match its pins"
     )]
-    Pins {
-        port: String,
-        got: u32,
-        want: usize,
-    },
+    Pins { port: String, got: u32, want: usize },
     #[error("{0}")]
     Soc(#[from] vta_hw::soc::SocError),
 }
@@ -120,9 +116,8 @@ pub fn controller(
         "cl": null,
     });
     let config = serde_json::to_string_pretty(&config).expect("JSON");
-    let key = isa::container::fnv1a(
-        format!("{GENERATOR}\n{config}\n{:?}", LITEDRAM_PACKAGES).as_bytes(),
-    );
+    let key =
+        isa::container::fnv1a(format!("{GENERATOR}\n{config}\n{:?}", LITEDRAM_PACKAGES).as_bytes());
     let dir = cache_root.join("litedram");
     let out = dir.join(format!("{CONTROLLER_MODULE}-{key:016x}.v"));
     let io = |path: &Path| {
@@ -199,7 +194,11 @@ fn parse_ports(verilog: &str, module: &str) -> Option<Vec<ExternalPort>> {
     let header = &verilog[start..start + verilog[start..].find(");")?];
     let mut ports = vec![];
     for line in header.lines().skip(1) {
-        let words: Vec<&str> = line.trim().trim_end_matches(',').split_whitespace().collect();
+        let words: Vec<&str> = line
+            .trim()
+            .trim_end_matches(',')
+            .split_whitespace()
+            .collect();
         let dir = match words.first()? {
             &"input" => Dir::Input,
             &"output" => Dir::Output,
@@ -239,7 +238,10 @@ mod tests {
         let v = "/* x */\nmodule vta_sdram_ctrl(\n\tinput clk,\n\toutput reg [12:0] sdram_a,\n\
                  \tinput [15:0] sdram_dq_i,\n\toutput s_axi_rvalid\n);\n\nendmodule\n";
         let p = parse_ports(v, "vta_sdram_ctrl").unwrap();
-        let got: Vec<(&str, Dir, u32)> = p.iter().map(|p| (p.name.as_str(), p.dir, p.width)).collect();
+        let got: Vec<(&str, Dir, u32)> = p
+            .iter()
+            .map(|p| (p.name.as_str(), p.dir, p.width))
+            .collect();
         assert_eq!(
             got,
             [

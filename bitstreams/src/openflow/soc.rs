@@ -9,8 +9,8 @@ use isa::{HwConfig, MemType};
 
 use super::board::Sdram;
 use super::fit::Memory;
-use super::sdram::{Controller, SdramError};
 use super::flow::{self, FlowError, Outcome};
+use super::sdram::{Controller, SdramError};
 use super::tools::{self, Toolbox};
 use super::{top, OpenBoard};
 

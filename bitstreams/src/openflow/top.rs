@@ -178,7 +178,9 @@ pub fn board_top(b: &OpenBoard, d: &Design, pll: bool) -> String {
              .Q(sdram_clk));\n\n",
             hi = dq - 1
         ));
-        for one in ["cke", "cs_n", "ras_n", "cas_n", "we_n", "ba", "a", "dm", "dq_o", "dq_oe"] {
+        for one in [
+            "cke", "cs_n", "ras_n", "cas_n", "we_n", "ba", "a", "dm", "dq_o", "dq_oe",
+        ] {
             conns.push(format!(".sdram_{one}(sdram_{one})"));
         }
         conns.push(".sdram_dq_i(sdram_dq)".into());
@@ -402,7 +404,10 @@ mod tests {
         ] {
             assert!(lpf.contains(line), "{line} missing in\n{lpf}");
         }
-        assert!(!lpf.contains("sdram"), "a design without SDRAM has no SDRAM pins");
+        assert!(
+            !lpf.contains("sdram"),
+            "a design without SDRAM has no SDRAM pins"
+        );
         let mut with_sdram = counter_design();
         with_sdram.ports.sdram = true;
         let (_, lpf) = constraints(&by_name("ulx3s-85f"), &with_sdram);

@@ -215,10 +215,7 @@ pub fn axi4_window(data_bits: u32, bytes: u32, base: u32) -> Module {
     let arready = m.output_from(&s("arready"), rd_idle & (!ar_ok | m_arready));
     let ar_fire = m.named("ar_fire", arvalid & arready);
     let rvalid = m.output_from(&s("rvalid"), m.mux(rd_pass, m_rvalid, rd_err));
-    let rlast = m.output_from(
-        &s("rlast"),
-        m.mux(rd_pass, m_rlast, rd_err_left.eq(1)),
-    );
+    let rlast = m.output_from(&s("rlast"), m.mux(rd_pass, m_rlast, rd_err_left.eq(1)));
     m.output_from(&s("rdata"), m.mux(rd_pass, m_rdata, 0));
     m.output_from(&s("rresp"), m.mux(rd_pass, m_rresp, slverr));
     m.output_from(&d("rready"), rd_pass & rready);

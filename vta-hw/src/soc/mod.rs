@@ -429,8 +429,7 @@ pub fn header_with(
         params.mem_base,
         match memory {
             DeviceMemory::BlockRam => "",
-            DeviceMemory::Controller { .. } =>
-                "; its controller's pins are pins of vta_soc too",
+            DeviceMemory::Controller { .. } => "; its controller's pins are pins of vta_soc too",
         },
         params.reset_pin(),
         if params.reset_active_low {
