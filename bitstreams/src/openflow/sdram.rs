@@ -199,9 +199,9 @@ fn parse_ports(verilog: &str, module: &str) -> Option<Vec<ExternalPort>> {
             .trim_end_matches(',')
             .split_whitespace()
             .collect();
-        let dir = match words.first()? {
-            &"input" => Dir::Input,
-            &"output" => Dir::Output,
+        let dir = match *words.first()? {
+            "input" => Dir::Input,
+            "output" => Dir::Output,
             _ => return None,
         };
         let width = match words.iter().find(|w| w.starts_with('[')) {
