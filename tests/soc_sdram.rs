@@ -2,8 +2,8 @@
 //! flow generates for the board (`bitstreams::openflow::sdram`, installed and generated into
 //! the tool cache on first use), simulated whole in Verilator with a behavioural model of
 //! the chip on its pins (`vta_sim::sdram_model`) and driven through the UART by the serial
-//! driver: copies across rows and banks, a program bit-exact against the functional
-//! simulator, a DMA outside the memory refused (SLVERR, CONTROL's error bit), and no
+//! driver: copies across rows and banks, programs (ALU work; a blocked GEMM with two
+//! virtual threads) bit-exact against the functional simulator, a DMA outside the memory refused (SLVERR, CONTROL's error bit), and no
 //! protocol or timing fault seen by the chip model.
 //!
 //! The controller runs at the simulation's clock (the `default` config's 100 MHz, CAS
@@ -17,6 +17,7 @@ use drivers::serial::SerialDevice;
 use drivers::{run_program, Device, DeviceError, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
+use vta_sim::bench::gemm::{blocked_gemm, GemmOperands};
 use vta_sim::sdram_model::SdramChip;
 use vta_sim::soc::{self, SimLine, SimMemory, SimOptions};
 use vta_sim::FsimDevice;
@@ -118,13 +119,19 @@ fn a_program_runs_bit_exact_from_sdram() {
     let e = dev.copy_to_device(&buf, 16380, &[0; 8]).unwrap_err();
     assert!(matches!(e, DeviceError::OutOfBounds { .. }), "{e}");
 
-    let p = acc_alu_store(&cfg, 16);
-    let mut fsim = FsimDevice::new(&cfg);
-    let want = run_program(&mut fsim, &p, &[], RunTimeout::default()).unwrap();
-    let got = run_program(&mut dev, &p, &[], RunTimeout::default()).unwrap();
-    assert_eq!(got.outputs, want.outputs);
-    assert_eq!(got.report.counters, want.report.counters);
-    assert!(got.report.get("cycles").is_some_and(|c| c > 0));
+    // ALU work, and a blocked GEMM with two virtual threads (LOAD INP/WGT/ACC/UOP, GEMM,
+    // STORE).
+    let ops = GemmOperands::random(&cfg, 32, 32, 7);
+    let gemm = blocked_gemm(&cfg, 32, 32, 16, true, 2, ops).unwrap();
+    for p in [acc_alu_store(&cfg, 16), gemm] {
+        let mut fsim = FsimDevice::new(&cfg);
+        let want = run_program(&mut fsim, &p, &[], RunTimeout::default()).unwrap();
+        let got = run_program(&mut dev, &p, &[], RunTimeout::default()).unwrap();
+        assert_eq!(got.outputs, want.outputs);
+        assert_eq!(got.report.counters, want.report.counters);
+        assert!(got.report.get("cycles").is_some_and(|c| c > 0));
+        no_fault(&dev);
+    }
     let leds: Vec<bool> = ["led_busy", "led_done", "led_error"]
         .iter()
         .map(|l| dev.stream().pin(l))

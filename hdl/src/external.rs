@@ -35,8 +35,9 @@ const VERBATIM_LINT_OFF: &[&str] = &[
 /// The module `name` written in Verilog elsewhere (`verilog` holds `module name (...)
 /// ... endmodule` and anything it needs): clocked by `clock`, reset by `reset` (name,
 /// active low), with data `ports`. Instances connect the clock and reset by themselves, as
-/// for any module. The checks take its outputs as registered (no combinational path from
-/// an input), which the caller vouches for.
+/// for any module. The checks see no combinational path through it, so a loop closed
+/// through it is not found: the caller vouches there is none (e.g. an AXI slave whose READY
+/// follows VALID, with masters whose VALID does not follow READY, as AXI requires).
 ///
 /// # Panics
 ///
