@@ -47,7 +47,8 @@ pub fn design(
         (DesignKind::Soc, MemoryKind::Sdram) => {
             if memory_kib.is_some() {
                 bail!(
-                    "--memory-kib sizes on-chip device memory; with --memory sdram the device                      memory is the board's SDRAM"
+                    "--memory-kib sizes on-chip device memory; with --memory sdram the device \
+                     memory is the board's SDRAM"
                 );
             }
             let Some(sd) = &b.sdram else {
