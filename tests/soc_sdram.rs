@@ -11,43 +11,21 @@
 
 #[path = "support/rtl.rs"]
 mod rtl_support;
+#[path = "support/sdram_soc.rs"]
+mod sdram_support;
 
-use bitstreams::openflow::{board, sdram};
 use drivers::serial::SerialDevice;
 use drivers::{run_program, Device, DeviceError, RunTimeout};
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
 use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
 use vta_sim::bench::gemm::{blocked_gemm, GemmOperands};
-use vta_sim::sdram_model::SdramChip;
-use vta_sim::soc::{self, SimLine, SimMemory, SimOptions};
+use vta_sim::soc::{self, SimLine};
 use vta_sim::FsimDevice;
 
 /// A fresh simulated SoC of the default config with the ULX3S's SDRAM.
 fn sdram_soc() -> SerialDevice<SimLine> {
     let cfg = HwConfig::default();
-    let b = board::builtin()
-        .into_iter()
-        .find(|b| b.name == "ulx3s-85f")
-        .expect("the ULX3S-85F board");
-    let sd = b.sdram.as_ref().expect("the ULX3S has SDRAM");
-    let params = vta_hw::soc::SocParams {
-        mem_bytes: sd.mib << 20,
-        ..soc::sim_params(&cfg)
-    };
-    let cache = bitstreams::cache_dir().expect("a cache directory (HOME or VTA_CACHE_DIR)");
-    let ctl = sdram::controller(&cache, sd, params.clock_hz, cfg.axi_data_width, &mut |s| {
-        eprintln!("[litedram] {s}")
-    })
-    .unwrap_or_else(|e| panic!("no SDRAM controller: {e}"));
-    let opts = SimOptions {
-        params: Some(params),
-        cache_dir: Some(rtl_support::model_cache()),
-        memory: SimMemory::Sdram {
-            controller: ctl.device_memory(sd),
-            chip: SdramChip::mt48lc16m16(),
-        },
-        ..SimOptions::default()
-    };
+    let opts = sdram_support::sdram_options(&cfg, rtl_support::model_cache());
     soc::device(&cfg, &opts, &mut |s| eprintln!("[soc model] {s}"))
         .unwrap_or_else(|e| panic!("no simulated SoC with SDRAM: {e}"))
 }
