@@ -167,6 +167,9 @@ pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
         let got = run_program(&mut soc, p, &[], RunTimeout::default())
             .unwrap_or_else(|e| panic!("{}: the run on the simulated SoC failed: {e}", p.config));
         compare_runs(&p.config, &want, &got);
+        if let Some((code, what)) = soc.stream().sdram_fault() {
+            panic!("{}: the SDRAM model saw fault {code}: {what}", p.config);
+        }
     }
     Ok(want.outputs)
 }

@@ -1,12 +1,14 @@
 //! A usable SoC around the accelerator, for FPGA boards without a CPU: `vta_soc` =
-//! `vta_top` + on-chip device memory + a UART host bridge, with the pins a small ECP5 or
-//! Gowin board has.
+//! `vta_top` + device memory (block RAM, or an external memory's controller) + a UART host
+//! bridge, with the pins a small ECP5 or Gowin board has.
 //!
 //! ```text
 //!  uart_rx ──> vta_uart_bridge ──m_ctl (AXI4-Lite)──> vta_top.s_axi_control
 //!  uart_tx <──        │                                 vta_top.m_axi (AXI4)
 //!                      └──m_axi (AXI4)──> s0  soc_axi_arbiter  s1 <──┘
 //!                                               └──> soc_ram (block RAM, AXI4 slave)
+//!                                                    or soc_mem_window ──> an external
+//!                                                       memory's controller (SDRAM)
 //!  led_busy, led_done, led_error <── CONTROL's running, done and error bits
 //! ```
 //!
@@ -18,6 +20,10 @@
 //! * [`build`]`(cfg, params) -> hdl::Module`: the top `vta_soc`.
 //! * [`generate`]`(cfg, params) -> GeneratedSoc`: its Verilog with a header comment (config,
 //!   parameters, memory map, pins), the port manifest and the control register map.
+//! * [`build_with`] / [`generate_with`]: the same with the device memory chosen
+//!   ([`DeviceMemory`]): block RAM, or an external memory's controller (the bitstream flow
+//!   gives it a LiteDRAM SDRAM controller) behind an [`axi4_window`], whose pins become
+//!   pins of `vta_soc`.
 //!
 //! # Pins of `vta_soc`
 //!
