@@ -183,3 +183,23 @@ fn a_program_runs_bit_exact_from_sdram() {
     assert_eq!(after, before);
     no_fault(&dev);
 }
+
+/// The SoC with the generated LiteDRAM controller, and the test bench with the chip model,
+/// pass `verilator --lint-only -Wall` with no warning (LiteDRAM's Verilog is wrapped in its
+/// own lint exemptions by `hdl::external_module`).
+#[test]
+fn the_sdram_soc_verilog_is_lint_clean() {
+    let cfg = HwConfig::default();
+    let opts = sdram_support::sdram_options(&cfg, rtl_support::model_cache());
+    let vta_sim::soc::SimMemory::Sdram { controller, chip } = &opts.memory else {
+        panic!("SDRAM options without SDRAM");
+    };
+    let params = opts.params.clone().unwrap();
+    let g = vta_hw::soc::generate_with(&cfg, &params, controller).unwrap();
+    assert!(g.verilog.contains("module vta_sdram_ctrl"));
+    let dir = std::env::temp_dir().join(format!("vta-sdram-lint-{}", std::process::id()));
+    hdl::verilator::lint(&g.design, &dir).unwrap_or_else(|e| panic!("{e}"));
+    let model = hdl::Design::new(vta_sim::sdram_model::model(chip, params.clock_hz));
+    hdl::verilator::lint(&model, &dir).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
