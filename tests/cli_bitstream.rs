@@ -312,6 +312,21 @@ fn the_open_flow_refuses_early_with_the_reason() {
     with_estimate.extend(["--estimate", "x.json"]);
     let e = fails(vta_at(&dir, &with_estimate));
     assert!(e.contains("--estimate is for Zynq boards"), "{e}");
+    let mut sdram = args("orangecrab-85f");
+    sdram.extend(["--memory", "sdram"]);
+    let e = fails(vta_at(&dir, &sdram));
+    assert!(
+        e.contains("board orangecrab-85f has no SDRAM in its board file")
+            && e.contains("--memory bram"),
+        "{e}"
+    );
+    let mut sized = args("ulx3s-85f");
+    sized.extend(["--memory", "sdram", "--memory-kib", "64"]);
+    let e = fails(vta_at(&dir, &sized));
+    assert!(
+        e.contains("with --memory sdram the device memory is the board's SDRAM"),
+        "{e}"
+    );
     assert!(!dir.join("out").exists(), "nothing written");
 }
 
@@ -322,21 +337,30 @@ fn open_flow(
     design: &str,
     scratch_name: &str,
 ) -> (std::path::PathBuf, serde_json::Value) {
+    open_flow_with(board, design, &[], scratch_name)
+}
+
+/// [`open_flow`] with more options.
+fn open_flow_with(
+    board: &str,
+    design: &str,
+    extra: &[&str],
+    scratch_name: &str,
+) -> (std::path::PathBuf, serde_json::Value) {
     let dir = scratch(scratch_name);
-    let out = ok(vta_in(
-        &dir,
-        &[
-            "hw",
-            "bitstream",
-            "--board",
-            board,
-            "--design",
-            design,
-            "-o",
-            "out",
-            "--json",
-        ],
-    ));
+    let mut args = vec![
+        "hw",
+        "bitstream",
+        "--board",
+        board,
+        "--design",
+        design,
+        "-o",
+        "out",
+        "--json",
+    ];
+    args.extend(extra);
+    let out = ok(vta_in(&dir, &args));
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["timing_met"], true, "{r:#}");
     let clk = &r["clocks"][0];
@@ -405,6 +429,29 @@ fn ulx3s_25f_soc_gets_a_real_bitstream_with_timing_met() {
     assert_eq!(r["design"], "vta_soc");
     assert_eq!(r["mapped"]["bram_blocks"], 27);
     assert_ecp5_bitstream(&file, "LFE5U-25F-6CABGA381");
+}
+
+/// The SoC (1x8x8 at 45 MHz) with the ULX3S's 32 MB SDRAM as device memory behind the
+/// LiteDRAM controller (generated on first use) on an ECP5-85F, to a bitstream with timing
+/// met: an opt-in benchmark (LiteDRAM from PyPI, and nextpnr's placement of the 85F).
+#[test]
+#[ignore = "long: about 30-40 minutes here; run with cargo test --test cli_bitstream -- --ignored ulx3s_85f_sdram"]
+fn ulx3s_85f_sdram_soc_gets_a_real_bitstream_with_timing_met() {
+    let (file, r) = open_flow_with(
+        "ulx3s-85f",
+        "soc",
+        &["--memory", "sdram"],
+        "openflow_ulx3s_85f_sdram_soc",
+    );
+    assert_eq!(r["design"], "vta_soc");
+    assert_eq!(r["device_memory"], "sdram");
+    assert!(
+        r["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("32 MiB SDR SDRAM through LiteDRAM")),
+        "{r:#}"
+    );
+    assert_ecp5_bitstream(&file, "LFE5U-85F-6CABGA381");
 }
 
 /// The SoC (1x4x4) on a Tang Nano 20K (Gowin): an opt-in benchmark (it fills 82 % of the

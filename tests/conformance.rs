@@ -16,3 +16,5 @@ mod gemm;
 mod insn;
 #[path = "conformance/malformed.rs"]
 mod malformed;
+#[path = "support/sdram_soc.rs"]
+mod sdram_support;

@@ -531,5 +531,6 @@ pub(crate) fn finish(name: String, mut d: Data) -> Result<Module, DesignError> {
         port_sigs,
         comb_paths,
         live,
+        verbatim: None,
     })))
 }

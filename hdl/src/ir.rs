@@ -308,6 +308,9 @@ pub(crate) struct ModuleDef {
     pub comb_paths: Vec<Vec<usize>>,
     /// Per signal: is it read by live logic (or is it a port)?
     pub live: Vec<bool>,
+    /// The Verilog of a module defined outside the crate ([`crate::external_module`]),
+    /// printed instead of a body; the rest of the definition is its interface only.
+    pub verbatim: Option<String>,
 }
 
 /// A finished, immutable module: cheap to clone, shareable between threads, and

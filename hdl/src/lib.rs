@@ -128,6 +128,7 @@ mod bits;
 mod builder;
 mod check;
 mod error;
+mod external;
 mod ir;
 mod names;
 #[cfg(unix)]
@@ -138,6 +139,7 @@ pub mod widgets;
 pub use bits::Bits;
 pub use builder::{addr_bits, count_bits, Inst, Mem, ModuleBuilder, Operand, Sig, MAX_WIDTH};
 pub use error::{DesignError, Problem};
+pub use external::{external_module, ExternalPort};
 pub use ir::{Dir, Module, PortInfo, PortRole};
 pub use verilog::{Design, ModuleDefinition};
 

@@ -86,9 +86,24 @@ impl Design {
                     .iter()
                     .map(|i| defs[def_of[&Arc::as_ptr(&i.module.0)]].name.clone())
                     .collect();
-            let body = print_body(&m.0, &child_names);
+            let body = match &m.0.verbatim {
+                Some(v) => v.clone(),
+                None => print_body(&m.0, &child_names),
+            };
             if let Some(&k) = by_body.get(&body) {
                 def_of.insert(Arc::as_ptr(&m.0), k);
+                continue;
+            }
+            if let Some(v) = &m.0.verbatim {
+                // Its name is fixed by its Verilog.
+                names.insert(m.name().to_string());
+                by_body.insert(body, defs.len());
+                def_of.insert(Arc::as_ptr(&m.0), defs.len());
+                defs.push(ModuleDefinition {
+                    name: m.name().to_string(),
+                    module: m.clone(),
+                    text: v.clone(),
+                });
                 continue;
             }
             let is_top = m.same_as(&self.top);

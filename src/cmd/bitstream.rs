@@ -42,6 +42,9 @@ pub struct BitstreamArgs {
     /// ECP5/Gowin: what to build
     #[arg(long, value_enum, default_value = "soc")]
     design: super::openflow::DesignKind,
+    /// ECP5/Gowin: where the SoC's device memory lives
+    #[arg(long, value_enum, default_value = "bram")]
+    memory: super::openflow::MemoryKind,
     /// ECP5/Gowin: the SoC's on-chip device memory in KiB, a power of two (default: the
     /// board's, see its file)
     #[arg(long, value_name = "KIB")]
@@ -166,6 +169,7 @@ pub fn run(a: BitstreamArgs) -> Result<String> {
                 board: &b,
                 config: a.config.as_deref(),
                 design: a.design,
+                memory: a.memory,
                 memory_kib: a.memory_kib,
                 out: &a.out,
                 json: a.json,

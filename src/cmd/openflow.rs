@@ -20,11 +20,53 @@ pub enum DesignKind {
     Counter,
 }
 
-/// The design to build for `cfg` with `memory_kib` of device memory (the SoC).
-pub fn design(kind: DesignKind, cfg: &HwConfig, memory_kib: u32) -> Result<top::Design> {
-    Ok(match kind {
-        DesignKind::Counter => top::counter_design(),
-        DesignKind::Soc => soc::soc_design(cfg, memory_kib)?,
+/// Where the SoC's device memory lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemoryKind {
+    /// On-chip block RAM (--memory-kib, default: the board's)
+    Bram,
+    /// The board's SDR SDRAM behind a LiteDRAM controller generated on first use (ULX3S);
+    /// verified in simulation against an SDRAM model, not yet on a board
+    Sdram,
+}
+
+/// The design to build for `cfg` on board `b`: the SoC with `memory_kib` of block RAM or the
+/// board's SDRAM as device memory, or the counter.
+pub fn design(
+    kind: DesignKind,
+    cfg: &HwConfig,
+    b: &OpenBoard,
+    memory: MemoryKind,
+    memory_kib: Option<u32>,
+) -> Result<top::Design> {
+    Ok(match (kind, memory) {
+        (DesignKind::Counter, _) => top::counter_design(),
+        (DesignKind::Soc, MemoryKind::Bram) => {
+            soc::soc_design(cfg, memory_kib.unwrap_or(b.device_memory_kib))?
+        }
+        (DesignKind::Soc, MemoryKind::Sdram) => {
+            if memory_kib.is_some() {
+                bail!(
+                    "--memory-kib sizes on-chip device memory; with --memory sdram the device \
+                     memory is the board's SDRAM"
+                );
+            }
+            let Some(sd) = &b.sdram else {
+                bail!(
+                    "board {} has no SDRAM in its board file (no \"sdram\" field): build the \
+                     SoC with --memory bram",
+                    b.name
+                );
+            };
+            let ctl = bitstreams::openflow::sdram::controller(
+                &cache_root()?,
+                sd,
+                cfg.clock_mhz * 1_000_000,
+                cfg.axi_data_width,
+                &mut |s| say(s),
+            )?;
+            soc::soc_design_sdram(cfg, sd, &ctl)?
+        }
     })
 }
 
@@ -44,7 +86,8 @@ pub struct Build<'a> {
     pub board: &'a OpenBoard,
     pub config: Option<&'a str>,
     pub design: DesignKind,
-    /// Device memory, KiB (None: the board's).
+    pub memory: MemoryKind,
+    /// Block-RAM device memory, KiB (None: the board's).
     pub memory_kib: Option<u32>,
     pub out: &'a Path,
     pub json: bool,
@@ -66,7 +109,7 @@ pub fn build(o: &Build) -> Result<String> {
         Some(c) => c.to_string(),
         None => "the board's default config".to_string(),
     };
-    let d = design(o.design, &cfg, o.memory_kib.unwrap_or(b.device_memory_kib))?;
+    let d = design(o.design, &cfg, b, o.memory, o.memory_kib)?;
     let spec = flow::Spec {
         board: b,
         design: &d,
@@ -234,6 +277,12 @@ fn json_report(
         "part": b.part,
         "family": b.chip.family(),
         "design": d.top,
+        "description": d.description,
+        "device_memory": match (o.design, o.memory) {
+            (DesignKind::Counter, _) => "none",
+            (DesignKind::Soc, MemoryKind::Bram) => "bram",
+            (DesignKind::Soc, MemoryKind::Sdram) => "sdram",
+        },
         "config_string": cfg.config_string(),
         "clock_mhz_target": cfg.clock_mhz,
         "clock_mhz": out.clock_mhz,

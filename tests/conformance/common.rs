@@ -9,7 +9,8 @@
 //! driver, as `--backend soc-sim`; the `default` config's programs of at most 64 KiB, see
 //! [`SOC_MAX_DRAM`]), and requires them to agree byte for byte on every output and on every
 //! counter. `VTA_CONFORMANCE_BACKENDS` (default `fsim,rtl,board,soc`) selects the backends
-//! besides fsim.
+//! besides fsim; `VTA_CONFORMANCE_SOC_MEMORY=sdram` gives the SoC the ULX3S's SDRAM (a
+//! LiteDRAM controller and a chip model) instead of block RAM.
 
 use std::path::PathBuf;
 
@@ -166,6 +167,9 @@ pub fn run(p: &Program) -> Result<Vec<(String, Vec<u8>)>, String> {
         let got = run_program(&mut soc, p, &[], RunTimeout::default())
             .unwrap_or_else(|e| panic!("{}: the run on the simulated SoC failed: {e}", p.config));
         compare_runs(&p.config, &want, &got);
+        if let Some((code, what)) = soc.stream().sdram_fault() {
+            panic!("{}: the SDRAM model saw fault {code}: {what}", p.config);
+        }
     }
     Ok(want.outputs)
 }
@@ -181,11 +185,16 @@ fn soc_runs(p: &Program) -> bool {
 }
 
 /// A fresh simulated SoC for `cfg`, reached through its UART by the serial driver (its model
-/// built or loaded once per test binary).
+/// built or loaded once per test binary); with `VTA_CONFORMANCE_SOC_MEMORY=sdram`, the SoC
+/// with the ULX3S's SDRAM behind LiteDRAM as its device memory.
 pub fn soc_device(cfg: &HwConfig) -> drivers::serial::SerialDevice<vta_sim::soc::SimLine> {
-    let opts = vta_sim::soc::SimOptions {
-        cache_dir: Some(model_cache()),
-        ..Default::default()
+    let opts = if std::env::var("VTA_CONFORMANCE_SOC_MEMORY").is_ok_and(|m| m == "sdram") {
+        crate::sdram_support::sdram_options(cfg, model_cache())
+    } else {
+        vta_sim::soc::SimOptions {
+            cache_dir: Some(model_cache()),
+            ..Default::default()
+        }
     };
     let name = cfg.config_string();
     vta_sim::soc::device(cfg, &opts, &mut |s| eprintln!("[soc model {name}] {s}"))

@@ -27,6 +27,8 @@ pub mod races;
 #[cfg(all(unix, feature = "rtl"))]
 pub mod rtl;
 #[cfg(all(unix, feature = "rtl"))]
+pub mod sdram_model;
+#[cfg(all(unix, feature = "rtl"))]
 pub mod soc;
 
 pub use device::FsimDevice;

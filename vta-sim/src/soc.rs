@@ -9,6 +9,11 @@
 //! has been quiet (both directions) for [`SimOptions::quiet_cycles`], the simulated port's
 //! read timeout. The simulation uses [`sim_params`]: 4 clock cycles per bit and the
 //! shortest frame timeout, with a device memory large enough for the conformance suite.
+//!
+//! The device memory is block RAM, or ([`SimMemory::Sdram`]) an SDRAM controller with a
+//! behavioural model of the chip on its pins (`crate::sdram_model`), in a test bench top
+//! `vta_soc_sdram_tb` whose pins are the SoC's plus the model's `sdram_fault` and
+//! `sdram_fault_code`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
@@ -18,8 +23,11 @@ use std::time::Duration;
 
 use drivers::serial::{SerialDevice, SerialError, SerialOptions};
 use hdl::verilator::{BuildError, BuildOptions, Model, PortId};
+use hdl::{Design, ModuleBuilder};
 use isa::HwConfig;
-use vta_hw::soc::{SocError, SocParams};
+use vta_hw::soc::{DeviceMemory, SocError, SocParams};
+
+use crate::sdram_model::{self, SdramChip};
 
 /// Clock cycles per UART bit in simulation: the fewest the receiver takes.
 pub const SIM_DIVISOR: u32 = hdl::widgets::MIN_UART_DIVISOR;
@@ -64,6 +72,30 @@ pub struct SimOptions {
     /// Cycles per bit of the host's end of the line (`None`: the SoC's; another value
     /// simulates a port set to the wrong baud rate).
     pub host_divisor: Option<u32>,
+    /// The device memory.
+    pub memory: SimMemory,
+}
+
+/// The simulated SoC's device memory.
+#[derive(Clone, Debug, Default)]
+pub enum SimMemory {
+    /// Block RAM of [`SimOptions::params`]' size.
+    #[default]
+    BlockRam,
+    /// An SDR SDRAM controller (a [`DeviceMemory::Controller`] with pins `sdram_cke`,
+    /// `sdram_cs_n`, `sdram_ras_n`, `sdram_cas_n`, `sdram_we_n`, `sdram_ba`, `sdram_a`,
+    /// `sdram_dm`, `sdram_dq_o`, `sdram_dq_oe` out and `sdram_dq_i` in) on a model of `chip`.
+    /// [`SimOptions::params`] must give the chip's size as the memory's.
+    Sdram {
+        controller: DeviceMemory,
+        chip: SdramChip,
+    },
+}
+
+/// Cycles an SDRAM controller takes to initialize the chip after reset: the 200 us of
+/// stable clock before the first command, and a margin for the init sequence.
+fn sdram_init_cycles(clock_hz: u32) -> u64 {
+    u64::from(clock_hz) / 5000 + 2000
 }
 
 impl Default for SimOptions {
@@ -80,6 +112,7 @@ impl Default for SimOptions {
                 ..SerialOptions::default()
             },
             host_divisor: None,
+            memory: SimMemory::BlockRam,
         }
     }
 }
@@ -130,12 +163,13 @@ pub struct SimLine {
 
 impl SimLine {
     /// The line of a fresh instance of `model` (a `vta_soc` with `divisor` cycles per bit),
-    /// reset.
-    fn new(mut model: Model, divisor: u32, quiet_cycles: u64) -> SimLine {
+    /// reset, then run for `settle` cycles (an SDRAM controller initializing the chip).
+    fn new(mut model: Model, divisor: u32, quiet_cycles: u64, settle: u64) -> SimLine {
         let rx = model.port("uart_rx");
         let tx = model.port("uart_tx");
         model.set(rx, 1);
         model.reset(4);
+        model.ticks(settle);
         SimLine {
             model,
             rx,
@@ -155,6 +189,17 @@ impl SimLine {
     /// The level of the SoC's output pin `name` (`led_busy`, `led_done`, `led_error`, ...).
     pub fn pin(&self, name: &str) -> bool {
         self.model.get_bool(self.model.port(name))
+    }
+
+    /// The SDRAM model's first fault, as its code and meaning (see
+    /// [`sdram_model::FAULTS`]); `None` without a fault or without SDRAM.
+    pub fn sdram_fault(&self) -> Option<(u8, &'static str)> {
+        let fault = self.model.try_port("sdram_fault")?;
+        if !self.model.get_bool(fault) {
+            return None;
+        }
+        let code = self.model.get(self.model.port("sdram_fault_code")) as u8;
+        Some((code, sdram_model::fault_text(code)))
     }
 
     /// Injects `fault` (see [`LineFault`]).
@@ -326,11 +371,23 @@ type Protos = HashMap<String, Arc<Mutex<Model>>>;
 fn instance(
     cfg: &HwConfig,
     params: &SocParams,
+    memory: &SimMemory,
     cache_dir: &std::path::Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Model, SimError> {
     static PROTOS: OnceLock<Mutex<Protos>> = OnceLock::new();
-    let key = format!("{}{params:?}", cfg.to_json());
+    // An SDRAM bench is keyed by its Verilog, which holds the controller's.
+    let sdram_bench = match memory {
+        SimMemory::BlockRam => None,
+        SimMemory::Sdram { controller, chip } => Some(sdram_bench(cfg, params, controller, chip)?),
+    };
+    let key = match &sdram_bench {
+        None => format!("{}{params:?}", cfg.to_json()),
+        Some(d) => format!(
+            "sdram {:016x}",
+            isa::container::fnv1a(d.verilog("").as_bytes())
+        ),
+    };
     let mut protos = PROTOS
         .get_or_init(Default::default)
         .lock()
@@ -338,11 +395,50 @@ fn instance(
     if let Some(p) = protos.get(&key) {
         return Ok(p.lock().unwrap_or_else(|e| e.into_inner()).new_instance());
     }
-    let g = vta_hw::soc::generate(cfg, params)?;
-    let model = Model::build_with(&g.design, cache_dir, &BuildOptions::default(), progress)?;
+    let design = match sdram_bench {
+        Some(d) => d,
+        None => vta_hw::soc::generate(cfg, params)?.design,
+    };
+    let model = Model::build_with(&design, cache_dir, &BuildOptions::default(), progress)?;
     let inst = model.new_instance();
     protos.insert(key, Arc::new(Mutex::new(model)));
     Ok(inst)
+}
+
+/// `vta_soc_sdram_tb`: the SoC with `controller` as its device memory, and a model of
+/// `chip` on the controller's pins.
+fn sdram_bench(
+    cfg: &HwConfig,
+    params: &SocParams,
+    controller: &DeviceMemory,
+    chip: &SdramChip,
+) -> Result<Design, SimError> {
+    let soc = vta_hw::soc::build_with(cfg, params, controller)?;
+    let m = ModuleBuilder::new("vta_soc_sdram_tb");
+    m.set_clock("clk");
+    m.set_reset(params.reset_pin(), params.reset_active_low);
+    let s = m.instance("u_soc", &soc);
+    let model = sdram_model::model(chip, params.clock_hz);
+    let c = m.instance("u_sdram", &model);
+    s.connect("uart_rx", m.input("uart_rx", 1));
+    for pin in ["uart_tx", "led_busy", "led_done", "led_error"] {
+        m.output_from(pin, s.output(pin));
+    }
+    for p in model.ports() {
+        if p.role != hdl::PortRole::Data {
+            continue;
+        }
+        match (p.dir, p.name.as_str()) {
+            (hdl::Dir::Input, name) => c.connect(name, s.output(name)),
+            (hdl::Dir::Output, "sdram_dq_i") => s.connect("sdram_dq_i", c.output("sdram_dq_i")),
+            (hdl::Dir::Output, name) => {
+                m.output_from(&format!("sdram_{name}"), c.output(name));
+            }
+        }
+    }
+    Ok(Design::new(
+        m.finish().expect("the SDRAM test bench is well formed"),
+    ))
 }
 
 /// The serial driver on a fresh simulated SoC for `cfg` (its model built or loaded as
@@ -357,11 +453,20 @@ pub fn device(
         .cache_dir
         .clone()
         .unwrap_or_else(hdl::verilator::default_cache_dir);
-    let model = instance(cfg, &params, &cache, progress)?;
+    let model = instance(cfg, &params, &opts.memory, &cache, progress)?;
     let quiet = opts
         .quiet_cycles
         .unwrap_or(4 * u64::from(params.frame_timeout()?));
-    let line = SimLine::new(model, opts.host_divisor.unwrap_or(params.divisor()?), quiet);
+    let settle = match opts.memory {
+        SimMemory::BlockRam => 0,
+        SimMemory::Sdram { .. } => sdram_init_cycles(params.clock_hz),
+    };
+    let line = SimLine::new(
+        model,
+        opts.host_divisor.unwrap_or(params.divisor()?),
+        quiet,
+        settle,
+    );
     let port = format!("the simulated SoC's UART ({} baud)", params.baud);
     Ok(SerialDevice::open(line, &port, cfg, opts.serial.clone())?)
 }

@@ -50,6 +50,10 @@ pub struct OpenBoard {
     pub default_config: serde_json::Value,
     /// The SoC's on-chip device memory, KiB (a power of two, at least 4).
     pub device_memory_kib: u32,
+    /// The board's SDR SDRAM, which the SoC can use as device memory (`vta hw bitstream
+    /// --memory sdram`); absent when the board has none.
+    #[serde(default)]
+    pub sdram: Option<Sdram>,
     /// How to load the bitstream (`{bitstream}` is replaced by its path).
     pub program: String,
     /// Where the pins come from and what is not certain.
@@ -157,6 +161,65 @@ pub struct Leds {
     pub io_type: String,
 }
 
+/// An SDR SDRAM chip on the board and its pins (directions seen from the FPGA).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sdram {
+    /// The chip as fitted, for reports (e.g. `IS42S16160 / MT48LC16M16, 32 MB x16`).
+    pub chip: String,
+    /// The LiteDRAM module (a class of `litedram.modules`) with its geometry and timings,
+    /// e.g. `MT48LC16M16`.
+    pub litedram_module: String,
+    /// Bytes of the chip, MiB (a power of two).
+    pub mib: u32,
+    pub io_type: String,
+    pub pins: SdramPins,
+}
+
+/// The SDRAM's pins; buses LSB first.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdramPins {
+    /// The chip's clock (driven by the board top from the SoC clock).
+    pub clk: String,
+    pub cke: String,
+    pub cs_n: String,
+    pub ras_n: String,
+    pub cas_n: String,
+    pub we_n: String,
+    pub ba: Vec<String>,
+    pub a: Vec<String>,
+    pub dm: Vec<String>,
+    pub dq: Vec<String>,
+}
+
+impl SdramPins {
+    /// Every pin as (port of the board top, bit or `None` for a 1-bit port, pin).
+    pub fn all(&self) -> Vec<(&'static str, Option<usize>, &str)> {
+        let mut v: Vec<(&'static str, Option<usize>, &str)> = vec![
+            ("sdram_clk", None, &self.clk),
+            ("sdram_cke", None, &self.cke),
+            ("sdram_cs_n", None, &self.cs_n),
+            ("sdram_ras_n", None, &self.ras_n),
+            ("sdram_cas_n", None, &self.cas_n),
+            ("sdram_we_n", None, &self.we_n),
+        ];
+        for (port, bus) in [
+            ("sdram_ba", &self.ba),
+            ("sdram_a", &self.a),
+            ("sdram_dm", &self.dm),
+            ("sdram_dq", &self.dq),
+        ] {
+            v.extend(
+                bus.iter()
+                    .enumerate()
+                    .map(|(i, p)| (port, Some(i), p.as_str())),
+            );
+        }
+        v
+    }
+}
+
 /// The part's resources, for the fit pre-check.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -246,6 +309,37 @@ pub fn parse(text: &str, path: &str) -> Result<OpenBoard, BoardError> {
     let mut pins: Vec<&str> = vec![&b.clock.pin, &b.uart.rx, &b.uart.tx];
     pins.extend(b.reset.iter().map(|r| r.pin.as_str()));
     pins.extend(b.leds.pins.iter().map(String::as_str));
+    if let Some(sd) = &b.sdram {
+        if !matches!(b.chip, Chip::Ecp5 { .. }) {
+            return Err(bad(
+                "sdram",
+                "SDRAM is supported on ECP5 boards only (the board top drives its clock with \
+                 an ECP5 ODDRX1F)"
+                    .into(),
+            ));
+        }
+        let p = &sd.pins;
+        if p.dq.is_empty() || p.dq.len() % 8 != 0 || p.dm.len() * 8 != p.dq.len() {
+            return Err(bad(
+                "sdram.pins",
+                format!(
+                    "{} dq and {} dm pins: dq must be a multiple of 8 with one dm per 8",
+                    p.dq.len(),
+                    p.dm.len()
+                ),
+            ));
+        }
+        if p.a.is_empty() || p.ba.is_empty() {
+            return Err(bad("sdram.pins", "needs a and ba pins".into()));
+        }
+        if !sd.mib.is_power_of_two() {
+            return Err(bad(
+                "sdram.mib",
+                format!("{} is not a power of two", sd.mib),
+            ));
+        }
+        pins.extend(p.all().into_iter().map(|(_, _, pin)| pin));
+    }
     for (i, p) in pins.iter().enumerate() {
         if p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric()) {
             return Err(bad("pins", format!("'{p}' is not a pin name")));
@@ -359,5 +453,34 @@ mod tests {
             e.contains("chip.config_pins_as_gpio") && e.contains("'spi'"),
             "{e}"
         );
+        // The SDRAM's pins: checked for count and against the other pins.
+        let e = parse(
+            &good.replace("\"dm\": [\"U19\", \"E20\"]", "\"dm\": [\"U19\"]"),
+            "x.json",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("sdram.pins") && e.contains("16 dq and 1 dm"),
+            "{e}"
+        );
+        let e = parse(&good.replace("\"E20\"", "\"B2\""), "x.json")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("B2 is used twice"), "{e}");
+    }
+
+    #[test]
+    fn the_ulx3s_boards_have_their_sdram() {
+        for name in ["ulx3s-85f", "ulx3s-25f"] {
+            let b = builtin().into_iter().find(|b| b.name == name).unwrap();
+            let sd = b.sdram.expect("SDRAM");
+            assert_eq!((sd.mib, sd.pins.dq.len(), sd.pins.a.len()), (32, 16, 13));
+            assert_eq!(sd.litedram_module, "MT48LC16M16");
+        }
+        assert!(builtin()
+            .iter()
+            .filter(|b| b.sdram.is_some())
+            .all(|b| b.name.starts_with("ulx3s")));
     }
 }

@@ -55,6 +55,9 @@ pub enum FlowError {
     Report(#[from] ReportError),
     #[error("{0}")]
     Clock(String),
+    /// The design needs something the board does not have.
+    #[error("{0}")]
+    Board(String),
     #[error("cannot write {path}: {source}")]
     Io {
         path: String,
@@ -85,6 +88,13 @@ fn write(path: &Path, text: &str) -> Result<(), FlowError> {
 /// anything is written.
 pub fn precheck(s: &Spec) -> Result<Vec<(String, u64)>, FlowError> {
     let b = s.board;
+    if s.design.ports.sdram && b.sdram.is_none() {
+        return Err(FlowError::Board(format!(
+            "{} uses SDRAM but board {} has none in its board file (no \"sdram\" field); \
+             build it with block-RAM device memory",
+            s.design.top, b.name
+        )));
+    }
     if !(1.0..=500.0).contains(&s.clock_mhz) {
         return Err(FlowError::Clock(format!(
             "CLOCK_MHZ {} is not a clock this flow can make",
@@ -255,7 +265,7 @@ pub fn run(
         &out.join("rtl/board_top.v"),
         &top::board_top(b, s.design, needs_pll),
     )?;
-    let (cname, ctext) = top::constraints(b);
+    let (cname, ctext) = top::constraints(b, s.design);
     write(&out.join(cname), &ctext)?;
 
     // Synthesis.

@@ -9,12 +9,15 @@
 //! | [`tools`] | finding, installing and running the tools, with progress |
 //! | [`flow`] | one run: PLL, synthesis, fit check, place and route, pack |
 //! | [`report`] | resources, Fmax per clock and the critical path from nextpnr's report |
+//! | `sdram` | the SoC's SDRAM controller, generated with LiteDRAM (feature `soc`) |
 //! | `soc` | the accelerator's SoC as a design, and its resources and Fmax on a board, cached (feature `soc`) |
 
 pub mod board;
 pub mod fit;
 pub mod flow;
 pub mod report;
+#[cfg(feature = "soc")]
+pub mod sdram;
 #[cfg(feature = "soc")]
 pub mod soc;
 pub mod tools;

@@ -7,8 +7,10 @@ use std::path::{Path, PathBuf};
 
 use isa::{HwConfig, MemType};
 
+use super::board::Sdram;
 use super::fit::Memory;
 use super::flow::{self, FlowError, Outcome};
+use super::sdram::{Controller, SdramError};
 use super::tools::{self, Toolbox};
 use super::{top, OpenBoard};
 
@@ -41,11 +43,45 @@ pub fn soc_design(cfg: &HwConfig, memory_kib: u32) -> Result<top::Design, vta_hw
                 "led_done".into(),
                 "led_error".into(),
             ]),
+            sdram: false,
         },
         memories,
         description: format!(
             "vta_soc (accelerator, {memory_kib} KiB device memory, UART bridge at {} baud)",
             params.baud
+        ),
+    })
+}
+
+/// The SoC for `cfg` with the board's SDRAM (`sdram`) as device memory behind `controller`
+/// (see [`super::sdram::controller`]); only the scratchpads count for the block-RAM
+/// pre-check.
+pub fn soc_design_sdram(
+    cfg: &HwConfig,
+    sdram: &Sdram,
+    controller: &Controller,
+) -> Result<top::Design, SdramError> {
+    let params = super::sdram::soc_params(cfg, sdram);
+    let g = vta_hw::soc::generate_with(cfg, &params, &controller.device_memory(sdram))?;
+    Ok(top::Design {
+        verilog: g.verilog,
+        top: "vta_soc".into(),
+        ports: top::Ports {
+            clock: "clk".into(),
+            reset: params.reset_pin().into(),
+            uart_rx: "uart_rx".into(),
+            uart_tx: "uart_tx".into(),
+            leds: top::LedPorts::Bits(vec![
+                "led_busy".into(),
+                "led_done".into(),
+                "led_error".into(),
+            ]),
+            sdram: true,
+        },
+        memories: scratchpads(cfg),
+        description: format!(
+            "vta_soc (accelerator, {} MiB SDR SDRAM through LiteDRAM, UART bridge at {} baud)",
+            sdram.mib, params.baud
         ),
     })
 }

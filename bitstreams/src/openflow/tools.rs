@@ -166,45 +166,26 @@ impl Toolbox {
         Ok(self.cache_bin(tool))
     }
 
-    /// Creates the cache's virtual environment and installs [`PACKAGES`] into it. A virtual
-    /// environment cannot be moved (its scripts name its Python by path), so it is built in
-    /// place under a lock directory and marked complete last; an interrupted install is
-    /// redone, a concurrent one waited for.
+    /// Creates the cache's virtual environment and installs [`PACKAGES`] into it (see
+    /// [`python_env`]).
     fn install(&self, tool: Tool, progress: &mut dyn FnMut(&str)) -> Result<(), ToolError> {
         let err = |why: String| ToolError::Install {
             tool: tool.label(),
             why,
             packages: PACKAGES.join(" "),
         };
-        let parent = self.cache.parent().expect("the cache has a parent");
-        std::fs::create_dir_all(parent)
-            .map_err(|e| err(format!("cannot create {}: {e}", parent.display())))?;
-        let lock = self.cache.with_extension("lock");
-        let start = Instant::now();
-        while std::fs::create_dir(&lock).is_err() {
-            if self.complete() {
-                return self.check_installed(tool, &err);
-            }
-            if start.elapsed() > Duration::from_secs(600) {
-                return Err(err(format!(
-                    "another install has held {} for 10 minutes; remove it if no install runs",
-                    lock.display()
-                )));
-            }
-            std::thread::sleep(Duration::from_secs(1));
-        }
-        let result = self.install_locked(progress, &err);
-        let _ = std::fs::remove_dir(&lock);
-        result?;
+        python_env(
+            &self.cache,
+            PACKAGES,
+            "the open FPGA tools (about 150 MB, a minute)",
+            progress,
+        )
+        .map_err(err)?;
         self.check_installed(tool, &err)
     }
 
-    fn marker(&self) -> PathBuf {
-        self.cache.join("vta-installed")
-    }
-
     fn complete(&self) -> bool {
-        self.marker().is_file()
+        env_complete(&self.cache)
     }
 
     fn check_installed(
@@ -221,57 +202,103 @@ impl Toolbox {
             )))
         }
     }
+}
 
-    fn install_locked(
-        &self,
-        progress: &mut dyn FnMut(&str),
-        err: &dyn Fn(String) -> ToolError,
-    ) -> Result<(), ToolError> {
-        if self.complete() {
-            return Ok(());
-        }
-        let _ = std::fs::remove_dir_all(&self.cache);
-        progress(&format!(
-            "installing the open FPGA tools into {} (first use: {}; about 150 MB, a minute)",
-            self.cache.display(),
-            PACKAGES.join(", ")
-        ));
-        let python = ["python3", "python"]
-            .iter()
-            .find_map(|n| on_path(n))
-            .ok_or_else(|| err("no python3 on the PATH".into()))?;
-        let venv = Command::new(&python)
-            .args(["-m", "venv"])
-            .arg(&self.cache)
-            .output()
-            .map_err(|e| err(format!("cannot run {}: {e}", python.display())))?;
-        if !venv.status.success() {
-            return Err(err(format!(
-                "`{} -m venv` failed (on Debian: apt-get install python3-venv): {}",
-                python.display(),
-                String::from_utf8_lossy(&venv.stderr).trim()
-            )));
-        }
-        let pip = Command::new(self.cache.join("bin/python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args(PACKAGES)
-            .output()
-            .map_err(|e| err(format!("cannot run pip: {e}")))?;
-        if !pip.status.success() {
-            return Err(err(format!(
-                "pip install failed: {}",
-                String::from_utf8_lossy(&pip.stderr).trim()
-            )));
-        }
-        std::fs::write(self.marker(), PACKAGES.join("\n") + "\n")
-            .map_err(|e| err(format!("cannot write {}: {e}", self.marker().display())))
+fn env_marker(dir: &Path) -> PathBuf {
+    dir.join("vta-installed")
+}
+
+fn env_complete(dir: &Path) -> bool {
+    env_marker(dir).is_file()
+}
+
+/// Makes `dir` a Python virtual environment with `packages` installed from PyPI, unless it
+/// is one already; returns its Python. `what` names it in the progress message. A virtual
+/// environment cannot be moved (its scripts name its Python by path), so it is built in
+/// place under a lock directory and marked complete last; an interrupted install is redone,
+/// a concurrent one waited for. The error says why, in a sentence.
+pub fn python_env(
+    dir: &Path,
+    packages: &[&str],
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PathBuf, String> {
+    let python = dir.join("bin/python");
+    if env_complete(dir) {
+        return Ok(python);
     }
+    let parent = dir.parent().expect("the environment has a parent");
+    std::fs::create_dir_all(parent)
+        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    let lock = dir.with_extension("lock");
+    let start = Instant::now();
+    while std::fs::create_dir(&lock).is_err() {
+        if env_complete(dir) {
+            return Ok(python);
+        }
+        if start.elapsed() > Duration::from_secs(600) {
+            return Err(format!(
+                "another install has held {} for 10 minutes; remove it if no install runs",
+                lock.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let result = install_env(dir, packages, what, progress);
+    let _ = std::fs::remove_dir(&lock);
+    result.map(|()| python)
+}
+
+fn install_env(
+    dir: &Path,
+    packages: &[&str],
+    what: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    if env_complete(dir) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    progress(&format!(
+        "installing {what} into {} (first use: {})",
+        dir.display(),
+        packages.join(", ")
+    ));
+    let python = ["python3", "python"]
+        .iter()
+        .find_map(|n| on_path(n))
+        .ok_or_else(|| "no python3 on the PATH".to_string())?;
+    let venv = Command::new(&python)
+        .args(["-m", "venv"])
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
+    if !venv.status.success() {
+        return Err(format!(
+            "`{} -m venv` failed (on Debian: apt-get install python3-venv): {}",
+            python.display(),
+            String::from_utf8_lossy(&venv.stderr).trim()
+        ));
+    }
+    let pip = Command::new(dir.join("bin/python"))
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args(packages)
+        .output()
+        .map_err(|e| format!("cannot run pip: {e}"))?;
+    if !pip.status.success() {
+        return Err(format!(
+            "pip install failed: {}",
+            String::from_utf8_lossy(&pip.stderr).trim()
+        ));
+    }
+    std::fs::write(env_marker(dir), packages.join("\n") + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", env_marker(dir).display()))
 }
 
 fn native_yosys_is_recent(path: &Path) -> bool {

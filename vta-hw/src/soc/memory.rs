@@ -155,3 +155,118 @@ impl Window {
         (index, ok)
     }
 }
+
+/// The window of an external memory controller: an AXI4 slave port `s_axi_*` in front of the
+/// controller's port `m_axi_*` (both of [`super::axi`]'s signals) that passes a burst on, with
+/// its address made an offset into the memory (`addr - base`), only if [`axi4_ram`] would
+/// serve it (INCR, full-width beats, inside `[base, base + bytes)`), and answers any other
+/// itself with SLVERR on every beat (reads return zeros, writes change nothing), as the
+/// block-RAM memory does. One burst per direction at a time. Module name
+/// `soc_mem_window_w<data_bits>_<KiB>k_at<base hex>`.
+pub fn axi4_window(data_bits: u32, bytes: u32, base: u32) -> Module {
+    assert!(
+        bytes.is_power_of_two() && bytes >= 4096 && base & (bytes - 1) == 0,
+        "memory window of {bytes} bytes at {base:#x}: the size must be a power of two of at \
+         least 4 KiB and the base a multiple of it"
+    );
+    let m = ModuleBuilder::new(&format!(
+        "soc_mem_window_w{data_bits}_{}k_at{base:x}",
+        bytes / 1024
+    ));
+    let window = Window {
+        base,
+        size_bits: log2(bytes),
+        beat_bits: log2(data_bits / 8),
+    };
+    let s = |n: &str| format!("s_axi_{n}");
+    let d = |n: &str| format!("m_axi_{n}");
+    fn offset(addr: Sig<'_>, size_bits: u32) -> Sig<'_> {
+        let low = addr.slice(size_bits - 1, 0);
+        if size_bits < 32 {
+            low.zext(32)
+        } else {
+            low
+        }
+    }
+    let slverr = 2u64;
+
+    // ---- reads ---------------------------------------------------------------------------
+    let araddr = m.input(&s("araddr"), 32);
+    let arlen = m.input(&s("arlen"), 8);
+    let arsize = m.input(&s("arsize"), 3);
+    let arburst = m.input(&s("arburst"), 2);
+    let arvalid = m.input(&s("arvalid"), 1);
+    let rready = m.input(&s("rready"), 1);
+    let m_arready = m.input(&d("arready"), 1);
+    let m_rdata = m.input(&d("rdata"), data_bits);
+    let m_rresp = m.input(&d("rresp"), 2);
+    let m_rlast = m.input(&d("rlast"), 1);
+    let m_rvalid = m.input(&d("rvalid"), 1);
+    let rd_pass = m.reg("rd_pass", 1, 0); // a burst of the controller's is in progress
+    let rd_err = m.reg("rd_err", 1, 0); // an SLVERR burst is being answered
+    let rd_err_left = m.reg_noreset("rd_err_left", 9);
+    let (_, ar_ok) = window.decode(araddr, arlen, arsize, arburst);
+    let rd_idle = m.named("rd_idle", !rd_pass & !rd_err);
+    m.output_from(&d("arvalid"), arvalid & rd_idle & ar_ok);
+    m.output_from(&d("araddr"), offset(araddr, window.size_bits));
+    m.output_from(&d("arlen"), arlen);
+    m.output_from(&d("arsize"), arsize);
+    m.output_from(&d("arburst"), arburst);
+    let arready = m.output_from(&s("arready"), rd_idle & (!ar_ok | m_arready));
+    let ar_fire = m.named("ar_fire", arvalid & arready);
+    let rvalid = m.output_from(&s("rvalid"), m.mux(rd_pass, m_rvalid, rd_err));
+    let rlast = m.output_from(&s("rlast"), m.mux(rd_pass, m_rlast, rd_err_left.eq(1)));
+    m.output_from(&s("rdata"), m.mux(rd_pass, m_rdata, 0));
+    m.output_from(&s("rresp"), m.mux(rd_pass, m_rresp, slverr));
+    m.output_from(&d("rready"), rd_pass & rready);
+    let r_end = m.named("r_end", rvalid & rready & rlast);
+    m.next(rd_pass, (ar_fire & ar_ok) | (rd_pass & !r_end));
+    m.next(rd_err, (ar_fire & !ar_ok) | (rd_err & !r_end));
+    m.next_when(
+        rd_err_left,
+        ar_fire | (rd_err & rready),
+        m.mux(ar_fire, arlen.zext(9) + 1, rd_err_left - 1),
+    );
+
+    // ---- writes --------------------------------------------------------------------------
+    let awaddr = m.input(&s("awaddr"), 32);
+    let awlen = m.input(&s("awlen"), 8);
+    let awsize = m.input(&s("awsize"), 3);
+    let awburst = m.input(&s("awburst"), 2);
+    let awvalid = m.input(&s("awvalid"), 1);
+    let wdata = m.input(&s("wdata"), data_bits);
+    let wstrb = m.input(&s("wstrb"), data_bits / 8);
+    let wlast = m.input(&s("wlast"), 1);
+    let wvalid = m.input(&s("wvalid"), 1);
+    let bready = m.input(&s("bready"), 1);
+    let m_awready = m.input(&d("awready"), 1);
+    let m_wready = m.input(&d("wready"), 1);
+    let m_bresp = m.input(&d("bresp"), 2);
+    let m_bvalid = m.input(&d("bvalid"), 1);
+    let wr_pass = m.reg("wr_pass", 1, 0);
+    let wr_err = m.reg("wr_err", 1, 0); // swallowing the W beats of an SLVERR burst
+    let wr_err_resp = m.reg("wr_err_resp", 1, 0); // its SLVERR response is waiting
+    let (_, aw_ok) = window.decode(awaddr, awlen, awsize, awburst);
+    let wr_idle = m.named("wr_idle", !wr_pass & !wr_err & !wr_err_resp);
+    m.output_from(&d("awvalid"), awvalid & wr_idle & aw_ok);
+    m.output_from(&d("awaddr"), offset(awaddr, window.size_bits));
+    m.output_from(&d("awlen"), awlen);
+    m.output_from(&d("awsize"), awsize);
+    m.output_from(&d("awburst"), awburst);
+    let awready = m.output_from(&s("awready"), wr_idle & (!aw_ok | m_awready));
+    let aw_fire = m.named("aw_fire", awvalid & awready);
+    m.output_from(&d("wvalid"), wr_pass & wvalid);
+    m.output_from(&d("wdata"), wdata);
+    m.output_from(&d("wstrb"), wstrb);
+    m.output_from(&d("wlast"), wlast);
+    m.output_from(&s("wready"), (wr_pass & m_wready) | wr_err);
+    let bvalid = m.output_from(&s("bvalid"), (wr_pass & m_bvalid) | wr_err_resp);
+    m.output_from(&s("bresp"), m.mux(wr_pass, m_bresp, slverr));
+    m.output_from(&d("bready"), wr_pass & bready);
+    let b_end = m.named("b_end", bvalid & bready);
+    let err_w_end = m.named("err_w_end", wr_err & wvalid & wlast);
+    m.next(wr_pass, (aw_fire & aw_ok) | (wr_pass & !b_end));
+    m.next(wr_err, (aw_fire & !aw_ok) | (wr_err & !err_w_end));
+    m.next(wr_err_resp, err_w_end | (wr_err_resp & !b_end));
+    m.finish().expect("the memory window is well formed")
+}

@@ -1,12 +1,14 @@
 //! A usable SoC around the accelerator, for FPGA boards without a CPU: `vta_soc` =
-//! `vta_top` + on-chip device memory + a UART host bridge, with the pins a small ECP5 or
-//! Gowin board has.
+//! `vta_top` + device memory (block RAM, or an external memory's controller) + a UART host
+//! bridge, with the pins a small ECP5 or Gowin board has.
 //!
 //! ```text
 //!  uart_rx ──> vta_uart_bridge ──m_ctl (AXI4-Lite)──> vta_top.s_axi_control
 //!  uart_tx <──        │                                 vta_top.m_axi (AXI4)
 //!                      └──m_axi (AXI4)──> s0  soc_axi_arbiter  s1 <──┘
 //!                                               └──> soc_ram (block RAM, AXI4 slave)
+//!                                                    or soc_mem_window ──> an external
+//!                                                       memory's controller (SDRAM)
 //!  led_busy, led_done, led_error <── CONTROL's running, done and error bits
 //! ```
 //!
@@ -18,6 +20,10 @@
 //! * [`build`]`(cfg, params) -> hdl::Module`: the top `vta_soc`.
 //! * [`generate`]`(cfg, params) -> GeneratedSoc`: its Verilog with a header comment (config,
 //!   parameters, memory map, pins), the port manifest and the control register map.
+//! * [`build_with`] / [`generate_with`]: the same with the device memory chosen
+//!   ([`DeviceMemory`]): block RAM, or an external memory's controller (the bitstream flow
+//!   gives it a LiteDRAM SDRAM controller) behind an [`axi4_window`], whose pins become
+//!   pins of `vta_soc`.
 //!
 //! # Pins of `vta_soc`
 //!
@@ -60,7 +66,7 @@ mod memory;
 
 pub use axi::axi4_arbiter;
 pub use bridge::{uart_bridge, BridgeConfig};
-pub use memory::axi4_ram;
+pub use memory::{axi4_ram, axi4_window};
 
 use hdl::{Design, Module, ModuleBuilder};
 use isa::HwConfig;
@@ -248,8 +254,45 @@ const CONTROL_SIGNALS: [(&str, bool); 17] = [
     ("rready", true),
 ];
 
-/// Builds the top `vta_soc` for `cfg` with `params` (see the module docs).
+/// Where the SoC's device memory lives.
+#[derive(Clone, Debug)]
+pub enum DeviceMemory {
+    /// Block RAM inside the SoC ([`axi4_ram`]).
+    BlockRam,
+    /// An external memory behind its controller: `module` (typically an
+    /// [`hdl::external_module`]) has an AXI4 slave port `s_axi_*` of the SoC's bus signals,
+    /// addressed by byte offset into the memory, and uses the SoC's clock and reset; its other
+    /// ports become pins of `vta_soc` under their own names. The SoC puts an
+    /// [`axi4_window`] in front of it, so that accesses outside [`SocParams::mem_bytes`] at
+    /// [`SocParams::mem_base`] get SLVERR as with block RAM.
+    Controller {
+        module: Module,
+        /// What it is, for the Verilog header (e.g. `32 MiB SDR SDRAM (LiteDRAM)`).
+        what: String,
+    },
+}
+
+impl DeviceMemory {
+    fn describe(&self, params: &SocParams) -> String {
+        match self {
+            DeviceMemory::BlockRam => format!("{} KiB of block RAM", params.mem_bytes / 1024),
+            DeviceMemory::Controller { what, .. } => what.clone(),
+        }
+    }
+}
+
+/// Builds the top `vta_soc` for `cfg` with `params` and block-RAM device memory (see the
+/// module docs).
 pub fn build(cfg: &HwConfig, params: &SocParams) -> Result<Module, SocError> {
+    build_with(cfg, params, &DeviceMemory::BlockRam)
+}
+
+/// Builds the top `vta_soc` for `cfg` with `params` and the device memory `memory`.
+pub fn build_with(
+    cfg: &HwConfig,
+    params: &SocParams,
+    memory: &DeviceMemory,
+) -> Result<Module, SocError> {
     cfg.validate().map_err(GenerateError::Config)?;
     params.validate()?;
     let dw = cfg.axi_data_width;
@@ -263,7 +306,6 @@ pub fn build(cfg: &HwConfig, params: &SocParams) -> Result<Module, SocError> {
     );
     let bridge = m.instance("u_bridge", &uart_bridge(&params.bridge(cfg)?));
     let arbiter = m.instance("u_arbiter", &axi4_arbiter(dw));
-    let ram = m.instance("u_ram", &axi4_ram(dw, params.mem_bytes, params.mem_base));
 
     bridge.connect("uart_rx", m.input("uart_rx", 1));
     m.output_from("uart_tx", bridge.output("uart_tx"));
@@ -278,7 +320,32 @@ pub fn build(cfg: &HwConfig, params: &SocParams) -> Result<Module, SocError> {
     }
     axi::connect(&bridge, "m_axi", &arbiter, "s0_axi");
     axi::connect(&acc, "m_axi", &arbiter, "s1_axi");
-    axi::connect(&arbiter, "m_axi", &ram, "s_axi");
+    match memory {
+        DeviceMemory::BlockRam => {
+            let ram = m.instance("u_ram", &axi4_ram(dw, params.mem_bytes, params.mem_base));
+            axi::connect(&arbiter, "m_axi", &ram, "s_axi");
+        }
+        DeviceMemory::Controller { module, .. } => {
+            let window = m.instance(
+                "u_window",
+                &axi4_window(dw, params.mem_bytes, params.mem_base),
+            );
+            let ctrl = m.instance("u_memctl", module);
+            axi::connect(&arbiter, "m_axi", &window, "s_axi");
+            axi::connect(&window, "m_axi", &ctrl, "s_axi");
+            for p in module.ports() {
+                if p.name.starts_with("s_axi_") || p.role != hdl::PortRole::Data {
+                    continue;
+                }
+                match p.dir {
+                    hdl::Dir::Input => ctrl.connect(&p.name, m.input(&p.name, p.width)),
+                    hdl::Dir::Output => {
+                        m.output_from(&p.name, ctrl.output(&p.name));
+                    }
+                }
+            }
+        }
+    }
 
     for (led, status) in [
         ("led_busy", "acc_running"),
@@ -304,19 +371,38 @@ pub struct GeneratedSoc {
     pub regs_json: String,
 }
 
-/// Builds `vta_soc` and prints it (see [`build`]).
+/// Builds `vta_soc` with block RAM and prints it (see [`build`]).
 pub fn generate(cfg: &HwConfig, params: &SocParams) -> Result<GeneratedSoc, SocError> {
-    let design = Design::new(build(cfg, params)?);
+    generate_with(cfg, params, &DeviceMemory::BlockRam)
+}
+
+/// Builds `vta_soc` with the device memory `memory` and prints it (see [`build_with`]).
+pub fn generate_with(
+    cfg: &HwConfig,
+    params: &SocParams,
+    memory: &DeviceMemory,
+) -> Result<GeneratedSoc, SocError> {
+    let design = Design::new(build_with(cfg, params, memory)?);
     Ok(GeneratedSoc {
-        verilog: design.verilog(&header(cfg, params)?),
+        verilog: design.verilog(&header_with(cfg, params, memory)?),
         ports_json: design.manifest_json(),
         regs_json: crate::regs::json(cfg),
         design,
     })
 }
 
-/// The header comment of the SoC's Verilog: config, parameters, memory map and pins.
+/// The header comment of the block-RAM SoC's Verilog: config, parameters, memory map and
+/// pins.
 pub fn header(cfg: &HwConfig, params: &SocParams) -> Result<String, SocError> {
+    header_with(cfg, params, &DeviceMemory::BlockRam)
+}
+
+/// The header comment of the SoC's Verilog with the device memory `memory`.
+pub fn header_with(
+    cfg: &HwConfig,
+    params: &SocParams,
+    memory: &DeviceMemory,
+) -> Result<String, SocError> {
     let d = params.divisor()?;
     let on = if params.leds_active_low {
         "low"
@@ -324,10 +410,10 @@ pub fn header(cfg: &HwConfig, params: &SocParams) -> Result<String, SocError> {
         "high"
     };
     Ok(format!(
-        "vta_soc: a VTA-class accelerator with on-chip device memory and a UART host bridge\n\
+        "vta_soc: a VTA-class accelerator with {} device memory and a UART host bridge\n\
          config: {} (isa_hash {:016x}), AXI data width {} bits\n\
          clock: {} Hz; UART: {} baud 8N1 ({d} cycles per bit), frame timeout {} cycles\n\
-         device memory: {} KiB of block RAM at {:#010x}\n\
+         device memory: {} at {:#010x}{}\n\
          \n\
          pins: clk; {} (synchronous, active {}); uart_rx, uart_tx; led_busy, led_done,\n\
          led_error (lit when {on})\n\
@@ -335,14 +421,22 @@ pub fn header(cfg: &HwConfig, params: &SocParams) -> Result<String, SocError> {
          {:#010x} device memory; protocol: see drivers::serial (frames, CRC-8, status)\n\
          \n\
          config JSON:\n{}",
+        match memory {
+            DeviceMemory::BlockRam => "on-chip",
+            DeviceMemory::Controller { .. } => "external",
+        },
         cfg.config_string(),
         cfg.isa_hash(),
         cfg.axi_data_width,
         params.clock_hz,
         params.baud,
         params.frame_timeout()?,
-        params.mem_bytes / 1024,
+        memory.describe(params),
         params.mem_base,
+        match memory {
+            DeviceMemory::BlockRam => "",
+            DeviceMemory::Controller { .. } => "; its controller's pins are pins of vta_soc too",
+        },
         params.reset_pin(),
         if params.reset_active_low {
             "low"
