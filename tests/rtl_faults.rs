@@ -8,42 +8,14 @@
 #[path = "support/rtl.rs"]
 mod rtl_support;
 
+use rtl_support::acc_alu_store;
 use std::time::{Duration, Instant};
 
 use drivers::{run_program, DeviceError, ProgramRun, RunTimeout};
-use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, HwConfig, MemType, Program, Uop};
+use isa::{AluOp, HwConfig, Program};
 use vta_sim::bench::gemm::{blocked_gemm, GemmOperands};
 use vta_sim::rtl::{BurstMatch, ErrorResp, ErrorRule, MemFaults, RtlDevice};
 use vta_sim::FsimDevice;
-
-fn bytes(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed))
-        .collect()
-}
-
-/// LOAD ACC, ALU adds, STORE.
-fn acc_alu_store(cfg: &HwConfig, rows: u16) -> Program {
-    let lanes = (cfg.batch() * cfg.block_out()) as usize;
-    let mut b = ProgramBuilder::new(cfg);
-    let a = b.input(
-        "a",
-        DType::I32,
-        vec![rows as usize, lanes],
-        bytes(rows as usize * lanes * 4, 3),
-    );
-    let y = b.output("y", DType::I8, vec![rows as usize, lanes]);
-    b.load_2d(MemType::Acc, 0, a, 0, 1, rows, rows);
-    let k = b.kernel(&[Uop::default()]);
-    for _ in 0..3 {
-        b.alu(k, UopLoops::inner(rows, 1, 1), AluOp::Add, Operand::Imm(5));
-    }
-    b.dep_push(isa::Module::Compute, isa::Module::Store);
-    b.dep_pop(isa::Module::Compute, isa::Module::Store);
-    b.store_2d(0, y, 0, 1, rows, rows);
-    b.finish().unwrap()
-}
 
 /// A few programs of the default config: blocked GEMMs (with and without virtual threads
 /// and micro-op compression) and an ALU pass.
@@ -55,7 +27,7 @@ fn programs(cfg: &HwConfig) -> Vec<Program> {
     vec![
         gemm(16, 64, true, 2, 11),
         gemm(32, 32, false, 1, 12),
-        acc_alu_store(cfg, 48),
+        acc_alu_store(cfg, 48, &[(AluOp::Add, 5); 3]),
     ]
 }
 

@@ -13,13 +13,13 @@ mod cli;
 #[path = "support/rtl.rs"]
 mod rtl_support;
 
+use rtl_support::{acc_alu_store, bytes};
 use std::io::{Read, Write};
 use std::process::Command;
 
 use drivers::serial::{SerialDevice, SerialOptions};
 use drivers::{run_program, Device, DeviceError, RunTimeout};
-use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
+use isa::{AluOp, DepFlags, HwConfig, Insn, MemInsn, MemType};
 use vta_sim::soc::{self, LineFault, SimLine, SimOptions};
 use vta_sim::FsimDevice;
 
@@ -35,33 +35,6 @@ fn soc_device() -> SerialDevice<SimLine> {
     let cfg = HwConfig::default();
     soc::device(&cfg, &options(), &mut |s| eprintln!("[soc model] {s}"))
         .unwrap_or_else(|e| panic!("no simulated SoC: {e}"))
-}
-
-fn bytes(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed))
-        .collect()
-}
-
-/// LOAD ACC, ALU ops, STORE.
-fn acc_alu_store(cfg: &HwConfig, rows: u16) -> Program {
-    let lanes = (cfg.batch() * cfg.block_out()) as usize;
-    let mut b = ProgramBuilder::new(cfg);
-    let a = b.input(
-        "a",
-        DType::I32,
-        vec![rows as usize, lanes],
-        bytes(rows as usize * lanes * 4, 3),
-    );
-    let y = b.output("y", DType::I8, vec![rows as usize, lanes]);
-    b.load_2d(MemType::Acc, 0, a, 0, 1, rows, rows);
-    let k = b.kernel(&[Uop::default()]);
-    b.alu(k, UopLoops::inner(rows, 1, 1), AluOp::Add, Operand::Imm(3));
-    b.alu(k, UopLoops::inner(rows, 1, 1), AluOp::Shr, Operand::Imm(1));
-    b.dep_push(Module::Compute, Module::Store);
-    b.dep_pop(Module::Compute, Module::Store);
-    b.store_2d(0, y, 0, 1, rows, rows);
-    b.finish().unwrap()
 }
 
 #[test]
@@ -95,7 +68,7 @@ fn info_copies_and_a_program_through_the_uart() {
     assert!(matches!(e, DeviceError::OutOfBounds { .. }), "{e}");
     dev.free(buf).unwrap();
 
-    let p = acc_alu_store(&cfg, 8);
+    let p = acc_alu_store(&cfg, 8, &[(AluOp::Add, 3), (AluOp::Shr, 1)]);
     let mut fsim = FsimDevice::new(&cfg);
     let want = run_program(&mut fsim, &p, &[], RunTimeout::default()).unwrap();
     for _ in 0..2 {
@@ -150,7 +123,7 @@ fn lost_and_damaged_bytes_are_caught_and_the_frame_repeated() {
 fn a_damaged_register_write_is_reported_not_repeated() {
     let cfg = HwConfig::default();
     let mut dev = soc_device();
-    let p = acc_alu_store(&cfg, 4);
+    let p = acc_alu_store(&cfg, 4, &[(AluOp::Add, 3), (AluOp::Shr, 1)]);
     let region = dev.alloc(p.dram_size(), 4096).unwrap();
     for seg in &p.segments {
         let init = seg.init.clone().unwrap_or(vec![0; seg.size() as usize]);

@@ -16,8 +16,8 @@ mod sdram_support;
 
 use drivers::serial::SerialDevice;
 use drivers::{run_program, Device, DeviceError, RunTimeout};
-use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, DepFlags, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop};
+use isa::{AluOp, DepFlags, HwConfig, Insn, MemInsn, MemType};
+use rtl_support::{acc_alu_store, bytes};
 use vta_sim::bench::gemm::{blocked_gemm, GemmOperands};
 use vta_sim::soc::{self, SimLine};
 use vta_sim::FsimDevice;
@@ -28,33 +28,6 @@ fn sdram_soc() -> SerialDevice<SimLine> {
     let opts = sdram_support::sdram_options(&cfg, rtl_support::model_cache());
     soc::device(&cfg, &opts, &mut |s| eprintln!("[soc model] {s}"))
         .unwrap_or_else(|e| panic!("no simulated SoC with SDRAM: {e}"))
-}
-
-fn bytes(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed) ^ (i >> 8) as u8)
-        .collect()
-}
-
-/// LOAD ACC, ALU ops, STORE.
-fn acc_alu_store(cfg: &HwConfig, rows: u16) -> Program {
-    let lanes = (cfg.batch() * cfg.block_out()) as usize;
-    let mut b = ProgramBuilder::new(cfg);
-    let a = b.input(
-        "a",
-        DType::I32,
-        vec![rows as usize, lanes],
-        bytes(rows as usize * lanes * 4, 3),
-    );
-    let y = b.output("y", DType::I8, vec![rows as usize, lanes]);
-    b.load_2d(MemType::Acc, 0, a, 0, 1, rows, rows);
-    let k = b.kernel(&[Uop::default()]);
-    b.alu(k, UopLoops::inner(rows, 1, 1), AluOp::Add, Operand::Imm(3));
-    b.alu(k, UopLoops::inner(rows, 1, 1), AluOp::Shr, Operand::Imm(1));
-    b.dep_push(Module::Compute, Module::Store);
-    b.dep_pop(Module::Compute, Module::Store);
-    b.store_2d(0, y, 0, 1, rows, rows);
-    b.finish().unwrap()
 }
 
 /// Runs `insns` on `dev`, expecting the run to fail; returns the error.
@@ -111,7 +84,10 @@ fn a_program_runs_bit_exact_from_sdram() {
     // STORE).
     let ops = GemmOperands::random(&cfg, 32, 32, 7);
     let gemm = blocked_gemm(&cfg, 32, 32, 16, true, 2, ops).unwrap();
-    for p in [acc_alu_store(&cfg, 16), gemm] {
+    for p in [
+        acc_alu_store(&cfg, 16, &[(AluOp::Add, 3), (AluOp::Shr, 1)]),
+        gemm,
+    ] {
         let mut fsim = FsimDevice::new(&cfg);
         let want = run_program(&mut fsim, &p, &[], RunTimeout::default()).unwrap();
         let got = run_program(&mut dev, &p, &[], RunTimeout::default()).unwrap();

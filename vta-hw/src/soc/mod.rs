@@ -170,7 +170,7 @@ impl SocParams {
         let min = 640 * u64::from(self.divisor()?);
         u32::try_from(cycles.max(min)).map_err(|_| {
             SocError::Baud(format!(
-                "a frame timeout of {} us is {cycles} cycles at {} Hz, more than the bridge                  counts (2^32)",
+                "a frame timeout of {} us is {cycles} cycles at {} Hz, more than the bridge counts (2^32)",
                 self.frame_timeout_us, self.clock_hz
             ))
         })
