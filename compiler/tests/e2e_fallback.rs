@@ -64,14 +64,7 @@ fn wide_pool_model() -> Vec<u8> {
         }],
         graph: Some(GraphProto {
             node: vec![
-                node(
-                    "MaxPool",
-                    "x",
-                    "p",
-                    vec![
-                        ints("kernel_shape", &[16, 16]),
-                    ],
-                ),
+                node("MaxPool", "x", "p", vec![ints("kernel_shape", &[16, 16])]),
                 node("Relu", "p", "y", vec![]),
             ],
             name: "g".into(),
