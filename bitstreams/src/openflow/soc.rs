@@ -33,18 +33,7 @@ pub fn soc_design(cfg: &HwConfig, memory_kib: u32) -> Result<top::Design, vta_hw
     Ok(top::Design {
         verilog: g.verilog,
         top: "vta_soc".into(),
-        ports: top::Ports {
-            clock: "clk".into(),
-            reset: params.reset_pin().into(),
-            uart_rx: "uart_rx".into(),
-            uart_tx: "uart_tx".into(),
-            leds: top::LedPorts::Bits(vec![
-                "led_busy".into(),
-                "led_done".into(),
-                "led_error".into(),
-            ]),
-            sdram: false,
-        },
+        ports: soc_ports(&params, false),
         memories,
         description: format!(
             "vta_soc (accelerator, {memory_kib} KiB device memory, UART bridge at {} baud)",
@@ -66,24 +55,29 @@ pub fn soc_design_sdram(
     Ok(top::Design {
         verilog: g.verilog,
         top: "vta_soc".into(),
-        ports: top::Ports {
-            clock: "clk".into(),
-            reset: params.reset_pin().into(),
-            uart_rx: "uart_rx".into(),
-            uart_tx: "uart_tx".into(),
-            leds: top::LedPorts::Bits(vec![
-                "led_busy".into(),
-                "led_done".into(),
-                "led_error".into(),
-            ]),
-            sdram: true,
-        },
+        ports: soc_ports(&params, true),
         memories: scratchpads(cfg),
         description: format!(
             "vta_soc (accelerator, {} MiB SDR SDRAM through LiteDRAM, UART bridge at {} baud)",
             sdram.mib, params.baud
         ),
     })
+}
+
+/// The SoC's pins (`vta_hw::soc`'s top), with the SDRAM's when it has them.
+fn soc_ports(params: &vta_hw::soc::SocParams, sdram: bool) -> top::Ports {
+    top::Ports {
+        clock: "clk".into(),
+        reset: params.reset_pin().into(),
+        uart_rx: "uart_rx".into(),
+        uart_tx: "uart_tx".into(),
+        leds: top::LedPorts::Bits(vec![
+            "led_busy".into(),
+            "led_done".into(),
+            "led_error".into(),
+        ]),
+        sdram,
+    }
 }
 
 /// The accelerator's scratchpads, for the block-RAM pre-check.
