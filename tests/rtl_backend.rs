@@ -6,6 +6,8 @@
 #[path = "support/rtl.rs"]
 mod rtl_support;
 
+use rtl_support::bytes;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -22,12 +24,6 @@ fn deps(pop_prev: bool, pop_next: bool, push_prev: bool, push_next: bool) -> Dep
         push_prev,
         push_next,
     }
-}
-
-fn bytes(n: usize, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u8).wrapping_mul(37).wrapping_add(seed))
-        .collect()
 }
 
 /// LOAD ACC, a long ALU loop, STORE: the ALU's last write lands long after its hand-over.

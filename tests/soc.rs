@@ -13,7 +13,7 @@ mod cli;
 #[path = "support/rtl.rs"]
 mod rtl_support;
 
-use rtl_support::{acc_alu_store, bytes};
+use rtl_support::{acc_alu_store, bytes, load_acc_row_at_0};
 use std::io::{Read, Write};
 use std::process::Command;
 
@@ -162,19 +162,7 @@ fn dma_outside_the_device_memory_is_an_error_on_the_led_too() {
     let cfg = HwConfig::default();
     let mut dev = soc_device();
     // LOAD ACC from address 0 (the device memory is at 0x1000_0000), then FINISH.
-    let load = MemInsn {
-        deps: DepFlags::default(),
-        memory_type: MemType::Acc,
-        sram_base: 0,
-        dram_base: 0,
-        y_size: 1,
-        x_size: 1,
-        x_stride: 1,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    };
+    let load = load_acc_row_at_0();
     let insns = [Insn::Load(load), Insn::Finish(DepFlags::default())];
     let stream = isa::Codec::new(&cfg).encode_stream(&insns).unwrap();
     let ib = dev.alloc(stream.len() as u64, 16).unwrap();

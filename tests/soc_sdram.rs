@@ -17,7 +17,7 @@ mod sdram_support;
 use drivers::serial::SerialDevice;
 use drivers::{run_program, Device, DeviceError, RunTimeout};
 use isa::{AluOp, DepFlags, HwConfig, Insn, MemInsn, MemType};
-use rtl_support::{acc_alu_store, bytes};
+use rtl_support::{acc_alu_store, bytes, load_acc_row_at_0};
 use vta_sim::bench::gemm::{blocked_gemm, GemmOperands};
 use vta_sim::soc::{self, SimLine};
 use vta_sim::FsimDevice;
@@ -106,19 +106,7 @@ fn a_program_runs_bit_exact_from_sdram() {
 
     // A LOAD from address 0, outside the memory: the window answers SLVERR and CONTROL's
     // error bit is set, as with block RAM (LiteDRAM alone would alias the address).
-    let load = MemInsn {
-        deps: DepFlags::default(),
-        memory_type: MemType::Acc,
-        sram_base: 0,
-        dram_base: 0,
-        y_size: 1,
-        x_size: 1,
-        x_stride: 1,
-        y_pad_0: 0,
-        y_pad_1: 0,
-        x_pad_0: 0,
-        x_pad_1: 0,
-    };
+    let load = load_acc_row_at_0();
     let e = run_insns(
         &mut dev,
         &cfg,

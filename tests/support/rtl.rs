@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use isa::builder::{Operand, ProgramBuilder, UopLoops};
-use isa::{AluOp, DType, HwConfig, MemType, Module, Program, Uop};
+use isa::{AluOp, DType, DepFlags, HwConfig, MemInsn, MemType, Module, Program, Uop};
 use vta_sim::rtl::RtlDevice;
 use vta_sim::rtl::{MemTiming, RtlOptions};
 
@@ -64,4 +64,21 @@ pub fn acc_alu_store(cfg: &HwConfig, rows: u16, ops: &[(AluOp, i16)]) -> Program
     b.dep_pop(Module::Compute, Module::Store);
     b.store_2d(0, y, 0, 1, rows, rows);
     b.finish().unwrap()
+}
+
+/// A LOAD of one ACC row from DRAM address 0 (outside a SoC's device memory).
+pub fn load_acc_row_at_0() -> MemInsn {
+    MemInsn {
+        deps: DepFlags::default(),
+        memory_type: MemType::Acc,
+        sram_base: 0,
+        dram_base: 0,
+        y_size: 1,
+        x_size: 1,
+        x_stride: 1,
+        y_pad_0: 0,
+        y_pad_1: 0,
+        x_pad_0: 0,
+        x_pad_1: 0,
+    }
 }
