@@ -698,13 +698,48 @@ pub fn is_mul(cfg: &HwConfig, insn: &Insn) -> bool {
         && matches!(insn, Insn::Alu(a) if a.op == AluOp::Mul && !a.lp.reset_reg)
 }
 
+/// Whether micro-op `j` (in issue order) of `insn` (micro-op memory `uops`) follows the
+/// previous one without the gap its kind needs otherwise: in a pass of the inner loop of a
+/// one-micro-op kernel, not the pass's first micro-op, and either a tensor ALU micro-op (not
+/// MUL, not a table operation) whose inner loop keeps `src`, or a MUL whose inner loop moves
+/// `dst`: with an immediate, or (from the pass's third micro-op) with a tensor operand the
+/// loop keeps and that lies outside the pass's dst rows.
+pub fn streams(cfg: &HwConfig, insn: &Insn, j: u64, uops: &[Uop]) -> bool {
+    let Insn::Alu(a) = insn else { return false };
+    let lp = &a.lp;
+    if lp.reset_reg || lp.uop_end != lp.uop_bgn + 1 || lp.iter_in == 0 {
+        return false;
+    }
+    let (o, i) = (j / u64::from(lp.iter_in), j % u64::from(lp.iter_in));
+    if i == 0 {
+        return false;
+    }
+    if is_mul(cfg, insn) {
+        if lp.dst_factor_in == 0 {
+            return false;
+        }
+        if a.use_imm {
+            return true;
+        }
+        let u = &uops[usize::from(lp.uop_bgn)];
+        let first = u64::from(u.dst_idx) + o * u64::from(lp.dst_factor_out);
+        let last = first + (u64::from(lp.iter_in) - 1) * u64::from(lp.dst_factor_in);
+        let operand = u64::from(u.src_idx) + o * u64::from(lp.src_factor_out);
+        i >= 2 && lp.src_factor_in == 0 && (operand < first || operand > last)
+    } else {
+        let table = cfg.alu_lut && matches!(a.op, AluOp::Lut | AluOp::LutWrite);
+        !a.use_imm && !table && lp.src_factor_in == 0
+    }
+}
+
 /// Checks the observed accept and done cycles of `log` (instructions fed in order, each
 /// offered from its `presented` cycle) against the documented issue rule: one micro-op (or
 /// the end marker of an empty instruction) per cycle, a tensor ALU micro-op only after a
-/// cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op, the next
-/// instruction accepted in the cycle the previous one issues its last micro-op, and `done`
-/// exactly `done_latency` (`mul_done_latency` for MUL) cycles after that last issue.
-pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
+/// cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op (except for
+/// the micro-ops that [`streams`] lets follow at once, given micro-op memory `uops`), the
+/// next instruction accepted in the cycle the previous one issues its last micro-op, and
+/// `done` exactly `done_latency` (`mul_done_latency` for MUL) cycles after that last issue.
+pub fn check_timing(cfg: &HwConfig, log: &[Issued], uops: &[Uop]) {
     let t = exec_timing(cfg);
     let mut last_issue: Option<u64> = None; // cycle of the most recent issue
     let mut issue_from = 0u64; // first cycle the MUL pipeline lets anything issue
@@ -718,16 +753,18 @@ pub fn check_timing(cfg: &HwConfig, log: &[Issued]) {
         );
         let slots = uop_count(&e.insn).max(1);
         let mul = is_mul(cfg, &e.insn);
-        let mut c = (accept + 1).max(issue_from);
-        for _ in 0..slots {
-            if is_tensor(&e.insn) && last_issue == Some(c - 1) {
-                c += 1;
+        let mut c = accept + 1;
+        for j in 0..slots {
+            if !streams(cfg, &e.insn, j, uops) {
+                c = c.max(issue_from);
+                if is_tensor(&e.insn) && last_issue == Some(c - 1) {
+                    c += 1;
+                }
             }
             last_issue = Some(c);
             c += 1;
             if mul {
-                c += u64::from(t.mul_extra);
-                issue_from = c;
+                issue_from = c + u64::from(t.mul_extra);
             }
         }
         let li = last_issue.unwrap();

@@ -63,7 +63,7 @@ fn random_programs(name: &str, rounds: usize, insns: usize, seed: u64) {
             r.exec(i);
         }
         uops_run += prog.iter().map(uop_count).sum::<u64>();
-        check_timing(&core.cfg, &log);
+        check_timing(&core.cfg, &log, &r.uop);
         assert_eq!(core.faults, 0, "{name}: unexpected fault");
         assert_eq!(
             core.events, r.counts,
@@ -200,7 +200,7 @@ fn hazards(name: &str) {
     for i in &prog {
         r.exec(i);
     }
-    check_timing(&core.cfg, &log);
+    check_timing(&core.cfg, &log, &r.uop);
     assert_eq!(core.events, r.counts);
     check_all_acc(&mut core, &mut r, "hazards");
 }
@@ -347,6 +347,43 @@ fn dependent_alu(name: &str) {
                 false,
                 0,
             ));
+            // Passes that issue back to back: a tensor operand kept by the inner loop while
+            // dst sweeps over its row (later micro-ops read the updated row), then, after a
+            // producer of that row, the same again; an immediate whose inner loop moves dst
+            // (for MUL: one per cycle), its passes overlapping the previous pass's rows.
+            let base = fresh();
+            for _ in 0..5 {
+                fresh();
+            }
+            let mut sweep = lp(uops.len() as u16, uops.len() as u16 + 1, 2, 6);
+            sweep.dst_factor_in = 1;
+            uops.push(uop(base, base + 2, 0));
+            prog.push(alu(sweep, op, false, 0));
+            uops.push(uop(base + 3, operand, 2));
+            prog.push(producer(uops.len() - 1));
+            let mut again = sweep;
+            (again.uop_bgn, again.uop_end) = (uops.len() as u16, uops.len() as u16 + 1);
+            uops.push(uop(base, base + 3, 0));
+            prog.push(alu(again, op, false, 0));
+            let mut moving = sweep;
+            (moving.uop_bgn, moving.uop_end) = (uops.len() as u16, uops.len() as u16 + 1);
+            (moving.iter_in, moving.dst_factor_out) = (4, 2);
+            uops.push(uop(base, operand, 0));
+            prog.push(alu(moving, op, true, imm));
+            // The same passes with a kept tensor operand outside their rows (for MUL: one per
+            // cycle from each pass's third micro-op): a read-only row below them, and a row
+            // above them that a producer has just written.
+            let above = fresh();
+            for src in [operand, above] {
+                if src == above {
+                    uops.push(uop(above, operand, 2));
+                    prog.push(producer(uops.len() - 1));
+                }
+                let mut outside = moving;
+                (outside.uop_bgn, outside.uop_end) = (uops.len() as u16, uops.len() as u16 + 1);
+                uops.push(uop(base, src, 0));
+                prog.push(alu(outside, op, false, 0));
+            }
             if op == AluOp::Lut {
                 // A LUT right after (and 1, 2 micro-ops after) the LUTW that wrote its entry
                 // (entries below 64, which a micro-op's dst field holds on every config).
@@ -376,7 +413,7 @@ fn dependent_alu(name: &str) {
             for i in &prog {
                 r.exec(i);
             }
-            check_timing(&cfg, &log);
+            check_timing(&cfg, &log, &r.uop);
             assert_eq!(core.faults, 0, "{name}: unexpected fault");
             assert_eq!(core.events, r.counts, "{name}: {op:?} after {what}");
             check_all_acc(&mut core, &mut r, &format!("{op:?} after {what}"));
@@ -505,6 +542,7 @@ fn rates(name: &str) {
         },
     ];
     core.write_uops(0, &uops);
+    r.uop[..uops.len()].copy_from_slice(&uops);
     let n = 2 * 4 * 6; // same dst on every micro-op: a hazard each cycle
     let mut lone = vec![
         (gemm(lp(0, 2, 4, 6), 0, 0), n + lat),
@@ -513,14 +551,30 @@ fn rates(name: &str) {
         (gemm(lp(1, 1, 4, 6), 0, 0), 1 + lat),
         (alu(lp(0, 2, 0, 6), AluOp::Add, false, 0), 1 + lat),
     ];
+    // A one-micro-op kernel whose inner loop keeps src: the tensor operand is read once per
+    // pass, so only each pass's first micro-op waits a cycle.
+    let kept = lp(1, 2, 4, 6);
+    lone.push((alu(kept, AluOp::Add, false, 0), 24 + 3 + lat));
+    let mut moving = lp(0, 1, 4, 6);
+    moving.dst_factor_in = 1;
     if core.cfg.alu_mul {
         // One MUL micro-op every 1 + mul_extra cycles, immediate or tensor; an empty MUL
-        // instruction has no multiplier latency.
-        let mul_span = 1 + (n - 1) * (1 + u64::from(t.mul_extra)) + u64::from(t.mul_done_latency);
+        // instruction has no multiplier latency; with an immediate and an inner loop that
+        // moves dst, one per cycle within each pass.
+        let e = u64::from(t.mul_extra);
+        let mul_lat = u64::from(t.mul_done_latency);
+        let mul_span = 1 + (n - 1) * (1 + e) + mul_lat;
         lone.extend([
             (alu(lp(0, 2, 4, 6), AluOp::Mul, true, 3), mul_span),
             (alu(lp(0, 2, 4, 6), AluOp::Mul, false, 0), mul_span),
             (alu(lp(0, 2, 0, 6), AluOp::Mul, true, 3), 1 + lat),
+            (alu(moving, AluOp::Mul, true, 3), 24 + 3 * e + mul_lat),
+            (alu(kept, AluOp::Mul, false, 0), 1 + 23 * (1 + e) + mul_lat),
+            // Kept row 0 below the pass's rows 1..7: one per cycle from each pass's third.
+            (
+                alu(moving, AluOp::Mul, false, 0),
+                1 + 4 * (1 + e + 4) + 3 * (1 + e) + mul_lat,
+            ),
         ]);
     }
     for (insn, cycles) in lone {
@@ -547,7 +601,7 @@ fn rates(name: &str) {
         40 + lat,
         "{name}: stream of 40 single-micro-op instructions"
     );
-    check_timing(&core.cfg, &log);
+    check_timing(&core.cfg, &log, &r.uop);
 }
 
 macro_rules! config_tests {

@@ -67,19 +67,43 @@
 //! in cycle `c` misses the results entering `res1` at the ends of cycles `c-1`, `c` and
 //! `c+1`: the first two are forwarded (from `res2`, `res1`) into the register that takes the
 //! read data, the third one cycle later from `res1` (for `dst` in stage W, for `src` in
-//! stage W-1). The `mul_extra` issue slots behind a MUL micro-op stay empty, so its product
-//! is in the result register before the next micro-op needs it and never meets another
-//! micro-op's result there.
+//! stage W-1). The `mul_extra` issue slots behind a MUL micro-op stay empty (but for a
+//! streamed MUL behind it, which needs none of its rows), so its product is in the result
+//! register before the next micro-op needs it and never meets another micro-op's result
+//! there.
 //!
 //! Rates: GEMM and ALU with an immediate operand issue one micro-op per cycle, whatever their
 //! indices. A tensor ALU micro-op needs two ACC reads and ACC has a single read port (one
 //! block-RAM copy, see below), so tensor ALU micro-ops issue every other cycle (the issue slot
 //! in front of each one stays empty). MUL micro-ops, immediate or tensor, issue every
-//! `1 + mul_extra` cycles. Instructions follow each other without a gap: the next
-//! instruction is accepted in the cycle the current one issues its last micro-op.
-//! A lone instruction of `N >= 1` micro-ops accepted at cycle `t` pulses `done` at
-//! `t + N + done_latency` (GEMM, immediate ALU), `t + 2N - 1 + done_latency` (tensor ALU) or
-//! `t + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL); one of zero micro-ops at
+//! `1 + mul_extra` cycles. Two loop shapes stream, decided from the instruction alone (no
+//! index comparison, so still no stall): inside one pass of the inner loop of a one-micro-op
+//! kernel (`uop_end = uop_bgn + 1`), every micro-op but the pass's first issues right after
+//! the previous one
+//!
+//! - when the inner loop keeps a tensor operand (`src_factor_in = 0`; not MUL, LUT or LUTW):
+//!   the row was read for the pass's first micro-op, so the others read none and take the
+//!   previous micro-op's operand row (from its stage W into `y_row`), or its result when it
+//!   wrote that row (`y_in_prev`, forwarded in stage W like `dst_in_prev`). An epilogue's
+//!   per-channel table row or splat row over a tile's rows is this shape;
+//! - for MUL whose inner loop moves `dst` (`dst_factor_in != 0`): those micro-ops write
+//!   different rows, so none needs another's product, and the multiplier pipeline takes one
+//!   per cycle; their results still enter `res1` in order. With an immediate, from the
+//!   pass's second micro-op; with a tensor operand the loop keeps, from its third, and only
+//!   when that row lies outside the pass's rows (`mul_pass_safe`: the operand index below
+//!   the first micro-op's `dst` or above it by more than `(iter_in - 1) * dst_factor_in`,
+//!   checked in the first micro-op's stage 1 and registered), so that no micro-op of the
+//!   pass changes it; the streamed ones reuse the operand row like the case above. An
+//!   epilogue's per-channel multiplier table is this shape.
+//!
+//! [`streamed_uops`] counts the micro-ops that stream.
+//!
+//! Instructions follow each other without a gap: the next instruction is accepted in the
+//! cycle the current one issues its last micro-op. A lone instruction of `N >= 1`
+//! micro-ops accepted at cycle `t` pulses `done` at `t + N + done_latency` (GEMM, immediate
+//! ALU), `t + 2N - 1 + done_latency` (tensor ALU) or
+//! `t + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL), less one cycle
+//! (`mul_extra` cycles) per streamed micro-op; one of zero micro-ops at
 //! `t + 1 + done_latency`.
 //!
 //! # Resources
@@ -244,6 +268,35 @@ pub struct ExecTiming {
 /// Timing of the core built for `cfg`.
 pub fn exec_timing(cfg: &HwConfig) -> ExecTiming {
     ExecParams::new(cfg).timing()
+}
+
+/// Micro-ops of `a` that the core built for `cfg` issues right after the previous one (see
+/// the rates in the module docs): in each pass of the inner loop of a one-micro-op kernel,
+/// all but the first when the loop keeps a tensor operand (not MUL, LUT or LUTW), all but
+/// the first for MUL with an immediate and all but the first two for MUL with a kept tensor
+/// operand when the loop moves `dst`. The last case also needs the operand row outside the
+/// pass's rows, which the instruction alone does not tell: it is assumed (compiled programs
+/// keep their constant rows apart from the rows they compute), so this is an upper bound.
+pub fn streamed_uops(cfg: &HwConfig, a: &isa::AluInsn) -> u64 {
+    let lp = &a.lp;
+    if lp.reset_reg || lp.uop_end != lp.uop_bgn + 1 {
+        return 0;
+    }
+    let waits = if a.op == isa::AluOp::Mul && cfg.alu_mul {
+        match (lp.dst_factor_in != 0, a.use_imm, lp.src_factor_in == 0) {
+            (false, _, _) => return 0,
+            (true, true, _) => 1,
+            (true, false, true) => 2,
+            (true, false, false) => return 0,
+        }
+    } else {
+        let table = cfg.alu_lut && matches!(a.op, isa::AluOp::Lut | isa::AluOp::LutWrite);
+        if a.use_imm || table || lp.src_factor_in != 0 {
+            return 0;
+        }
+        1
+    };
+    u64::from(lp.iter_out) * u64::from(lp.iter_in.saturating_sub(waits))
 }
 
 /// Builds the execution core `vta_exec` for `cfg` (see the module docs for its ports).

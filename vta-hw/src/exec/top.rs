@@ -170,18 +170,20 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         let is_mul = dec_op.eq(AluOp::Mul as u64);
         load("i_mul", is_alu & is_mul & !dec_reset & !dec_empty)
     });
+    // Loop shapes that let micro-ops issue back to back (see the issue rule below): a
+    // kernel of one micro-op, an inner loop that keeps `src` (a tensor ALU operand row read
+    // once per pass) or moves `dst` (consecutive MUL micro-ops never share a row).
+    let one_uop = (dec_bgn.zext(uw) + 1).eq(dec_end);
+    let i_src_kept = load("i_src_kept", one_uop & dec_sfi.eq(0));
+    let i_dst_moves = load("i_dst_moves", one_uop & dec_dfi.ne(0));
     let i_bgn = load("i_bgn", dec_bgn);
     let i_end = load("i_end", dec_end);
     let i_iter_out = load("i_iter_out", dec_iter_out);
     let i_iter_in = load("i_iter_in", dec_iter_in);
     let i_empty = load("i_empty", dec_empty);
+    let i_dst_fi = load("i_dst_fi", dec_dfi);
     let factors = [
-        (
-            "dst",
-            load("i_dst_fo", dec_dfo),
-            load("i_dst_fi", dec_dfi),
-            p.a_acc,
-        ),
+        ("dst", load("i_dst_fo", dec_dfo), i_dst_fi, p.a_acc),
         (
             "src",
             load("i_src_fo", dec_sfo),
@@ -203,15 +205,38 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let ic = m.reg_noreset("loop_i", ITER_BITS);
     let oc = m.reg_noreset("loop_o", ITER_BITS);
     // A tensor micro-op issues only after an idle cycle (see the ACC read port below), and
-    // nothing issues in the `mul_extra` cycles after a MUL micro-op (see forwarding below).
+    // nothing issues in the `mul_extra` cycles after a MUL micro-op (see forwarding below),
+    // with exceptions inside one pass of the inner loop (not its first micro-op) of a
+    // one-micro-op kernel: a tensor micro-op whose inner loop keeps `src` reads no row, it
+    // takes the previous micro-op's operand (`reuse`); MUL micro-ops whose inner loop moves
+    // `dst` follow each other every cycle (their rows differ, so none waits for another's
+    // product): with an immediate from the pass's second micro-op, with a kept tensor
+    // operand from its third, when no row of the pass is the operand's (`mul_pass_safe`,
+    // known three cycles after the pass's first issue).
     let issue = m.wire("issue", 1);
+    let in_pass = m.named("in_pass", ic.ne(0));
+    let mut kept_tensor = i_tensor & i_src_kept & in_pass;
+    if let Some((i_lut, i_lutw)) = table_ops {
+        kept_tensor = kept_tensor & !i_lut & !i_lutw;
+    }
     // `mul`: the slot holds a MUL micro-op.
     let mul =
         i_mul.map(|i_mul| Staged::new(&m, "mul", issue & i_mul, 0, t.write_stage + 1 + e, true));
-    let mut may_issue = active & (!i_tensor | !issued_prev);
-    if let Some(mul) = &mul {
+    let mul_pass_safe = i_mul.map(|_| m.reg("mul_pass_safe", 1, 0));
+    let (reuse_now, mul_stream) = match (i_mul, mul_pass_safe) {
+        (Some(i_mul), Some(mul_pass_safe)) => {
+            let tensor_stream = i_src_kept & mul_pass_safe & ic.gt(1);
+            let stream = i_mul & i_dst_moves & in_pass & (i_use_imm | tensor_stream);
+            let reuse = kept_tensor & (!i_mul | (i_dst_moves & tensor_stream));
+            (reuse, Some(m.named("mul_stream", stream)))
+        }
+        _ => (kept_tensor, None),
+    };
+    let reuse_now = m.named("reuse_now", reuse_now);
+    let mut may_issue = active & (!i_tensor | reuse_now | !issued_prev);
+    if let (Some(mul), Some(mul_stream)) = (&mul, mul_stream) {
         for k in 1..=e {
-            may_issue = may_issue & !mul.at(k);
+            may_issue = may_issue & (!mul.at(k) | mul_stream);
         }
     }
     m.assign(issue, may_issue);
@@ -276,6 +301,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     let gemm = Staged::new(&m, "gemm", i_gemm, 0, wb, false);
     let clear = Staged::new(&m, "clear", i_clear, 0, wb, false);
     let tensor = Staged::new(&m, "tensor", i_tensor, 0, w - 3, false);
+    let reuse = Staged::new(&m, "reuse", reuse_now, 0, w - 1, false);
     let op = Staged::new(&m, "op", i_op, 0, w, false);
     let use_imm = Staged::new(&m, "use_imm", i_use_imm, 0, w - 1, false);
     let imm = Staged::new(&m, "imm", i_imm, 0, w - 1, false);
@@ -322,12 +348,31 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     };
     let bad = dst_bad | (uses_src & src_bad) | (uses_wgt & wgt_x.ge(p.depth_wgt));
     let faulty = Staged::new(&m, "fault", m.named("bad_index", bad), 1, w + e, false);
+    // Set by each pass's first micro-op: its operand row lies outside the pass's dst rows,
+    // which rise from its own by `dst_factor_in` up to `span` past it (for a tensor MUL).
+    // Compared in stage 2, from registers (the index adders of stage 1 are long enough),
+    // in time for the pass's third micro-op.
+    if let Some(mul_pass_safe) = mul_pass_safe {
+        let pass_first = Staged::new(&m, "pass_first", !in_pass, 0, 2, false);
+        let span = m.reg_noreset("dst_span", ITER_BITS + p.a_acc);
+        m.next(span, (i_iter_in - 1) * i_dst_fi);
+        let d = Staged::new(&m, "pass_dst", dst_x, 1, 2, false).at(2);
+        let s = Staged::new(&m, "pass_src", src_x, 1, 2, false).at(2);
+        let width = d.width().max(s.width()).max(span.width()) + 1;
+        let (d, s) = (d.zext(width), s.zext(width));
+        let outside = s.lt(d) | s.gt(d + span.zext(width));
+        m.next_when(
+            mul_pass_safe,
+            v.at(2) & pass_first.at(2),
+            m.named("operand_outside_pass", outside),
+        );
+    }
     let dst = Staged::new(&m, "dst", dst_x.trunc(p.a_acc), 1, w + e, false);
     // The table entry a LUTW writes: its (range-checked) dst.
     let entry = lut
         .as_ref()
         .map(|_| Staged::new(&m, "lut_entry", dst_x.trunc(LUT_ADDR_BITS), 1, w - 1, false));
-    let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 2, false);
+    let src = Staged::new(&m, "src", src_x.trunc(p.src_bits), 1, w - 1, false);
     let wgt = Staged::new(&m, "wgt", wgt_x.trunc(p.a_wgt), 1, 2, false);
 
     // Stage 2: operand reads and the fault pulse.
@@ -351,7 +396,10 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     // left free in front of it. Both rows are registered (forwarded) before stage W uses
     // them, so that the block RAM's output feeds no lane logic.
     let acc_mem = m.mem("acc_mem", acc_bits, 1 << p.a_acc);
-    let rd_src = m.named("acc_rd_src", v.at(w - 3) & tensor.at(w - 3));
+    let rd_src = m.named(
+        "acc_rd_src",
+        v.at(w - 3) & tensor.at(w - 3) & !reuse.at(w - 3),
+    );
     let rd_dst = m.named("acc_rd_dst", v.at(w - 2) & !clear.at(w - 2));
     let acc_raddr = m.mux(rd_src, src.at(w - 3).resize(p.a_acc), dst.at(w - 2));
     let acc_rdata = acc_mem.read_en(rd_src | rd_dst, acc_raddr);
@@ -418,6 +466,16 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         hit("src_in_mul", mul.at(k) & !faulty.at(k), dst.at(k), s_next)
     });
     let y_row = m.reg_noreset("y_row", acc_bits);
+    // A micro-op that reuses its predecessor's operand row takes that operand (final for
+    // every earlier micro-op) into `y_row` in stage W-1, and in stage W the predecessor's
+    // own result instead when it wrote the row.
+    let y_in_prev = hit(
+        "y_in_prev",
+        reuse.at(w - 1) & we.at(w),
+        wdst.at(w),
+        src.at(w - 1).resize(p.a_acc),
+    );
+    let y_op = m.named("y_op", m.mux(y_in_prev, res1, y_row));
     // The activation-table entries the lanes read in stage W (assigned below, from the
     // operand entering `y_row`).
     let entries: Option<Vec<Sig>> = lut.as_ref().map(|_| {
@@ -432,7 +490,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     for l in 0..lanes {
         let lane = m.instance(&format!("lane{l}"), &lane_mod);
         lane.connect("x", x_op.lane(l, p.acc_width));
-        lane.connect("y", y_row.lane(l, p.acc_width));
+        lane.connect("y", y_op.lane(l, p.acc_width));
         let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
         lane.connect("d", d.as_unsigned());
         lane.connect("gemm", gemm.at(w));
@@ -468,7 +526,11 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
         lanes as usize
     ]);
     let alu_w1 = v.at(w - 1) & !gemm.at(w - 1) & !clear.at(w - 1);
-    let y_next = m.mux(use_imm.at(w - 1), imm_row, src_op);
+    let y_next = m.mux(
+        use_imm.at(w - 1),
+        imm_row,
+        m.mux(reuse.at(w - 1), y_op, src_op),
+    );
     m.next_when(y_row, alu_w1, y_next);
     if let (Some((lut, lutw)), Some(entry), Some(wires)) = (&lut, &entry, &entries) {
         let ctl = TableCtl {
