@@ -393,14 +393,19 @@ pub fn emit(
             ctx.gemm(&base, &dims, false)?;
             pipe.end_chunk(ctx);
         }
-        // Epilogue.
+        // Epilogue, with the rows in the inner loop (channel blocks outer): the core then
+        // reads a table row once per pass and streams the rest (`roofline::streamed_uops`).
+        let mut ep_region = region;
+        if g.pixel {
+            ep_region.reverse();
+        }
         for o in &ep.ops {
             let (operand, src, on_channel) = match o.src {
                 EpSrc::Imm(v) => (Operand::Imm(v), 0, false),
                 EpSrc::Table(k) => (Operand::Tensor, tab + k * tile.tco, true),
                 EpSrc::Splat(s) => (Operand::Tensor, tab + n_tab * tile.tco + s, false),
             };
-            let dims: Vec<Dim> = region
+            let dims: Vec<Dim> = ep_region
                 .iter()
                 .map(|&(d, ch)| Dim::new(d.ext, d.dst, usize::from(ch && on_channel), 0))
                 .collect();

@@ -24,7 +24,6 @@
 
 use isa::{AluOp, HwConfig};
 
-use super::roofline::IssueRates;
 use super::BackendError;
 use crate::qlayer::Requant;
 
@@ -62,16 +61,12 @@ impl Epilogue {
         self.tables.len() * blocks + self.splats.len()
     }
 
-    /// Cycles the epilogue takes to issue over one accumulator row at `rates`.
-    pub fn issue_cycles(&self, rates: IssueRates) -> usize {
-        self.ops
-            .iter()
-            .map(|o| match (o.op, o.src) {
-                (AluOp::Mul, _) => rates.alu_mul as usize,
-                (_, EpSrc::Imm(_)) => 1,
-                _ => rates.alu_tensor as usize,
-            })
-            .sum()
+    /// Cycles the epilogue takes to issue over one accumulator row, emitted as it is, with
+    /// the rows in the inner loop: there every instruction streams, a table or splat row
+    /// read once per pass ([`super::roofline::streamed_uops`]), so a row costs one cycle
+    /// per instruction (the first micro-ops of each pass, per channel block, are left out).
+    pub fn issue_cycles(&self) -> usize {
+        self.ops.len()
     }
 
     fn table(&mut self, values: Vec<i32>) -> EpSrc {

@@ -17,12 +17,13 @@
 //! the classic memory roofline of the GEMM work alone (`GEMM uops / max(GEMM uops, memory
 //! bound)`) come from the same counts.
 
-use isa::{AluOp, HwConfig, Insn, MemType, Program};
+use isa::{AluInsn, AluOp, HwConfig, Insn, MemType, Program};
 
 /// Cycles per micro-op of the execution core (`vta-hw`'s `exec` module documentation): GEMM
 /// and ALU micro-ops with an immediate operand issue one per cycle; a tensor-operand ALU
 /// micro-op reads ACC twice through its single read port and issues every other cycle; ALU
-/// MUL issues every `1 + 2` cycles (its two extra pipeline stages).
+/// MUL issues every `1 + 2` cycles (its two extra pipeline stages). Inside the inner loop of
+/// a one-micro-op kernel both may issue one per cycle ([`streamed_uops`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IssueRates {
     pub alu_tensor: u64,
@@ -53,6 +54,10 @@ pub struct Work {
     pub alu_tensor_uops: u64,
     /// ALU MUL micro-ops, immediate or tensor.
     pub alu_mul_uops: u64,
+    /// Of the tensor and the MUL micro-ops, those the execution core issues one per cycle
+    /// whatever the rates ([`streamed_uops`]).
+    pub alu_tensor_streamed_uops: u64,
+    pub alu_mul_streamed_uops: u64,
     /// DRAM bytes of the LOAD UOP, LOAD ACC and LOAD ACC8 transfers, which the compute
     /// module performs itself.
     pub compute_load_bytes: u64,
@@ -91,12 +96,15 @@ impl Work {
                 }
                 Insn::Alu(a) => {
                     let n = uops(&a.lp);
+                    let streamed = streamed_uops(cfg, a);
                     if a.op == AluOp::Mul {
                         w.alu_mul_uops += n;
+                        w.alu_mul_streamed_uops += streamed;
                     } else if a.use_imm {
                         w.alu_imm_uops += n;
                     } else {
                         w.alu_tensor_uops += n;
+                        w.alu_tensor_streamed_uops += streamed;
                     }
                 }
                 Insn::Finish(_) => {}
@@ -112,9 +120,10 @@ impl Work {
 
     /// Cycles the ALU micro-ops take to issue at `rates`.
     pub fn alu_cycles(&self, rates: IssueRates) -> u64 {
-        self.alu_imm_uops
-            + rates.alu_tensor * self.alu_tensor_uops
-            + rates.alu_mul * self.alu_mul_uops
+        // A streamed micro-op costs one cycle, not its kind's rate.
+        let (t, ts) = (self.alu_tensor_uops, self.alu_tensor_streamed_uops);
+        let (m, ms) = (self.alu_mul_uops, self.alu_mul_streamed_uops);
+        self.alu_imm_uops + ts + rates.alu_tensor * (t - ts) + ms + rates.alu_mul * (m - ms)
     }
 
     /// Cycles the traffic takes on the bus of `cfg` (loads, stores, instruction fetch).
@@ -136,6 +145,33 @@ impl Work {
     pub fn roofline(&self, cfg: &HwConfig, rates: IssueRates) -> u64 {
         self.memory_bound(cfg).max(self.compute_bound(cfg, rates))
     }
+}
+
+/// Micro-ops of `a` that the execution core issues right after the previous one, as
+/// `vta_hw::exec::streamed_uops` counts them (the compiler does not depend on `vta-hw`): in
+/// each pass of the inner loop of a one-micro-op kernel, all but the first when the loop
+/// keeps a tensor operand (not MUL or a table operation), all but the first for MUL with an
+/// immediate and all but the first two for MUL with a kept tensor operand when the loop
+/// moves `dst` (the operand row outside the pass's rows, as compiled programs keep it).
+pub fn streamed_uops(cfg: &HwConfig, a: &AluInsn) -> u64 {
+    let lp = &a.lp;
+    if lp.reset_reg || lp.uop_end != lp.uop_bgn + 1 {
+        return 0;
+    }
+    let waits = if a.op == AluOp::Mul && cfg.alu_mul {
+        match (lp.dst_factor_in != 0, a.use_imm, lp.src_factor_in == 0) {
+            (false, _, _) | (true, false, false) => return 0,
+            (true, true, _) => 1,
+            (true, false, true) => 2,
+        }
+    } else {
+        let table = cfg.alu_lut && matches!(a.op, AluOp::Lut | AluOp::LutWrite);
+        if a.use_imm || table || lp.src_factor_in != 0 {
+            return 0;
+        }
+        1
+    };
+    u64::from(lp.iter_out) * u64::from(lp.iter_in.saturating_sub(waits))
 }
 
 fn uops(lp: &isa::UopLoop) -> u64 {

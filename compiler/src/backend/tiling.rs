@@ -38,8 +38,9 @@
 //! score     = cycles + 0.5 * T_mem
 //! ```
 //!
-//! The epilogue's micro-ops count at the execution core's issue rates (a tensor-operand ALU
-//! micro-op takes two cycles, MUL three: [`super::roofline::IssueRates`]), and the compute
+//! The epilogue's micro-ops count at the execution core's issue rates (one cycle per row
+//! and instruction: with the rows in the inner loop every epilogue instruction streams, see
+//! [`super::roofline::streamed_uops`]), and the compute
 //! module performs the ACC (constant rows) and UOP loads itself, so their bus time is compute
 //! time. `fill` is what double buffering cannot hide (so enormous tiles lose), and the `T_mem`
 //! term makes traffic count even when a layer is compute-bound (DRAM energy, and bandwidth
@@ -56,7 +57,6 @@ use isa::{HwConfig, MemType};
 
 use super::epilogue::Epilogue;
 use super::layout::WeightLayout;
-use super::roofline::IssueRates;
 use super::BackendError;
 use crate::qlayer::QConv2d;
 
@@ -202,7 +202,7 @@ pub struct ConvGeom {
     /// ALU instructions of the epilogue.
     pub ep_ops: usize,
     /// Cycles the epilogue's micro-ops take to issue per accumulator row
-    /// ([`super::roofline::IssueRates::RTL`]).
+    /// ([`Epilogue::issue_cycles`]).
     pub ep_cycles: usize,
 }
 
@@ -313,7 +313,7 @@ impl ConvGeom {
             tables: ep.tables.len(),
             splats: ep.splats.len(),
             ep_ops: ep.ops.len(),
-            ep_cycles: ep.issue_cycles(IssueRates::RTL),
+            ep_cycles: ep.issue_cycles(),
         })
     }
 

@@ -17,7 +17,8 @@
 //! * a **STORE** reads OUT at one element per cycle and writes one burst per row on the write
 //!   channel, done when every write is answered;
 //! * **GEMM and ALU** go to the execution core, which issues one micro-op per cycle (a
-//!   tensor-operand ALU micro-op every other cycle, an ALU MUL every `1 + mul_extra`), takes
+//!   tensor-operand ALU micro-op every other cycle, an ALU MUL every `1 + mul_extra`, both
+//!   one per cycle inside a pass of the loop shapes `vta_hw::exec` streams), takes
 //!   the next instruction as the last micro-op of the current one issues, and finishes an
 //!   instruction its pipeline depth ([`vta_hw::exec::exec_timing`]) after its last issue. An
 //!   instruction that pushes tokens waits for that; LOADs, FINISH and syncs that push wait
@@ -36,7 +37,7 @@ mod channel;
 use isa::tokens::{queues, Queue};
 use isa::{AluOp, HwConfig, Insn, MemInsn, MemType, Module, UopLoop};
 use vta_hw::dma::{Gear, DESC_DEPTH, ROUTE_DEPTH};
-use vta_hw::exec::{exec_timing, ExecTiming};
+use vta_hw::exec::{exec_timing, streamed_uops, ExecTiming};
 use vta_hw::fetch::{BUFFER_DEPTH, CHUNK};
 use vta_hw::top::{MAX_BURST_BEATS, MAX_OUTSTANDING_READS, MAX_OUTSTANDING_WRITES};
 pub use vta_sim::rtl::MemTiming;
@@ -354,10 +355,15 @@ impl<'a> Sim<'a> {
             }
             (Module::Compute, Insn::Gemm(g)) => self.execute(launch, &g.lp, Rate::Gemm, pushes),
             (Module::Compute, Insn::Alu(a)) => {
-                let rate = match (a.op, a.use_imm) {
-                    (AluOp::Mul, _) => Rate::Mul,
-                    (_, true) => Rate::Immediate,
-                    (_, false) => Rate::Tensor,
+                let streamed = streamed_uops(self.cfg, &a);
+                let rate = if a.lp.reset_reg {
+                    Rate::Immediate
+                } else if a.op == AluOp::Mul && self.cfg.alu_mul {
+                    Rate::Mul { streamed }
+                } else if a.use_imm {
+                    Rate::Immediate
+                } else {
+                    Rate::Tensor { streamed }
                 };
                 self.execute(launch, &a.lp, rate, pushes)
             }
@@ -393,9 +399,11 @@ impl<'a> Sim<'a> {
         let (span, latency) = match (rate, n) {
             (_, 0) => (1, x.done_latency),
             (Rate::Gemm | Rate::Immediate, n) => (n, x.done_latency),
-            (Rate::Tensor, n) => (2 * n - 1, x.done_latency),
-            (Rate::Mul, n) => (
-                1 + (n - 1) * (1 + u64::from(x.mul_extra)),
+            // A streamed micro-op follows the previous one at once; the others (but the
+            // first) wait their kind's gap.
+            (Rate::Tensor { streamed }, n) => (2 * n - 1 - streamed, x.done_latency),
+            (Rate::Mul { streamed }, n) => (
+                n + (n - 1 - streamed) * u64::from(x.mul_extra),
                 x.mul_done_latency,
             ),
         };
@@ -508,13 +516,14 @@ impl<'a> Sim<'a> {
     }
 }
 
-/// How fast the core issues an instruction's micro-ops.
+/// How fast the core issues an instruction's micro-ops; `streamed` of them follow the
+/// previous one at once ([`streamed_uops`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Rate {
     Gemm,
     Immediate,
-    Tensor,
-    Mul,
+    Tensor { streamed: u64 },
+    Mul { streamed: u64 },
 }
 
 /// A transfer's bursts.
