@@ -3,8 +3,8 @@
 //!
 //! `cargo run --release -p dse --example calibrate -- NETWORK CONFIG...` with NETWORK
 //! `digits` or `resnet18:SIZE` and CONFIGs presets or config files. The RTL's cycles are kept
-//! in `target/calibration/` under a hash of the instruction streams and the config, so refitting the model
-//! needs no RTL runs.
+//! in `target/calibration/` under a hash of the instruction streams and the accelerator's
+//! Verilog, so refitting the model needs no RTL runs.
 
 use dse::network::{Network, NetworkSpec};
 use isa::Codec;
@@ -35,8 +35,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for l in &model.launches {
             streams.extend(codec.encode_stream(&l.program.program.insns)?);
         }
-        // The streams and the whole config (the bus width is not in the streams).
-        streams.extend(cfg.to_json().bytes());
+        // The streams and the accelerator's Verilog (with the whole config in its header: the
+        // bus width is not in the streams), so that a change to the RTL measures anew.
+        streams.extend(vta_hw::generate(&cfg)?.verilog.bytes());
         let key = store.join(format!(
             "{}-{}-{:016x}.json",
             network.name,
