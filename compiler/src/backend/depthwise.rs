@@ -40,26 +40,26 @@
 //!
 //! Device MACs (ALU MUL lanes) equal the real MACs (up to channel padding to BLOCK_OUT),
 //! against `BLOCK_IN` times as many for the diagonal GEMM. Issue time per output row and tap
-//! is 1 (reset) + 2 (`ADD` tensor) + 3 (`MUL`) + 2 (`ADD` tensor) = 8 cycles on today's
-//! execution core ([`super::roofline::IssueRates::RTL`]) against 1 GEMM micro-op, so a
-//! depthwise layer takes more cycles than with the diagonal GEMM. Measured
-//! (`compiler/tests/e2e_mobilenet_v2.rs`, `backend_depthwise.rs`; default config):
+//! is 1 (reset) + 2 (`ADD` tensor) + 1 (`MUL` by the tap's weight row, which the execution
+//! core streams: [`super::roofline::streamed_uops`]) + 2 (`ADD` tensor) = 6 cycles on today's
+//! execution core ([`super::roofline::IssueRates::RTL`]; 8 before it streamed) against 1
+//! GEMM micro-op, so a depthwise layer takes more cycles than with the diagonal GEMM.
+//! Measured (`compiler/tests/e2e_mobilenet_v2.rs`, `backend_depthwise.rs`; default config):
 //!
 //! | | ALU (default) | diagonal GEMM |
 //! |---|---|---|
 //! | MobileNetV2 at 64x64: device MACs / real MACs | 1.049 | 2.035 |
-//! | its compute bound / memory bound (cycles, from the instruction streams) | 1 437 350 / 651 518 | 661 354 / 745 674 |
-//! | its cycles on the RTL simulator | 1 901 507 | 1 188 855 |
-//! | one depthwise layer (32 ch, 6x6, 3x3 stride 2) on the RTL simulator | 2 862 cycles | 1 465 cycles |
+//! | its compute bound / memory bound (cycles, from the instruction streams) | 1 107 446 / 651 518 | 526 361 / 745 721 |
+//! | its cycles on the RTL simulator | 1 577 599 (1 901 507 before streaming) | 1 052 544 (1 188 855) |
+//! | one depthwise layer (32 ch, 6x6, 3x3 stride 2) on the RTL simulator | 2 566 cycles (2 862) | 1 421 cycles (1 465) |
 //!
 //! The ALU lowering is the default because it is what the network asks for: the device does
 //! the network's real multiplies and no more (the goal of device MACs at most 1.3x the real
 //! ones on MobileNet-style networks), while the diagonal GEMM multiplies `BLOCK_IN - 1` zeros
-//! (15 by default) for every useful product. It costs latency: 1.6x the cycles of a whole
-//! MobileNetV2 on today's core, whose tensor ALU micro-ops issue every other cycle and MUL
-//! every third (a second ACC
-//! read port, [`super::roofline::IssueRates::TENSOR_ALU_1`], takes 2 of the 8 cycles per tap
-//! off). Where latency matters more than MAC efficiency, [`NetBuilder::set_depthwise_alu`]
+//! (15 by default) for every useful product. It costs latency: 1.5x the cycles of a whole
+//! MobileNetV2 on today's core, whose tensor ALU micro-ops with changing operand rows issue
+//! every other cycle (a second ACC read port, [`super::roofline::IssueRates::TENSOR_ALU_1`],
+//! would take 2 of the 6 cycles per tap off). Where latency matters more than MAC efficiency, [`NetBuilder::set_depthwise_alu`]
 //! (`vta compile --depthwise-on-gemm`) takes the diagonal GEMM. Configs without `ALU_MUL`
 //! always use the GEMM, and so do depthwise convolutions with a channel multiplier (two or
 //! more output channels per input channel: output lane `n` would need input lane `n / m`).
