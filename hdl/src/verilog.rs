@@ -6,7 +6,8 @@
 //! * every declared net is unsigned; signed operations print as `$signed(..)` inside
 //!   constructs whose result does not depend on the surrounding expression (comparisons,
 //!   `$unsigned($signed(a) >>> n)`, and products that are the whole right-hand side of an
-//!   assignment of exactly the product's width);
+//!   assignment of exactly the product's width, or of the width of a part-select of its low
+//!   bits that is at least as wide as both factors);
 //! * all operands of an operator have the width the IR gave them, so no implicit extension
 //!   or truncation happens anywhere;
 //! * a subexpression used more than once, a product inside a larger expression, and the
@@ -454,7 +455,8 @@ impl<'a> Printer<'a> {
             self.use_all(&name);
             return name;
         }
-        if let Op::Mul { a, b, signed } = self.def.nodes[n].op {
+        let product = self.truncated_product(n).unwrap_or(n);
+        if let Op::Mul { a, b, signed } = self.def.nodes[product].op {
             // The operands of `*` take the width of the product (context-determined), so an
             // operand that is itself an operation (`-x`, `a ^ b`, ...) would be computed at
             // the wrong width: only names, part-selects of names and constants go inline.
@@ -466,6 +468,26 @@ impl<'a> Printer<'a> {
             return format!("{x} * {y}");
         }
         self.inline(n, hint).0
+    }
+
+    /// The product `n` is the low bits of, if `n` is such a part-select, the only reader of
+    /// that product, and at least as wide as both factors: Verilog computes a product at
+    /// the width of its context, so printed as the whole right-hand side of an assignment of
+    /// `n`'s width it gives exactly those bits (and a simulator computes a 32-bit slice of a
+    /// 33-bit product in one machine word).
+    fn truncated_product(&self, n: NodeId) -> Option<NodeId> {
+        let node = &self.def.nodes[n];
+        let Op::Slice(m, 0) = node.op else {
+            return None;
+        };
+        let Op::Mul { a, b, .. } = self.def.nodes[m].op else {
+            return None;
+        };
+        let w = node.width;
+        let fits = w < self.def.nodes[m].width
+            && w >= self.def.nodes[a].width
+            && w >= self.def.nodes[b].width;
+        (fits && self.fanout[m] == 1 && !self.ident.contains_key(&m)).then_some(m)
     }
 
     /// Root of a register's next value, a wire's or an output's driver: like `rhs`, and for
@@ -501,7 +523,10 @@ impl<'a> Printer<'a> {
             return (name, Prec::Atom);
         }
         let shared = self.fanout[n] > 1 && !self.trivial(n);
-        if shared || matches!(self.def.nodes[n].op, Op::Mul { .. }) {
+        if shared
+            || matches!(self.def.nodes[n].op, Op::Mul { .. })
+            || self.truncated_product(n).is_some()
+        {
             let name = self.hoist(n, hint);
             self.use_all(&name);
             return (name, Prec::Atom);

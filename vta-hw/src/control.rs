@@ -139,7 +139,8 @@ pub fn control(cfg: &HwConfig) -> Module {
     let rdata = m.reg_noreset("rdata_q", 32);
     let arready = m.output_from(&p("arready"), !rvalid);
     let ar_fire = m.named("ar_fire", arvalid & arready);
-    let value = m.named("read_value", m.index(araddr.slice(aw - 1, 2), &ordered));
+    // Unnamed: computed only in the cycles a read is taken (see `hdl`'s printer).
+    let value = m.index(araddr.slice(aw - 1, 2), &ordered);
     m.next_when(rdata, ar_fire, value);
     m.next(rvalid, ar_fire | (rvalid & !rready));
     m.output_from(&p("rvalid"), rvalid);

@@ -170,6 +170,64 @@ fn operators_match_rust_semantics() {
     }
 }
 
+/// Low bits of products, which the printer computes at the truncated width (Verilog's
+/// context-determined product) when that width is at least both factors' widths: signed and
+/// unsigned, into a register, a wire and a larger expression, next to truncations that do
+/// not qualify (narrower than a factor, or a product also read whole).
+#[test]
+fn truncated_products_match_rust_semantics() {
+    let m = ModuleBuilder::new("trunc_products");
+    let a = m.input_signed("a", 8);
+    let w = m.input_signed("w", 25);
+    let u = m.input("u", 16);
+    let v = m.input("v", 16);
+    let q = m.reg_noreset("q", 32);
+    m.next(q, (a * w).trunc(32).as_unsigned());
+    m.output_from("reg32", q);
+    m.output_from("wire26", (a * w).trunc(26));
+    m.output_from("sum", (u * v).trunc(16) + u);
+    m.output_from("narrow", (u * v).trunc(12));
+    let whole = a * w;
+    m.output_from("whole", whole);
+    m.output_from("whole_low", whole.trunc(30));
+    let mut sim = build(m.finish().unwrap());
+    let ports: Vec<_> = ["a", "w", "u", "v"].iter().map(|n| sim.port(n)).collect();
+    let outs: Vec<_> = ["reg32", "wire26", "sum", "narrow", "whole", "whole_low"]
+        .iter()
+        .map(|n| (n.to_string(), sim.port(n)))
+        .collect();
+    let mut rng = Rng::new(13);
+    for _ in 0..5_000 {
+        let a = rng.bits(8) as u8 as i8 as i64;
+        let w = ((rng.bits(25) << 39) as i64) >> 39;
+        let (u, v) = (rng.bits(16), rng.bits(16));
+        sim.set_signed(ports[0], a);
+        sim.set_signed(ports[1], w);
+        sim.set(ports[2], u);
+        sim.set(ports[3], v);
+        sim.tick();
+        let p = (a * w) as u64;
+        let expect = |name: &str| -> u64 {
+            match name {
+                "reg32" => p & 0xffff_ffff,
+                "wire26" => p & 0x3ff_ffff,
+                "sum" => (u * v + u) & 0xffff,
+                "narrow" => (u * v) & 0xfff,
+                "whole" => p & 0x1_ffff_ffff,
+                "whole_low" => p & 0x3fff_ffff,
+                _ => unreachable!(),
+            }
+        };
+        for (name, port) in &outs {
+            assert_eq!(
+                sim.get(*port),
+                expect(name),
+                "`{name}` for a={a} w={w} u={u} v={v}"
+            );
+        }
+    }
+}
+
 /// Values wider than 64 bits through ports, registers, arithmetic and slices.
 #[test]
 fn wide_values() {

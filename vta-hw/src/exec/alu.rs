@@ -37,30 +37,38 @@ pub(super) fn lane_module(p: &ExecParams) -> Module {
     let clear = m.input("clear", 1);
     let op = m.input("op", 3);
 
-    // GEMM accumulate and ALU ADD share one adder (both wrap).
-    let sum = m.named("sum", x + m.mux(gemm, d, y));
+    // The result is one chain of 2:1 selections, each operation's logic inside its own arm
+    // and read once: a simulator then computes only the selected arm (Verilator turns the
+    // chain into nested C++ conditionals), and synthesis sees the same function.
     let (xs, ys) = (x.as_signed(), y.as_signed());
-    let lt = m.named("lt", xs.lt(ys));
-    let min = m.mux(lt, x, y);
-    let max = m.mux(lt, y, x);
+    let is = |o: AluOp| op.eq(o as u64);
+    // GEMM accumulate, ALU ADD and the operations without an arm of their own (MUL, whose
+    // result is `p`) share one adder (both wrap).
+    const _: () = assert!(AluOp::Min as u64 == 0 && AluOp::Max as u64 == 1);
+    let min_max = op.slice(2, 1).eq(0u64);
+    let mut own_arm = min_max | is(AluOp::Shr);
+    if p.alu_lut {
+        own_arm = own_arm | is(AluOp::Lut);
+    }
+    let sum = x + m.mux(gemm, d, y);
+    // MIN and MAX share one compare: the result is x when `x < y` differs from "MAX"
+    // (op bit 0, within this arm).
+    let pick_x = xs.lt(ys) ^ op.bit(0);
+    let min_or_max = m.mux(pick_x, x, y);
     // SHR: s = low (LOG_ACC_WIDTH + 1) bits of y, signed; s >= 0 shifts right (arithmetic),
     // s < 0 shifts left by -s (1 ..= ACC_WIDTH; a shift by ACC_WIDTH gives 0).
     let s = y.slice(log_aw, 0);
     let right = xs.shr_by(s.slice(log_aw - 1, 0)).as_unsigned();
     let left = x.shl_by(-s);
-    let shr = m.named("shr", m.mux(s.msb(), left, right));
-    let mut arms = vec![
-        (AluOp::Min as u64, min),
-        (AluOp::Max as u64, max),
-        (AluOp::Add as u64, sum),
-        (AluOp::Shr as u64, shr),
-    ];
-    if p.alu_lut {
+    let shr = m.mux(s.msb(), left, right);
+    let other = if p.alu_lut {
         let t = m.input("t", 8);
-        arms.push((AluOp::Lut as u64, t.as_signed().sext(aw).as_unsigned()));
-    }
-    let alu = m.case(op, &arms, sum);
-    let r = m.mux(gemm, sum, alu);
+        m.mux(is(AluOp::Shr), shr, t.as_signed().sext(aw).as_unsigned())
+    } else {
+        shr
+    };
+    let alu = m.mux(min_max, min_or_max, other);
+    let r = m.mux(gemm | !own_arm, sum, alu);
     m.output_from("r", m.mux(clear, m.zero(aw), r));
     if p.alu_mul {
         let load = m.input("mul_load", 1);
