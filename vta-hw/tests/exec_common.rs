@@ -703,7 +703,7 @@ pub fn is_mul(cfg: &HwConfig, insn: &Insn) -> bool {
 /// one-micro-op kernel, not the pass's first micro-op, and either a tensor ALU micro-op (not
 /// MUL, not a table operation) whose inner loop keeps `src`, or a MUL whose inner loop moves
 /// `dst`: with an immediate, or (from the pass's third micro-op) with a tensor operand the
-/// loop keeps and that lies outside the pass's dst rows.
+/// loop keeps when the micro-op before did not write the operand's row.
 pub fn streams(cfg: &HwConfig, insn: &Insn, j: u64, uops: &[Uop]) -> bool {
     let Insn::Alu(a) = insn else { return false };
     let lp = &a.lp;
@@ -723,9 +723,9 @@ pub fn streams(cfg: &HwConfig, insn: &Insn, j: u64, uops: &[Uop]) -> bool {
         }
         let u = &uops[usize::from(lp.uop_bgn)];
         let first = u64::from(u.dst_idx) + o * u64::from(lp.dst_factor_out);
-        let last = first + (u64::from(lp.iter_in) - 1) * u64::from(lp.dst_factor_in);
+        let previous = first + (i - 1) * u64::from(lp.dst_factor_in);
         let operand = u64::from(u.src_idx) + o * u64::from(lp.src_factor_out);
-        i >= 2 && lp.src_factor_in == 0 && (operand < first || operand > last)
+        i >= 2 && lp.src_factor_in == 0 && operand != previous
     } else {
         let table = cfg.alu_lut && matches!(a.op, AluOp::Lut | AluOp::LutWrite);
         !a.use_imm && !table && lp.src_factor_in == 0

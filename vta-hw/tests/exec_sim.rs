@@ -348,17 +348,21 @@ fn dependent_alu(name: &str) {
                 0,
             ));
             // Passes that issue back to back: a tensor operand kept by the inner loop while
-            // dst sweeps over its row (later micro-ops read the updated row), then, after a
-            // producer of that row, the same again; an immediate whose inner loop moves dst
-            // (for MUL: one per cycle), its passes overlapping the previous pass's rows.
+            // dst sweeps over its row, written by the pass's second or third micro-op (later
+            // micro-ops read the updated row), then, after a producer of that row, the same
+            // again; an immediate whose inner loop moves dst (for MUL: one per cycle), its
+            // passes overlapping the previous pass's rows.
             let base = fresh();
             for _ in 0..5 {
                 fresh();
             }
             let mut sweep = lp(uops.len() as u16, uops.len() as u16 + 1, 2, 6);
             sweep.dst_factor_in = 1;
-            uops.push(uop(base, base + 2, 0));
-            prog.push(alu(sweep, op, false, 0));
+            for written_by in [1, 2] {
+                (sweep.uop_bgn, sweep.uop_end) = (uops.len() as u16, uops.len() as u16 + 1);
+                uops.push(uop(base, base + written_by, 0));
+                prog.push(alu(sweep, op, false, 0));
+            }
             uops.push(uop(base + 3, operand, 2));
             prog.push(producer(uops.len() - 1));
             let mut again = sweep;

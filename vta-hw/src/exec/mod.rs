@@ -89,12 +89,12 @@
 //! - for MUL whose inner loop moves `dst` (`dst_factor_in != 0`): those micro-ops write
 //!   different rows, so none needs another's product, and the multiplier pipeline takes one
 //!   per cycle; their results still enter `res1` in order. With an immediate, from the
-//!   pass's second micro-op; with a tensor operand the loop keeps, from its third, and only
-//!   when that row lies outside the pass's rows (`mul_pass_safe`: the operand index below
-//!   the first micro-op's `dst` or above it by more than `(iter_in - 1) * dst_factor_in`,
-//!   checked in the first micro-op's stage 1 and registered), so that no micro-op of the
-//!   pass changes it; the streamed ones reuse the operand row like the case above. An
-//!   epilogue's per-channel multiplier table is this shape.
+//!   pass's second micro-op; with a tensor operand the loop keeps, from its third, each
+//!   unless the micro-op before it wrote the operand's row (`prev_wrote_operand`: the
+//!   pass's rows rise by `dst_factor_in`, so `pass_row` follows them with one adder and is
+//!   compared with the operand index at each issue); the streamed ones reuse the operand
+//!   row like the case above, the one after such a write waits for its product and reads
+//!   the row again. An epilogue's per-channel multiplier table is this shape.
 //!
 //! [`streamed_uops`] counts the micro-ops that stream.
 //!

@@ -211,8 +211,8 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     // takes the previous micro-op's operand (`reuse`); MUL micro-ops whose inner loop moves
     // `dst` follow each other every cycle (their rows differ, so none waits for another's
     // product): with an immediate from the pass's second micro-op, with a kept tensor
-    // operand from its third, when no row of the pass is the operand's (`mul_pass_safe`,
-    // known three cycles after the pass's first issue).
+    // operand from its third, unless the micro-op before wrote the operand's row
+    // (`prev_wrote_operand`, below).
     let issue = m.wire("issue", 1);
     let in_pass = m.named("in_pass", ic.ne(0));
     let mut kept_tensor = i_tensor & i_src_kept & in_pass;
@@ -222,10 +222,10 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     // `mul`: the slot holds a MUL micro-op.
     let mul =
         i_mul.map(|i_mul| Staged::new(&m, "mul", issue & i_mul, 0, t.write_stage + 1 + e, true));
-    let mul_pass_safe = i_mul.map(|_| m.reg("mul_pass_safe", 1, 0));
-    let (reuse_now, mul_stream) = match (i_mul, mul_pass_safe) {
-        (Some(i_mul), Some(mul_pass_safe)) => {
-            let tensor_stream = i_src_kept & mul_pass_safe & ic.gt(1);
+    let prev_wrote_operand = i_mul.map(|_| m.reg("prev_wrote_operand", 1, 1));
+    let (reuse_now, mul_stream) = match (i_mul, prev_wrote_operand) {
+        (Some(i_mul), Some(prev_wrote_operand)) => {
+            let tensor_stream = i_src_kept & !prev_wrote_operand & ic.gt(1);
             let stream = i_mul & i_dst_moves & in_pass & (i_use_imm | tensor_stream);
             let reuse = kept_tensor & (!i_mul | (i_dst_moves & tensor_stream));
             (reuse, Some(m.named("mul_stream", stream)))
@@ -348,23 +348,30 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
     };
     let bad = dst_bad | (uses_src & src_bad) | (uses_wgt & wgt_x.ge(p.depth_wgt));
     let faulty = Staged::new(&m, "fault", m.named("bad_index", bad), 1, w + e, false);
-    // Set by each pass's first micro-op: its operand row lies outside the pass's dst rows,
-    // which rise from its own by `dst_factor_in` up to `span` past it (for a tensor MUL).
-    // Compared in stage 2, from registers (the index adders of stage 1 are long enough),
-    // in time for the pass's third micro-op.
-    if let Some(mul_pass_safe) = mul_pass_safe {
+    // Whether the micro-op issued last in the pass wrote the pass's operand row (a tensor
+    // MUL's): the next one then waits for its product and reads the row again instead of
+    // streaming. The pass's rows rise by `dst_factor_in` from the first micro-op's, so
+    // `pass_row` steps to each next micro-op's row by one addition: set from the first
+    // micro-op's indices in its stage 2 (then the second micro-op's row is compared, in
+    // time for the third's issue), stepped and compared at each later issue.
+    if let Some(prev_wrote_operand) = prev_wrote_operand {
         let pass_first = Staged::new(&m, "pass_first", !in_pass, 0, 2, false);
-        let span = m.reg_noreset("dst_span", ITER_BITS + p.a_acc);
-        m.next(span, (i_iter_in - 1) * i_dst_fi);
         let d = Staged::new(&m, "pass_dst", dst_x, 1, 2, false).at(2);
         let s = Staged::new(&m, "pass_src", src_x, 1, 2, false).at(2);
-        let width = d.width().max(s.width()).max(span.width()) + 1;
-        let (d, s) = (d.zext(width), s.zext(width));
-        let outside = s.lt(d) | s.gt(d + span.zext(width));
+        let width = d.width().max(s.width());
+        let s = m.named("pass_operand", s.zext(width));
+        let operand = m.reg_noreset("pass_operand_row", width);
+        let row = m.reg_noreset("pass_row", width);
+        let fi = i_dst_fi.zext(width);
+        let second = m.named("pass_second_row", d.zext(width) + fi);
+        let init = m.named("pass_init", v.at(2) & pass_first.at(2));
+        let later = m.named("pass_later_issue", issue & ic.gt(1));
+        m.next_when(operand, init, s);
+        m.next_when(row, init | later, m.mux(init, second + fi, row + fi));
         m.next_when(
-            mul_pass_safe,
-            v.at(2) & pass_first.at(2),
-            m.named("operand_outside_pass", outside),
+            prev_wrote_operand,
+            init | later,
+            m.mux(init, second.eq(s), row.eq(operand)),
         );
     }
     let dst = Staged::new(&m, "dst", dst_x.trunc(p.a_acc), 1, w + e, false);
