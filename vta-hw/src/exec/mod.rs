@@ -123,10 +123,10 @@
 //! product is a plain signed multiply (4x4 products map to LUTs).
 //!
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7 -flatten`:
-//! 177 DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL, 1 for the span of a
-//! tensor MUL's pass), about 18.7k LUTs, 6.7k flip-flops (the MUL operand and product
-//! registers are inside the DSP48E1), and 8 RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC
-//! 28.5, OUT 7.5). Streaming (above) costs 188 LUTs, 62 flip-flops and that DSP48E1.
+//! 176 DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 17.2k LUTs,
+//! 6.8k flip-flops (the MUL operand and product registers are inside the DSP48E1), and
+//! 8 RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5). Streaming (above) costs
+//! about 240 LUTs and 115 flip-flops.
 //!
 //! Timing: no path runs from the ACC read data through a multiplier, and none from it into
 //! the lanes: both rows are read a stage before they are needed and forwarded into
