@@ -170,6 +170,28 @@ fn max_pools_match_the_reference_including_padding() {
             [2, 6, 5, 6],
             -128,
         ),
+        // in place with the tap two columns on (another window's first column) first
+        (
+            QMaxPool {
+                name: "pool_in_place_k4s2".into(),
+                kernel: (2, 4),
+                stride: (1, 2),
+                pad: [0, 1, 1, 2],
+            },
+            [1, 18, 6, 11],
+            -128,
+        ),
+        // two taps on other windows' first columns: through a row buffer
+        (
+            QMaxPool {
+                name: "pool_buffered_k5s2".into(),
+                kernel: (3, 5),
+                stride: (2, 2),
+                pad: [1, 2, 1, 2],
+            },
+            [2, 5, 9, 13],
+            -128,
+        ),
         // rows wider than half of ACC (a stem pool at 800x608): bands of columns
         (
             QMaxPool {

@@ -11,9 +11,10 @@
 //! - **QMaxPool**: LOAD pads are zeros while the reference's padding cells never win, so after
 //!   the load every padding cell gets `ADD -128` (it is exactly 0, so it becomes -128, the
 //!   smallest int8, which can only win where the reference also yields -128). The window
-//!   maximum is separable: a horizontal pass (`MAX` over the KW taps into a row buffer) and a
-//!   vertical pass (`MAX` over the KH taps), each started by a reset and an `ADD` copy of the
-//!   first tap.
+//!   maximum is separable: a horizontal pass (`MAX` over the KW taps, in place into each
+//!   window's first column when `KW <= 2 * stride`, else into a row buffer started by a reset
+//!   and an `ADD` copy of the first tap) and a vertical pass (`MAX` over the KH taps into the
+//!   output rows, started the same way).
 //! - **QGlobalAvgPool**: reset one row per plane, `ADD` every pixel into it (one micro-op in a
 //!   loop whose destination step is 0: micro-ops run sequentially, so this is an exact sum),
 //!   then the requant epilogue. A plane larger than half of ACC is loaded and summed in bands
@@ -380,7 +381,13 @@ pub fn emit_max_pool(
     let half = ctx.budget.acc_half;
     let in_cols = |tw: usize| (tw - 1) * sw + kw;
     let in_rows = |th: usize| (th - 1) * sh + kh;
-    let per_plane = |th: usize, tw: usize| in_rows(th) * in_cols(tw) + in_rows(th) * tw + th * tw;
+    // The horizontal pass runs in place (each window's maximum into its first column) when
+    // at most one tap column is another window's first column (`kw <= 2 * sw`): that tap's
+    // pass goes first, and inside it each window reads the next ones' first columns before
+    // their micro-ops overwrite them. Otherwise it writes a row buffer.
+    let in_place = kw <= 2 * sw;
+    let tmp_rows = |th: usize, tw: usize| if in_place { 0 } else { in_rows(th) * tw };
+    let per_plane = |th: usize, tw: usize| in_rows(th) * in_cols(tw) + tmp_rows(th, tw) + th * tw;
     // The most output rows one plane's tile can hold, then as many planes as fit; when not
     // even one whole row fits, one row in the widest bands of columns that do.
     let (kp, th, tw) = match (1..=oh).rev().find(|&th| per_plane(th, ow) <= half) {
@@ -401,7 +408,7 @@ pub fn emit_max_pool(
             (1, 1, ow.div_ceil(ow.div_ceil(tw)))
         }
     };
-    let (ip, tp, op) = (in_rows(th) * in_cols(tw), in_rows(th) * tw, th * tw);
+    let (ip, tp, op) = (in_rows(th) * in_cols(tw), tmp_rows(th, tw), th * tw);
     // Each plane tile in column bands (one band of the whole width when rows fit).
     let tiles: Vec<(PlaneTile, (usize, usize))> = plane_tiles(nb, cb, kp, oh, th)
         .into_iter()
@@ -472,7 +479,13 @@ pub fn emit_max_pool(
                 )?;
             }
         }
-        // Horizontal pass: tmp[r][x] = max over kx of in[r][x*sw + kx].
+        // Horizontal pass: h[r][x] = max over kx of in[r][x*sw + kx], with `h` the row
+        // buffer or (in place) `in[r][x*sw]`: (start, plane pitch, row pitch, column step).
+        let h = if in_place {
+            (i0, ip, in_cols, sw)
+        } else {
+            (t0, tp, ow, 1)
+        };
         let reset = |ctx: &mut Ctx, at: usize, pitch: usize, len: usize| {
             ctx.gemm(
                 &[Uop {
@@ -484,26 +497,31 @@ pub fn emit_max_pool(
                 true,
             )
         };
-        reset(ctx, t0, tp, rows * ow)?;
         let hdims = [
-            Dim::new(t.kp, tp, ip, 0),
-            Dim::new(rows, ow, in_cols, 0),
-            Dim::new(ow, 1, sw, 0),
+            Dim::new(t.kp, h.1, ip, 0),
+            Dim::new(rows, h.2, in_cols, 0),
+            Dim::new(ow, h.3, sw, 0),
         ];
-        ctx.alu(AluOp::Add, Operand::Tensor, t0, i0, &hdims)?;
-        for kx in 1..kw {
-            ctx.alu(AluOp::Max, Operand::Tensor, t0, i0 + kx, &hdims)?;
+        let mut taps: Vec<usize> = (1..kw).collect();
+        if in_place {
+            taps.sort_by_key(|&kx| kx % sw != 0);
+        } else {
+            reset(ctx, t0, tp, rows * ow)?;
+            ctx.alu(AluOp::Add, Operand::Tensor, t0, i0, &hdims)?;
+        }
+        for kx in taps {
+            ctx.alu(AluOp::Max, Operand::Tensor, h.0, i0 + kx, &hdims)?;
         }
         // Vertical pass: out[y][x] = max over ky of tmp[y*sh + ky][x].
         reset(ctx, o0, op, t.len * ow)?;
         let vdims = [
-            Dim::new(t.kp, op, tp, 0),
-            Dim::new(t.len, ow, sh * ow, 0),
-            Dim::new(ow, 1, 1, 0),
+            Dim::new(t.kp, op, h.1, 0),
+            Dim::new(t.len, ow, sh * h.2, 0),
+            Dim::new(ow, 1, h.3, 0),
         ];
-        ctx.alu(AluOp::Add, Operand::Tensor, o0, t0, &vdims)?;
+        ctx.alu(AluOp::Add, Operand::Tensor, o0, h.0, &vdims)?;
         for ky in 1..kh {
-            ctx.alu(AluOp::Max, Operand::Tensor, o0, t0 + ky * ow, &vdims)?;
+            ctx.alu(AluOp::Max, Operand::Tensor, o0, h.0 + ky * h.2, &vdims)?;
         }
         pipe.results_ready(ctx);
         let stores = (0..t.kp)
