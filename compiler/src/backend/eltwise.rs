@@ -480,8 +480,8 @@ pub fn emit_max_pool(
             }
         }
         // Horizontal pass: h[r][x] = max over kx of in[r][x*sw + kx], with `h` the row
-        // buffer or (in place) `in[r][x*sw]`: (start, plane pitch, row pitch, column step).
-        let h = if in_place {
+        // buffer or (in place) `in[r][x*sw]`.
+        let (h0, h_plane, h_row, h_col) = if in_place {
             (i0, ip, in_cols, sw)
         } else {
             (t0, tp, ow, 1)
@@ -498,9 +498,9 @@ pub fn emit_max_pool(
             )
         };
         let hdims = [
-            Dim::new(t.kp, h.1, ip, 0),
-            Dim::new(rows, h.2, in_cols, 0),
-            Dim::new(ow, h.3, sw, 0),
+            Dim::new(t.kp, h_plane, ip, 0),
+            Dim::new(rows, h_row, in_cols, 0),
+            Dim::new(ow, h_col, sw, 0),
         ];
         let mut taps: Vec<usize> = (1..kw).collect();
         if in_place {
@@ -510,18 +510,18 @@ pub fn emit_max_pool(
             ctx.alu(AluOp::Add, Operand::Tensor, t0, i0, &hdims)?;
         }
         for kx in taps {
-            ctx.alu(AluOp::Max, Operand::Tensor, h.0, i0 + kx, &hdims)?;
+            ctx.alu(AluOp::Max, Operand::Tensor, h0, i0 + kx, &hdims)?;
         }
-        // Vertical pass: out[y][x] = max over ky of tmp[y*sh + ky][x].
+        // Vertical pass: out[y][x] = max over ky of h[y*sh + ky][x].
         reset(ctx, o0, op, t.len * ow)?;
         let vdims = [
-            Dim::new(t.kp, op, h.1, 0),
-            Dim::new(t.len, ow, sh * h.2, 0),
-            Dim::new(ow, 1, h.3, 0),
+            Dim::new(t.kp, op, h_plane, 0),
+            Dim::new(t.len, ow, sh * h_row, 0),
+            Dim::new(ow, 1, h_col, 0),
         ];
-        ctx.alu(AluOp::Add, Operand::Tensor, o0, h.0, &vdims)?;
+        ctx.alu(AluOp::Add, Operand::Tensor, o0, h0, &vdims)?;
         for ky in 1..kh {
-            ctx.alu(AluOp::Max, Operand::Tensor, o0, h.0 + ky * h.2, &vdims)?;
+            ctx.alu(AluOp::Max, Operand::Tensor, o0, h0 + ky * h_row, &vdims)?;
         }
         pipe.results_ready(ctx);
         let stores = (0..t.kp)

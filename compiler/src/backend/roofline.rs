@@ -152,7 +152,8 @@ impl Work {
 /// each pass of the inner loop of a one-micro-op kernel, all but the first when the loop
 /// keeps a tensor operand (not MUL or a table operation), all but the first for MUL with an
 /// immediate and all but the first two for MUL with a kept tensor operand when the loop
-/// moves `dst` (the operand row outside the pass's rows, as compiled programs keep it).
+/// moves `dst` (when no micro-op writes the operand row, as compiled programs keep it).
+/// `tests/cycle_models.rs` checks that the two agree.
 pub fn streamed_uops(cfg: &HwConfig, a: &AluInsn) -> u64 {
     let lp = &a.lp;
     if lp.reset_reg || lp.uop_end != lp.uop_bgn + 1 {

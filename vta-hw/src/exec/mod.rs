@@ -76,10 +76,11 @@
 //! indices. A tensor ALU micro-op needs two ACC reads and ACC has a single read port (one
 //! block-RAM copy, see below), so tensor ALU micro-ops issue every other cycle (the issue slot
 //! in front of each one stays empty). MUL micro-ops, immediate or tensor, issue every
-//! `1 + mul_extra` cycles. Two loop shapes stream, decided from the instruction alone (no
-//! index comparison, so still no stall): inside one pass of the inner loop of a one-micro-op
-//! kernel (`uop_end = uop_bgn + 1`), every micro-op but the pass's first issues right after
-//! the previous one
+//! `1 + mul_extra` cycles. Two loop shapes stream, decided from the instruction and, for a
+//! tensor MUL, one registered comparison (still no stall: a micro-op that does not stream
+//! keeps its kind's gap): inside one pass of the inner loop of a one-micro-op kernel
+//! (`uop_end = uop_bgn + 1`), every micro-op but the pass's first issues right after the
+//! previous one
 //!
 //! - when the inner loop keeps a tensor operand (`src_factor_in = 0`; not MUL, LUT or LUTW):
 //!   the row was read for the pass's first micro-op, so the others read none and take the
@@ -275,9 +276,10 @@ pub fn exec_timing(cfg: &HwConfig) -> ExecTiming {
 /// the rates in the module docs): in each pass of the inner loop of a one-micro-op kernel,
 /// all but the first when the loop keeps a tensor operand (not MUL, LUT or LUTW), all but
 /// the first for MUL with an immediate and all but the first two for MUL with a kept tensor
-/// operand when the loop moves `dst`. The last case also needs the operand row outside the
-/// pass's rows, which the instruction alone does not tell: it is assumed (compiled programs
-/// keep their constant rows apart from the rows they compute), so this is an upper bound.
+/// operand when the loop moves `dst`. In the last case the micro-op right after one that
+/// wrote the operand row does not stream, which the instruction alone does not tell: none
+/// is assumed to (compiled programs keep their constant rows apart from the rows they
+/// compute), so this is an upper bound.
 pub fn streamed_uops(cfg: &HwConfig, a: &isa::AluInsn) -> u64 {
     let lp = &a.lp;
     if lp.reset_reg || lp.uop_end != lp.uop_bgn + 1 {
