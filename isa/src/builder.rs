@@ -285,36 +285,75 @@ impl ProgramBuilder {
         }));
     }
 
+    /// Makes `kernels` resident with as few LOAD UOPs as their DRAM placement allows: each
+    /// run of them that is not resident and lies back to back in DRAM (kernels registered
+    /// one after another, in that order) is loaded by one LOAD UOP into consecutive entries.
+    /// On the accelerator every LOAD UOP waits for the execution core to drain and for the
+    /// DMA, so a group of new kernels costs one such wait instead of one per kernel. A kernel
+    /// evicted again before its use is reloaded by that use, as always.
+    pub fn preload(&mut self, kernels: &[Kernel]) {
+        // At most half the buffer per load, so a run does not evict the kernels around it.
+        let cap = (self.program.config.depth(MemType::Uop) / 2).max(1);
+        let mut runs: Vec<Vec<usize>> = Vec::new();
+        for &Kernel(k) in kernels {
+            if self.kernels[k].resident.is_some() || runs.iter().any(|r| r.contains(&k)) {
+                continue;
+            }
+            let len = self.kernels[k].uops.len() as u32;
+            let extends = runs.last().is_some_and(|run| {
+                let (first, last) = (&self.kernels[run[0]], &self.kernels[run[run.len() - 1]]);
+                let end = last.dram_index + last.uops.len() as u32;
+                end == self.kernels[k].dram_index && end - first.dram_index + len <= cap
+            });
+            match runs.last_mut() {
+                Some(run) if extends => run.push(k),
+                _ => runs.push(vec![k]),
+            }
+        }
+        for run in runs {
+            self.load_kernels(&run);
+        }
+    }
+
+    /// Loads `run` (kernels back to back in DRAM) into consecutive micro-op buffer entries
+    /// at the ring's cursor with one LOAD UOP, evicting the kernels it overwrites.
+    fn load_kernels(&mut self, run: &[usize]) {
+        let depth = self.program.config.depth(MemType::Uop);
+        // A kernel that does not fit is reported by `finish`; clamp to keep going.
+        let len = run
+            .iter()
+            .map(|&k| self.kernels[k].uops.len() as u32)
+            .sum::<u32>()
+            .min(depth);
+        if self.uop_cursor + len > depth {
+            self.uop_cursor = 0;
+        }
+        let at = self.uop_cursor;
+        self.uop_cursor += len;
+        for k in &mut self.kernels {
+            if let Some(r) = k.resident {
+                let klen = k.uops.len() as u32;
+                if r < at + len && at < r + klen {
+                    k.resident = None;
+                }
+            }
+        }
+        let dram = self.kernels[run[0]].dram_index;
+        for &k in run {
+            self.kernels[k].resident = Some(at + self.kernels[k].dram_index - dram);
+        }
+        let m = MemInsn::transfer(MemType::Uop, at as u16, dram, 1, len as u16, len as u16);
+        self.uop_fixups.push(self.program.insns.len());
+        self.emit(Insn::Load(m));
+    }
+
     /// Makes `kernel` resident (emitting a LOAD UOP if needed) and returns its loop fields.
     fn uop_loop(&mut self, kernel: Kernel, loops: &UopLoops, reset: bool) -> UopLoop {
-        let depth = self.program.config.depth(MemType::Uop);
         let len = self.kernels[kernel.0].uops.len() as u32;
-        let start = match self.kernels[kernel.0].resident {
-            Some(at) => at,
-            None => {
-                // A kernel that does not fit is reported by `finish`; clamp to keep going.
-                let len = len.min(depth);
-                if self.uop_cursor + len > depth {
-                    self.uop_cursor = 0;
-                }
-                let at = self.uop_cursor;
-                self.uop_cursor += len;
-                for k in &mut self.kernels {
-                    if let Some(r) = k.resident {
-                        let klen = k.uops.len() as u32;
-                        if r < at + len && at < r + klen {
-                            k.resident = None;
-                        }
-                    }
-                }
-                self.kernels[kernel.0].resident = Some(at);
-                let dram = self.kernels[kernel.0].dram_index;
-                let m = MemInsn::transfer(MemType::Uop, at as u16, dram, 1, len as u16, len as u16);
-                self.uop_fixups.push(self.program.insns.len());
-                self.emit(Insn::Load(m));
-                at
-            }
-        };
+        if self.kernels[kernel.0].resident.is_none() {
+            self.load_kernels(&[kernel.0]);
+        }
+        let start = self.kernels[kernel.0].resident.expect("just loaded");
         UopLoop {
             reset_reg: reset,
             uop_bgn: start as u16,
@@ -530,5 +569,73 @@ mod tests {
             .filter(|i| matches!(i, Insn::Load(m) if m.memory_type == MemType::Uop && m.x_size > 0))
             .count();
         assert_eq!(uop_loads, 3);
+    }
+
+    /// The LOAD UOPs of a program: (SRAM base, DRAM base, micro-ops).
+    fn uop_loads(p: &Program) -> Vec<(u16, u32, u16)> {
+        p.insns
+            .iter()
+            .filter_map(|i| match i {
+                Insn::Load(m) if m.memory_type == MemType::Uop && m.x_size > 0 => {
+                    Some((m.sram_base, m.dram_base, m.x_size))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn preloading_loads_kernels_back_to_back_in_dram_with_one_load() {
+        let cfg = HwConfig::default();
+        let mut b = ProgramBuilder::new(&cfg);
+        let uop = |d: u32| Uop {
+            dst_idx: d,
+            src_idx: 0,
+            wgt_idx: 0,
+        };
+        let first = b.kernel(&[uop(1)]);
+        b.gemm(first, UopLoops::once(), true);
+        let (x, y, z) = (
+            b.kernel(&[uop(2), uop(3)]),
+            b.kernel(&[uop(4)]),
+            b.kernel(&[uop(5); 3]),
+        );
+        // `first` is resident already and `y` is named twice: x, y and z are one run.
+        b.preload(&[first, x, y, y, z]);
+        for k in [first, x, y, z] {
+            b.alu(k, UopLoops::once(), AluOp::Add, Operand::Imm(1));
+        }
+        let p = b.finish().unwrap();
+        let base = uop_loads(&p)[0].1;
+        // `first`, then x, y and z (DRAM 1..7) in one load into entries 1..7.
+        assert_eq!(uop_loads(&p), vec![(0, base, 1), (1, base + 1, 6)]);
+        let alus: Vec<(u16, u16)> = p
+            .insns
+            .iter()
+            .filter_map(|i| match i {
+                Insn::Alu(a) => Some((a.lp.uop_bgn, a.lp.uop_end)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(alus, vec![(0, 1), (1, 3), (3, 4), (4, 7)]);
+    }
+
+    #[test]
+    fn preloading_kernels_apart_in_dram_takes_a_load_for_each_run() {
+        let cfg = HwConfig::default();
+        let mut b = ProgramBuilder::new(&cfg);
+        let (x, y, z) = (
+            b.kernel(&[Uop::default()]),
+            b.kernel(&[Uop::default(); 2]),
+            b.kernel(&[Uop::default(); 3]),
+        );
+        // `z` then `x`: not back to back in that order; `y` follows `x`.
+        b.preload(&[z, x, y]);
+        for k in [x, y, z] {
+            b.gemm(k, UopLoops::once(), true);
+        }
+        let p = b.finish().unwrap();
+        let base = uop_loads(&p)[0].1 - 3;
+        assert_eq!(uop_loads(&p), vec![(0, base + 3, 3), (3, base, 3)]);
     }
 }

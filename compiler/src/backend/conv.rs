@@ -10,15 +10,16 @@
 //!
 //! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
 //! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
-//! the tile's constant rows (per-channel tables, `tco_act` rows each, then splat rows).
+//! the constant rows (per-channel tables, then splat rows): the whole layer's (`cob` rows per
+//! table) when they fit, else the tile's (`tco_act` rows per table).
 
 use isa::builder::{Buf, Operand};
 use isa::{MemType, Uop};
 
-use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
+use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{EpSrc, Epilogue};
 use super::layout::ActLayout;
-use super::tiling::{splits, valid_span, ConvGeom, LoopOrder, Tiling};
+use super::tiling::{splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
 use super::BackendError;
 
 /// DRAM segments a convolution reads and writes.
@@ -144,15 +145,26 @@ pub fn emit(
     };
     let inp_pitch = g.in_rows(t.th) * g.in_cols(t.tw, t.col_skip);
     let (n_tab, n_splat) = (ep.tables.len(), ep.splats.len());
+    // Each ACC half holds the constant rows of its tile's channel blocks (loaded when the tile
+    // two before had others), or of the whole layer (`tiling::whole_tables`).
+    let per_tile_loads = (0..tiles.len())
+        .filter(|&i| i < 2 || (tiles[i].ob0, tiles[i].tco) != (tiles[i - 2].ob0, tiles[i - 2].tco))
+        .count();
+    let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
     for tile in &tiles {
         let ab = pipe.acc_half() * b.acc_half;
         let tab = ab + acc_cap;
+        let (tab_ob0, tab_blocks) = if whole_tables {
+            (0, g.cob)
+        } else {
+            (tile.ob0, tile.tco)
+        };
         // Constant rows, then the reset.
         if pipe.begin_tile(
             ctx,
             Key::Tab {
-                ob0: tile.ob0,
-                tco: tile.tco,
+                ob0: tab_ob0,
+                tco: tab_blocks,
             },
         ) {
             if n_tab > 0 {
@@ -160,9 +172,9 @@ pub fn emit(
                     mem: MemType::Acc,
                     sram: tab,
                     buf: bufs.consts,
-                    elem: tile.ob0,
+                    elem: tab_ob0,
                     y: n_tab,
-                    x: tile.tco,
+                    x: tab_blocks,
                     stride: g.cob,
                     pad: [0; 4],
                 })?;
@@ -170,7 +182,7 @@ pub fn emit(
             if n_splat > 0 {
                 ctx.load(Dma::row(
                     MemType::Acc,
-                    tab + n_tab * tile.tco,
+                    tab + n_tab * tab_blocks,
                     bufs.consts,
                     n_tab * g.cob,
                     n_splat,
@@ -399,18 +411,35 @@ pub fn emit(
         if g.pixel {
             ep_region.reverse();
         }
-        for o in &ep.ops {
-            let (operand, src, on_channel) = match o.src {
-                EpSrc::Imm(v) => (Operand::Imm(v), 0, false),
-                EpSrc::Table(k) => (Operand::Tensor, tab + k * tile.tco, true),
-                EpSrc::Splat(s) => (Operand::Tensor, tab + n_tab * tile.tco + s, false),
-            };
-            let dims: Vec<Dim> = ep_region
-                .iter()
-                .map(|&(d, ch)| Dim::new(d.ext, d.dst, usize::from(ch && on_channel), 0))
-                .collect();
-            ctx.alu(o.op, operand, ab, src, &dims)?;
-        }
+        let steps: Vec<AluStep> = ep
+            .ops
+            .iter()
+            .map(|o| {
+                let (operand, src, on_channel) = match o.src {
+                    EpSrc::Imm(v) => (Operand::Imm(v), 0, false),
+                    EpSrc::Table(k) => (
+                        Operand::Tensor,
+                        tab + k * tab_blocks + tile.ob0 - tab_ob0,
+                        true,
+                    ),
+                    EpSrc::Splat(s) => (Operand::Tensor, tab + n_tab * tab_blocks + s, false),
+                };
+                let dims = ep_region
+                    .iter()
+                    .map(|&(d, ch)| Dim::new(d.ext, d.dst, usize::from(ch && on_channel), 0))
+                    .collect();
+                AluStep {
+                    op: o.op,
+                    operand,
+                    dst: ab,
+                    src,
+                    dims,
+                }
+            })
+            .collect();
+        // The tile's new micro-ops (its table rows' when the whole layer's tables are loaded)
+        // in one LOAD UOP.
+        ctx.alu_group(&steps)?;
         pipe.results_ready(ctx);
         let stores = if g.pixel {
             vec![Dma {

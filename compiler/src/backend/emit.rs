@@ -127,6 +127,16 @@ impl Dim {
     }
 }
 
+/// One ALU instruction of [`Ctx::alu_group`], as [`Ctx::alu`] takes it.
+#[derive(Debug, Clone)]
+pub struct AluStep {
+    pub op: AluOp,
+    pub operand: Operand,
+    pub dst: usize,
+    pub src: usize,
+    pub dims: Vec<Dim>,
+}
+
 /// What a layer's emission adds up to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EmitStats {
@@ -375,20 +385,40 @@ impl Ctx {
         src: usize,
         dims: &[Dim],
     ) -> Result<(), BackendError> {
-        let imm = matches!(operand, Operand::Imm(_));
-        let base = Uop {
-            dst_idx: dst as u32,
-            src_idx: if imm { 0 } else { src as u32 },
-            wgt_idx: 0,
-        };
-        let dims: Vec<Dim> = dims
-            .iter()
-            .map(|d| Dim::new(d.ext, d.dst, if imm { 0 } else { d.src }, 0))
-            .collect();
-        let (uops, loops) = self.nest(&[base], &dims, false)?;
-        let limit = self.budget.kernel_limit();
-        for piece in uops.chunks(limit) {
-            let k = self.kernel(piece.to_vec());
+        self.alu_group(&[AluStep {
+            op,
+            operand,
+            dst,
+            src,
+            dims: dims.to_vec(),
+        }])
+    }
+
+    /// ALU instructions in order, their kernels made resident first: the new ones then come
+    /// in one LOAD UOP ([`ProgramBuilder::preload`]) rather than one before each instruction.
+    pub fn alu_group(&mut self, steps: &[AluStep]) -> Result<(), BackendError> {
+        let mut planned = Vec::new();
+        for s in steps {
+            let imm = matches!(s.operand, Operand::Imm(_));
+            let base = Uop {
+                dst_idx: s.dst as u32,
+                src_idx: if imm { 0 } else { s.src as u32 },
+                wgt_idx: 0,
+            };
+            let dims: Vec<Dim> = s
+                .dims
+                .iter()
+                .map(|d| Dim::new(d.ext, d.dst, if imm { 0 } else { d.src }, 0))
+                .collect();
+            let (uops, loops) = self.nest(&[base], &dims, false)?;
+            let limit = self.budget.kernel_limit();
+            for piece in uops.chunks(limit) {
+                planned.push((self.kernel(piece.to_vec()), loops, s.op, s.operand));
+            }
+        }
+        let kernels: Vec<Kernel> = planned.iter().map(|p| p.0).collect();
+        self.b.preload(&kernels);
+        for (k, loops, op, operand) in planned {
             self.b.alu(k, loops, op, operand);
             self.stats.insns += 1;
         }

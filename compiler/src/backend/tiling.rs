@@ -415,6 +415,23 @@ fn loads(reps: usize, period_ok: bool, d: usize) -> usize {
     }
 }
 
+/// Whether a convolution loads its whole constant table (tables for all `cob` channel blocks,
+/// then the splat rows) once into each ACC half, rather than each tile's blocks' rows when the
+/// half holds another tile's: when the whole table fits beside a tile's `acc_tile`
+/// accumulator rows and that takes fewer loads than the `per_tile_loads` of the other way (each
+/// one waits on the compute module for the DMA, often behind a weight burst).
+pub fn whole_tables(
+    b: &Budget,
+    g: &ConvGeom,
+    acc_tile: usize,
+    tiles: usize,
+    per_tile_loads: usize,
+) -> bool {
+    g.tables + g.splats > 0
+        && acc_tile + g.tables * g.cob + g.splats <= b.acc_half
+        && tiles.min(2) < per_tile_loads
+}
+
 /// Predicts the cost of `t` for `g`, or `None` when it does not fit the config.
 pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let khw = g.kh * g.kw;
@@ -557,8 +574,16 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let wgt_insns = wgt_loads * if regular { 1 } else { tco };
     let wgt_rows = wgt_loads * if cpt == 1 && regular { 1 } else { tco };
     // Tables, outputs.
-    let tab_loads = k_tiles * f_tab;
-    let tab_bytes = (g.tables * g.cob * f_tab + g.splats * tab_loads) * b.acc_eb;
+    let (tab_loads, tab_bytes) = if whole_tables(b, g, acc_tile, tiles, k_tiles * f_tab) {
+        let loads = tiles.min(2);
+        (loads, (g.tables * g.cob + g.splats) * loads * b.acc_eb)
+    } else {
+        let loads = k_tiles * f_tab;
+        (
+            loads,
+            (g.tables * g.cob * f_tab + g.splats * loads) * b.acc_eb,
+        )
+    };
     let tab_insns = tab_loads * (usize::from(g.tables > 0) + usize::from(g.splats > 0));
     let out_rows_total = g.nb * g.cob * g.oh * g.ow; // output elements
                                                      // A full tile stores all its channel blocks in one 2D transfer when each block's rows
