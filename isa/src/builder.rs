@@ -289,21 +289,26 @@ impl ProgramBuilder {
     /// run of them that is not resident and lies back to back in DRAM (kernels registered
     /// one after another, in that order) is loaded by one LOAD UOP into consecutive entries.
     /// On the accelerator every LOAD UOP waits for the execution core to drain and for the
-    /// DMA, so a group of new kernels costs one such wait instead of one per kernel. A kernel
-    /// evicted again before its use is reloaded by that use, as always.
+    /// DMA, so a group of new kernels costs one such wait instead of one per kernel. Kernels
+    /// are taken in the order given, which should be the order of their use: once they add
+    /// up to half the buffer the rest are left to load at their use, so that preloaded
+    /// kernels never evict each other (nor the kernels used just before).
     pub fn preload(&mut self, kernels: &[Kernel]) {
-        // At most half the buffer per load, so a run does not evict the kernels around it.
         let cap = (self.program.config.depth(MemType::Uop) / 2).max(1);
+        let mut total = 0;
         let mut runs: Vec<Vec<usize>> = Vec::new();
         for &Kernel(k) in kernels {
             if self.kernels[k].resident.is_some() || runs.iter().any(|r| r.contains(&k)) {
                 continue;
             }
             let len = self.kernels[k].uops.len() as u32;
+            total += len;
+            if total > cap {
+                break;
+            }
             let extends = runs.last().is_some_and(|run| {
-                let (first, last) = (&self.kernels[run[0]], &self.kernels[run[run.len() - 1]]);
-                let end = last.dram_index + last.uops.len() as u32;
-                end == self.kernels[k].dram_index && end - first.dram_index + len <= cap
+                let last = &self.kernels[run[run.len() - 1]];
+                last.dram_index + last.uops.len() as u32 == self.kernels[k].dram_index
             });
             match runs.last_mut() {
                 Some(run) if extends => run.push(k),
@@ -618,6 +623,25 @@ mod tests {
             })
             .collect();
         assert_eq!(alus, vec![(0, 1), (1, 3), (3, 4), (4, 7)]);
+    }
+
+    #[test]
+    fn preloading_stops_at_half_the_buffer_and_leaves_the_rest_to_their_use() {
+        let cfg = HwConfig::preset("small").unwrap();
+        let quarter = cfg.depth(MemType::Uop) as usize / 4;
+        let mut b = ProgramBuilder::new(&cfg);
+        let ks: Vec<Kernel> = (0..4)
+            .map(|_| b.kernel(&vec![Uop::default(); quarter]))
+            .collect();
+        b.preload(&ks);
+        for &k in &ks {
+            b.gemm(k, UopLoops::once(), true);
+        }
+        let p = b.finish().unwrap();
+        let q = quarter as u16;
+        let loads: Vec<(u16, u16)> = uop_loads(&p).iter().map(|l| (l.0, l.2)).collect();
+        // The first two in one load; the others at their use, each loaded once.
+        assert_eq!(loads, vec![(0, 2 * q), (2 * q, q), (3 * q, q)]);
     }
 
     #[test]
