@@ -16,7 +16,18 @@ impl ModuleBuilder {
             self.base(a) == self.base(b) || konst(a).is_some_and(|x| konst(b) == Some(x))
         };
         let cnst = |b: Bits| self.reinterpret(self.constant(b), width, signed);
+        // A concatenation's constant parts, which may decide a reduction over it alone.
+        let const_parts = |n: NodeId| match &self.d.borrow().nodes[n].op {
+            Op::Concat(parts) => parts.iter().filter_map(|&p| konst(p)).collect(),
+            _ => vec![],
+        };
         Some(match *op {
+            Op::Reduce(RedOp::Or, a) if const_parts(a).iter().any(|b| !b.is_zero()) => {
+                cnst(Bits::ones(width))
+            }
+            Op::Reduce(RedOp::And, a) if const_parts(a).iter().any(|b| !b.is_ones()) => {
+                cnst(Bits::zero(width))
+            }
             Op::Bin(BinOp::Or, a, b) if ones(a) || ones(b) => cnst(Bits::ones(width)),
             Op::Bin(BinOp::And, a, b) if zero(a) || zero(b) => cnst(Bits::zero(width)),
             Op::Bin(BinOp::Or | BinOp::Xor | BinOp::Add, a, b) if zero(a) => ty(b),
@@ -212,5 +223,26 @@ impl ModuleBuilder {
             self.d.borrow().nodes[n].op,
             Op::Ref(_) | Op::Const(_) | Op::Slice(..)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ModuleBuilder;
+
+    /// A constant part of a concatenation that decides a reduction over it makes the
+    /// reduction a constant (`|{6'd14, x}` compared with anything made Verilator's lint warn
+    /// that the comparison is constant).
+    #[test]
+    fn reductions_decided_by_a_constant_part_fold() {
+        let m = ModuleBuilder::new("t");
+        let x = m.input("x", 11);
+        let value = |s: crate::Sig| m.const_of(s.node).map(|b| b.is_ones());
+        assert_eq!(value(m.cat(&[m.lit(14, 6), x]).any()), Some(true));
+        assert_eq!(value(m.cat(&[x, m.lit(2, 2)]).all()), Some(false));
+        // Constant parts that do not decide it leave the reduction.
+        assert_eq!(value(m.cat(&[m.lit(0, 6), x]).any()), None);
+        assert_eq!(value(m.cat(&[m.lit(3, 2), x]).all()), None);
+        m.allow_unused(x, "only its reductions are looked at");
     }
 }
