@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. The hardware tests drive Verilator and yosys, and the
 # bitstream tests run the generated Vivado scripts under tclsh with a stub, so this first
-# installs the system tools they need (verilator, yosys, g++, tclsh) from Debian's packages when
+# installs the system tools they need (verilator, yosys, g++, clang++, tclsh) from Debian's packages when
 # any is missing (as root, or through sudo). Extra arguments go to `cargo test`. Then it
 # cross-builds the board binary for armv7 (PYNQ-Z1/Z2) and runs it under qemu-arm on the
 # emulated board (VTA_CROSS=0 skips that).
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 missing=()
-for tool in verilator yosys g++ tclsh; do
+for tool in verilator yosys g++ clang++ tclsh; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -18,7 +18,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-        verilator yosys g++ make tcl >/dev/null
+        verilator yosys g++ clang make tcl >/dev/null
 fi
 
 cargo test --workspace "$@"

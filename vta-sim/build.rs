@@ -40,14 +40,15 @@ mod rtl {
     pub fn main() {
         println!("cargo:rerun-if-changed=build.rs");
         println!("cargo:rerun-if-env-changed=VTA_RTL_NO_STATIC");
+        println!("cargo:rerun-if-env-changed=CXX");
         println!("cargo:rustc-check-cfg=cfg(vta_rtl_linked)");
         let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
         match build(&out) {
             Ok(()) => println!("cargo:rustc-cfg=vta_rtl_linked"),
             Err(why) => println!(
                 "cargo:warning=the default config's RTL model is not compiled in ({why}); it will \
-                 be built on first use of the RTL backend (which needs verilator and g++: \
-                 apt-get install verilator g++)"
+                 be built on first use of the RTL backend (which needs verilator and a C++ \
+                 compiler: apt-get install verilator clang)"
             ),
         }
     }
@@ -85,8 +86,12 @@ mod rtl {
                 include.display()
             ));
         }
+        // The compiler `hdl` builds run-time models with (clang++ where installed: faster
+        // models), unless CXX names one.
+        let cxx = hdl::verilator::preferred_cxx();
         let compiler = cc::Build::new()
             .cpp(true)
+            .compiler(&cxx)
             .try_get_compiler()
             .map_err(|e| format!("no C++ compiler: {e}"))?;
         tool_output(
@@ -129,6 +134,7 @@ mod rtl {
 
         let mut b = cc::Build::new();
         b.cpp(true)
+            .compiler(&cxx)
             .std("gnu++17")
             // As `hdl::verilator` compiles run-time models (see its `cxx_flags`).
             .opt_level(3)
@@ -136,6 +142,7 @@ mod rtl {
             .warnings(false)
             .extra_warnings(false)
             .flag("-faligned-new")
+            .flag("-fwrapv")
             .flag_if_supported("-Wno-bool-operation")
             .flag_if_supported("-Wno-sign-compare")
             .flag_if_supported("-Wno-unused-parameter")
@@ -157,6 +164,9 @@ mod rtl {
         }
         b.try_compile("vta_rtl_default")
             .map_err(|e| format!("compiling the model failed: {e}"))?;
+        // Verilator's runtime uses std::atomic operations that clang++ leaves to libatomic
+        // (g++ inlines them); run-time models link it too.
+        println!("cargo:rustc-link-lib=atomic");
 
         // Identifies the model's sources; `src/rtl/model.rs` checks it the same way.
         let hash = isa::container::fnv1a_parts(&[verilog.as_bytes(), shim.as_bytes()]);

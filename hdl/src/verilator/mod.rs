@@ -7,7 +7,8 @@
 //! pointer to each port's storage, set/get a port as little-endian 32-bit words, eval,
 //! clock ticks, optional VCD tracing), runs `verilator --cc -O3 --x-assign fast
 //! --x-initial fast --noassert --output-split-cfuncs 5000`, compiles the generated C++ with
-//! `g++ -O3 -fPIC` in parallel (at most one compiler per CPU in the process), links `lib.so`
+//! `-O3 -fwrapv -fPIC` in parallel (at most one compiler per CPU in the process; `clang++` where
+//! installed, else `g++`, or `$CXX`: see [`preferred_cxx`]), links `lib.so`
 //! and loads it with `libloading`. Port reads and writes go straight to the model's memory,
 //! not through a call.
 //!
@@ -45,13 +46,14 @@ use tools::{cache_key, run, tools, unique_suffix, FileLock, Slot, Tools};
 pub use build::{sim_verilog, verilator_args};
 pub use model::{Model, PortId, StaticShim};
 pub use shim::{rust_port_table, shim_cpp};
-pub use tools::{lint, verilator_version};
+pub use tools::{lint, preferred_cxx, verilator_version};
 
 /// Version of the C ABI between the shim and this module.
 const ABI_VERSION: u32 = 2;
 
 /// How to install the tools, quoted in errors.
-const INSTALL_HINT: &str = "install it with `apt-get install verilator g++` (Debian/Ubuntu)";
+const INSTALL_HINT: &str =
+    "install it with `apt-get install verilator clang` (Debian/Ubuntu; g++ works too)";
 
 /// Failure to build or load a model, or to lint a design.
 #[derive(Debug, thiserror::Error)]
