@@ -7,7 +7,8 @@ use isa::rng::Rng;
 use isa::{AluInsn, AluOp, HwConfig, UopLoop};
 use vta_hw::exec::{exec_timing, streamed_uops};
 
-/// Every preset, and the default config without ALU MUL and with the lookup table.
+/// Every preset (the `lut` one has the activation table), and the default config without
+/// ALU MUL.
 fn configs() -> Vec<HwConfig> {
     let mut v: Vec<HwConfig> = isa::config::PRESETS
         .iter()

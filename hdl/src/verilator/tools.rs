@@ -34,7 +34,7 @@ pub(super) fn tools() -> Result<Tools, BuildError> {
 /// The C++ compiler that builds models: `$CXX` when set, else `clang++` when it runs, else
 /// `g++`. Verilated models compiled by clang++ 14 run about 9% faster than by g++ 12 at the
 /// same flags (ResNet-18 on the default config: 1.28 against 1.17 M cycles/s; VTA's blocked
-/// GEMM: 1.53 against 1.40), so clang++ is preferred where it is installed.
+/// GEMM: 1.54 against 1.40), so clang++ is preferred where it is installed.
 pub fn preferred_cxx() -> String {
     if let Some(cxx) = std::env::var_os("CXX").filter(|c| !c.is_empty()) {
         return cxx.to_string_lossy().into_owned();
