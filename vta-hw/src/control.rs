@@ -117,8 +117,11 @@ pub fn control(cfg: &HwConfig) -> Module {
         ("CYCLES", cycles),
     ];
     for (port, reg) in EVENTS {
-        let ev = m.input(port, 1);
-        let c = event_counter(&m, &format!("{port}_count"), start, running & ev);
+        // Reset micro-ops can complete in both execution pipelines in one cycle.
+        let width = if port == "ev_reset_uop" { 2 } else { 1 };
+        let ev = m.input(port, width);
+        let counted = m.mux(running, ev, m.zero(width));
+        let c = event_counter(&m, &format!("{port}_count"), start, counted);
         values.push((reg, c));
     }
     // Registers in map order.

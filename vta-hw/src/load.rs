@@ -29,7 +29,7 @@ pub fn load(cfg: &HwConfig, len_width: u32) -> Module {
     let m = ModuleBuilder::new("vta_load");
     let can_launch = m.wire("can_launch", 1);
     let done = m.wire("work_done", 1);
-    let s = sequencer(&m, &codec, isa::Module::Load, can_launch, done);
+    let s = sequencer(&m, &codec, isa::Module::Load, can_launch, done, None);
     let rc = read_client_inputs(&m, b);
     let x_size = field(s.insn, &codec.mem, Field::XSize);
     let is_wgt = m.named(

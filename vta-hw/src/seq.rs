@@ -13,10 +13,20 @@
 //! taken. In EXEC the module starts its work with `launch` (a pulse, when `can_launch`
 //! allows) and says when the work is complete with `done` (which may be high in the launch
 //! cycle itself for work that completes at once). An instruction without tokens takes two
-//! cycles of sequencing.
+//! cycles of sequencing. A module may take over an instruction's pushes ([`Deferral`]): the
+//! sequencer then retires it without pushing, and the module pushes its tokens later.
 
 use hdl::{ModuleBuilder, Sig};
 use isa::layout::{Codec, Field, INSN_BITS};
+
+/// Pushes a module makes itself (the compute shell's deferred pushes): while `defer` is high
+/// the instruction in EXEC retires without the sequencer pushing its tokens, and each
+/// `(flag, pulse)` pushes the flag's queue besides the sequencer's own pushes (the module
+/// never pulses it in a cycle in which the sequencer pushes that queue).
+pub(crate) struct Deferral<'a> {
+    pub defer: Sig<'a>,
+    pub pushes: Vec<(Field, Sig<'a>)>,
+}
 
 use crate::util::flag;
 
@@ -41,6 +51,8 @@ pub(crate) struct Sequencer<'a> {
     /// In IDLE with an instruction at the head of the queue whose popped queues are not all
     /// non-empty.
     pub waiting_pop: Sig<'a>,
+    /// Per push flag legal on the unit, the `<queue>_can_push` input.
+    pub can_push: Vec<(Field, Sig<'a>)>,
 }
 
 /// Sequencer state: no instruction in progress.
@@ -54,13 +66,14 @@ pub(crate) const PUSH: u64 = 2;
 /// `q_data`, and for each flag legal on `unit` (`isa::tokens`) the ports `<queue>_can_pop` /
 /// `<queue>_pop` of a pop, `<queue>_can_push` / `<queue>_push` of a push. Illegal flags are
 /// ignored (spec 5.2). `can_launch` and `done` are wires the caller drives (they may depend
-/// on the returned signals).
+/// on the returned signals), as are the signals of `deferral`.
 pub(crate) fn sequencer<'a>(
     m: &'a ModuleBuilder,
     codec: &Codec,
     unit: isa::Module,
     can_launch: Sig<'a>,
     done: Sig<'a>,
+    deferral: Option<Deferral<'a>>,
 ) -> Sequencer<'a> {
     let ports = |push: bool| -> Vec<(Field, &str)> {
         isa::tokens::legal_flags(unit)
@@ -99,20 +112,34 @@ pub(crate) fn sequencer<'a>(
     m.next(launched, in_exec & !done & (launched | launch));
     let retire = m.named("retire", in_exec & done);
 
-    // Pushes, in the retiring cycle or later in PUSH.
+    // Pushes, in the retiring cycle or later in PUSH (none for a deferred instruction).
+    let deferred = match &deferral {
+        Some(d) => m.named("push_deferred", d.defer),
+        None => m.bit(false),
+    };
     let mut push_ok = m.bit(true);
     let mut push_flags = vec![];
+    let mut can_push = vec![];
     for &(f, q) in &pushes {
         let set = flag(insn, l, f);
         let can = m.input(&format!("{q}_can_push"), 1);
         push_ok = push_ok & (!set | can);
-        push_flags.push((q, set));
+        push_flags.push((f, q, set));
+        can_push.push((f, can));
     }
-    let push_ok = m.named("pushes_ok", push_ok);
+    let push_ok = m.named("pushes_ok", push_ok | deferred);
     let in_push = m.named("in_push", state.eq(PUSH));
-    let push_go = m.named("push_go", (retire | in_push) & push_ok);
-    for (q, set) in push_flags {
-        m.output_from(&format!("{q}_push"), push_go & set);
+    let push_go = m.named("push_go", ((retire & !deferred) | in_push) & push_ok);
+    for (f, q, set) in push_flags {
+        let mut push = push_go & set;
+        if let Some(d) = &deferral {
+            for &(df, pulse) in &d.pushes {
+                if df == f {
+                    push = push | pulse;
+                }
+            }
+        }
+        m.output_from(&format!("{q}_push"), push);
     }
 
     let next = m.case(
@@ -144,5 +171,6 @@ pub(crate) fn sequencer<'a>(
         stall,
         state,
         waiting_pop,
+        can_push,
     }
 }

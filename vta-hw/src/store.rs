@@ -25,7 +25,7 @@ pub fn store(cfg: &HwConfig, len_width: u32) -> Module {
     let m = ModuleBuilder::new("vta_store");
     let can_launch = m.wire("can_launch", 1);
     let done = m.wire("work_done", 1);
-    let s = sequencer(&m, &codec, isa::Module::Store, can_launch, done);
+    let s = sequencer(&m, &codec, isa::Module::Store, can_launch, done, None);
     let p = EngineParams {
         gear: Gear {
             elem_bits: cfg.elem_bits(MemType::Out),

@@ -189,7 +189,8 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
     core.connect("insn_valid", compute.output("exec_insn_valid"));
     core.connect("insn", compute.output("exec_insn"));
     compute.connect("exec_insn_ready", core.output("insn_ready"));
-    compute.connect("exec_done", core.output("done"));
+    compute.connect("exec_done_gemm", core.output("done_gemm"));
+    compute.connect("exec_done_alu", core.output("done_alu"));
     compute.connect("exec_busy", core.output("busy"));
     for port in [
         "uop_wr_en",
@@ -260,14 +261,14 @@ pub fn vta_top(cfg: &HwConfig, exec: &Module) -> Module {
 
     // ---- debug outputs (crate::debug) ------------------------------------------------------
     let uop_event =
-        core.output("ev_gemm_uop") | core.output("ev_alu_uop") | core.output("ev_reset_uop");
+        core.output("ev_gemm_uop") | core.output("ev_alu_uop") | core.output("ev_reset_uop").any();
     let handed = compute.output("exec_insn_valid") & core.output("insn_ready");
     let mut fields = vec![
         ctl.output("active"),
         uop_event,
         fetch.output("dispatched"),
         core.output("busy"),
-        core.output("done"),
+        core.output("done_gemm") | core.output("done_alu"),
         handed,
     ];
     for (k, inst) in [&store, &compute, &load].into_iter().enumerate() {

@@ -5,14 +5,15 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use hdl::verilator::{Model, PortId};
 use isa::{AluInsn, AluOp, Codec, DepFlags, GemmInsn, HwConfig, Insn, MemType, Uop, UopLoop};
-use vta_hw::exec::{exec_design, exec_timing};
+use vta_hw::exec::issue::alu_footprint;
+use vta_hw::exec::{acc_banks, exec_design, exec_timing, ExecParams, ALU_QUEUE};
 
 // ----- configs -----------------------------------------------------------------------------
 
@@ -393,7 +394,8 @@ struct Ports {
     insn_valid: PortId,
     insn_ready: PortId,
     insn: PortId,
-    done: PortId,
+    done_gemm: PortId,
+    done_alu: PortId,
     uop_wr_en: PortId,
     uop_wr_addr: PortId,
     uop_wr_data: PortId,
@@ -441,8 +443,10 @@ pub struct Core {
     wgt_words: Vec<Vec<u32>>,
     pub cycle: u64,
     pub log: Vec<Issued>,
-    /// Index in `log` of the next instruction expecting `done`.
-    next_done: usize,
+    /// Indices in `log` of the GEMM and of the ALU instructions accepted and not done, in
+    /// order (each pipeline completes its own in order).
+    gemm_due: VecDeque<usize>,
+    alu_due: VecDeque<usize>,
     pub events: Counts,
     pub faults: u64,
     pub max_busy_gap: u64,
@@ -457,7 +461,8 @@ impl Core {
             insn_valid: port("insn_valid"),
             insn_ready: port("insn_ready"),
             insn: port("insn"),
-            done: port("done"),
+            done_gemm: port("done_gemm"),
+            done_alu: port("done_alu"),
             uop_wr_en: port("uop_wr_en"),
             uop_wr_addr: port("uop_wr_addr"),
             uop_wr_data: port("uop_wr_data"),
@@ -493,7 +498,8 @@ impl Core {
             wgt_words: vec![vec![0; ww]; dw],
             cycle: 0,
             log: vec![],
-            next_done: 0,
+            gemm_due: VecDeque::new(),
+            alu_due: VecDeque::new(),
             events: Counts::default(),
             faults: 0,
             max_busy_gap: 0,
@@ -516,16 +522,19 @@ impl Core {
     fn clock(&mut self) {
         self.sim.eval();
         let get = |s: &Model, p: PortId| s.get(p) != 0;
-        if get(&self.sim, self.p.done) {
-            let i = self.next_done;
-            assert!(
-                i < self.log.len(),
-                "{}: done without an instruction at cycle {}",
-                self.name,
-                self.cycle
-            );
-            self.log[i].done = Some(self.cycle);
-            self.next_done += 1;
+        for (port, due) in [
+            (self.p.done_gemm, &mut self.gemm_due),
+            (self.p.done_alu, &mut self.alu_due),
+        ] {
+            if get(&self.sim, port) {
+                let i = due.pop_front().unwrap_or_else(|| {
+                    panic!(
+                        "{}: done without an instruction at cycle {}",
+                        self.name, self.cycle
+                    )
+                });
+                self.log[i].done = Some(self.cycle);
+            }
         }
         self.events.gemm_uops += self.sim.get(self.p.ev_gemm_uop);
         self.events.reset_uops += self.sim.get(self.p.ev_reset_uop);
@@ -629,6 +638,11 @@ impl Core {
                 self.sim.eval();
                 let ready = self.sim.get(self.p.insn_ready) != 0;
                 if ready {
+                    let due = match insn {
+                        Insn::Gemm(_) => &mut self.gemm_due,
+                        _ => &mut self.alu_due,
+                    };
+                    due.push_back(self.log.len());
                     self.log.push(Issued {
                         insn: *insn,
                         presented,
@@ -659,13 +673,12 @@ impl Core {
         }
         idle_since = self.cycle;
         let _ = idle_since;
-        assert_eq!(
-            self.next_done,
-            self.log.len(),
-            "{}: {} instructions accepted but {} done pulses",
+        assert!(
+            self.gemm_due.is_empty() && self.alu_due.is_empty(),
+            "{}: {} GEMM and {} ALU instructions accepted and never done",
             self.name,
-            self.log.len(),
-            self.next_done
+            self.gemm_due.len(),
+            self.alu_due.len()
         );
         &self.log[start..]
     }
@@ -732,65 +745,180 @@ pub fn streams(cfg: &HwConfig, insn: &Insn, j: u64, uops: &[Uop]) -> bool {
     }
 }
 
+/// The ACC bank of a GEMM micro-op's `dst`, or `None` when the micro-op faults (it writes
+/// nothing, so it never waits for a bank).
+fn gemm_bank(cfg: &HwConfig, g: &GemmInsn, u: &Uop, o: u64, i: u64) -> Option<u32> {
+    let lp = &g.lp;
+    let dst =
+        u64::from(u.dst_idx) + o * u64::from(lp.dst_factor_out) + i * u64::from(lp.dst_factor_in);
+    let src =
+        u64::from(u.src_idx) + o * u64::from(lp.src_factor_out) + i * u64::from(lp.src_factor_in);
+    let wgt =
+        u64::from(u.wgt_idx) + o * u64::from(g.wgt_factor_out) + i * u64::from(g.wgt_factor_in);
+    let depth = |m| u64::from(cfg.depth(m));
+    let bad = dst >= depth(MemType::Acc)
+        || (!lp.reset_reg && (src >= depth(MemType::Inp) || wgt >= depth(MemType::Wgt)));
+    let banks = acc_banks(&ExecParams::new(cfg));
+    (!bad).then(|| {
+        if banks == 1 {
+            0
+        } else {
+            (dst / (depth(MemType::Acc) / 2)) as u32
+        }
+    })
+}
+
+/// An ALU instruction as the GEMM pipeline's bank stall sees it.
+struct Pending {
+    taken: u64,
+    done: u64,
+    banks: u32,
+}
+
+impl Pending {
+    /// Whether it holds `bank` in cycle `x`: in its footprint cycle every bank, then its own
+    /// banks up to and including its `done` cycle.
+    fn holds(&self, bank: u32, x: u64) -> bool {
+        x == self.taken + 1
+            || (self.taken + 2 <= x && x <= self.done && self.banks >> bank & 1 == 1)
+    }
+}
+
 /// Checks the observed accept and done cycles of `log` (instructions fed in order, each
-/// offered from its `presented` cycle) against the documented issue rule: one micro-op (or
-/// the end marker of an empty instruction) per cycle, a tensor ALU micro-op only after a
-/// cycle without issue, no issue in the `mul_extra` cycles after a MUL micro-op (except for
-/// the micro-ops that [`streams`] lets follow at once, given micro-op memory `uops`), the
-/// next instruction accepted in the cycle the previous one issues its last micro-op, and
-/// `done` exactly `done_latency` (`mul_done_latency` for MUL) cycles after that last issue.
+/// offered from its `presented` cycle) against the documented issue rules (the module docs
+/// of `vta_hw::exec`), given micro-op memory `uops`:
+///
+/// - GEMM pipeline: one micro-op (or the end marker of an empty instruction) per cycle, the
+///   next GEMM accepted in the cycle the previous one issues its last micro-op; a micro-op
+///   stays in stage 1 while an earlier ALU instruction holds its `dst` bank, and nothing
+///   issues behind it meanwhile.
+/// - ALU instructions are taken once the GEMM pipeline's front is empty (the cycle after
+///   the last GEMM micro-op left stage 1) and the queue has room; the ALU pipeline accepts one two cycles after it was taken at
+///   the earliest; there, a tensor micro-op only after a cycle without issue, no issue in
+///   the `mul_extra` cycles after a MUL micro-op (except for the micro-ops that [`streams`]
+///   lets follow at once).
+/// - `done` exactly `done_latency` (`mul_done_latency` for MUL) cycles after the last issue,
+///   plus the cycles a GEMM's last micro-op stayed in stage 1.
 pub fn check_timing(cfg: &HwConfig, log: &[Issued], uops: &[Uop]) {
     let t = exec_timing(cfg);
-    let mut last_issue: Option<u64> = None; // cycle of the most recent issue
+    // GEMM pipeline.
+    let mut gemm_free = 0u64; // first cycle the next GEMM could be accepted
+    let mut gemm_issue_from = 0u64; // first cycle stage 1 is free for the next micro-op
+    let mut gemm_quiet = 0u64; // first cycle the GEMM pipeline's front is empty
+                               // ALU pipeline.
+    let mut last_issue: Option<u64> = None; // cycle of its most recent issue
     let mut issue_from = 0u64; // first cycle the MUL pipeline lets anything issue
-    let mut free_from = 0u64; // first cycle a new instruction could be accepted
+    let mut alu_free = 0u64; // first cycle it could accept the next instruction
+    let mut alus: Vec<Pending> = vec![];
+    let mut alu_accepts: Vec<(u64, u64)> = vec![]; // (taken, accepted by the pipeline)
     for (k, e) in log.iter().enumerate() {
-        let accept = e.presented.max(free_from);
-        assert_eq!(
-            e.accepted, accept,
-            "instruction {k} ({:?}) accepted late: {log:#?}",
-            e.insn
-        );
-        let slots = uop_count(&e.insn).max(1);
-        let mul = is_mul(cfg, &e.insn);
-        let mut c = accept + 1;
-        for j in 0..slots {
-            if !streams(cfg, &e.insn, j, uops) {
-                c = c.max(issue_from);
-                if is_tensor(&e.insn) && last_issue == Some(c - 1) {
-                    c += 1;
+        match &e.insn {
+            Insn::Gemm(g) => {
+                let accept = e.presented.max(gemm_free);
+                assert_eq!(
+                    e.accepted, accept,
+                    "instruction {k} ({:?}) accepted late: {log:#?}",
+                    e.insn
+                );
+                let held = |bank: u32, x: u64| alus.iter().any(|a| a.holds(bank, x));
+                let lp = &g.lp;
+                let mut c = (accept + 1).max(gemm_issue_from);
+                let (mut li, mut leave) = (c, c + 1);
+                if uop_count(&e.insn) > 0 {
+                    for o in 0..u64::from(lp.iter_out) {
+                        for i in 0..u64::from(lp.iter_in) {
+                            for u in lp.uop_bgn..lp.uop_end {
+                                li = c;
+                                leave = c + 1;
+                                if let Some(bank) = gemm_bank(cfg, g, &uops[usize::from(u)], o, i) {
+                                    while held(bank, leave) {
+                                        leave += 1;
+                                    }
+                                }
+                                c = leave;
+                            }
+                        }
+                    }
                 }
+                gemm_free = li;
+                gemm_issue_from = leave;
+                let done = li + u64::from(t.done_latency) + (leave - li - 1);
+                assert_eq!(
+                    e.done,
+                    Some(done),
+                    "instruction {k} ({:?}): done at {:?}, expected {done}",
+                    e.insn,
+                    e.done
+                );
+                gemm_quiet = leave + 1;
             }
-            last_issue = Some(c);
-            c += 1;
-            if mul {
-                issue_from = c + u64::from(t.mul_extra);
+            Insn::Alu(a) => {
+                // Room: fewer than ALU_QUEUE - 1 taken (in the queue from two cycles after)
+                // and not yet accepted by the pipeline.
+                let queued = |x: u64| {
+                    alu_accepts
+                        .iter()
+                        .filter(|&&(tk, acc)| tk + 2 <= x && x <= acc)
+                        .count() as u32
+                };
+                let mut take = e.presented.max(gemm_quiet);
+                while queued(take) >= ALU_QUEUE - 1 {
+                    take += 1;
+                }
+                assert_eq!(
+                    e.accepted, take,
+                    "instruction {k} ({:?}) taken late: {log:#?}",
+                    e.insn
+                );
+                let accept = (take + 2).max(alu_free);
+                alu_accepts.push((take, accept));
+                let slots = uop_count(&e.insn).max(1);
+                let mul = is_mul(cfg, &e.insn);
+                let mut c = accept + 1;
+                for j in 0..slots {
+                    if !streams(cfg, &e.insn, j, uops) {
+                        c = c.max(issue_from);
+                        if is_tensor(&e.insn) && last_issue == Some(c - 1) {
+                            c += 1;
+                        }
+                    }
+                    last_issue = Some(c);
+                    c += 1;
+                    if mul {
+                        issue_from = c + u64::from(t.mul_extra);
+                    }
+                }
+                let li = last_issue.unwrap();
+                alu_free = li;
+                let lat = u64::from(if mul {
+                    t.mul_done_latency
+                } else {
+                    t.done_latency
+                });
+                assert_eq!(
+                    e.done,
+                    Some(li + lat),
+                    "instruction {k} ({:?}): done at {:?}, expected {}",
+                    e.insn,
+                    e.done,
+                    li + lat
+                );
+                alus.push(Pending {
+                    taken: take,
+                    done: li + lat,
+                    banks: alu_footprint(cfg, a, uops.get(usize::from(a.lp.uop_bgn))),
+                });
             }
+            _ => unreachable!("the core runs GEMM and ALU only"),
         }
-        let li = last_issue.unwrap();
-        free_from = li;
-        let lat = u64::from(if mul {
-            t.mul_done_latency
-        } else {
-            t.done_latency
-        });
-        // Accepted no earlier than the previous instruction's last issue: when offered
-        // earlier, exactly then.
-        assert_eq!(
-            e.done,
-            Some(li + lat),
-            "instruction {k} ({:?}): done at {:?}, expected {}",
-            e.insn,
-            e.done,
-            li + lat
-        );
     }
 }
 
 // ----- random programs ---------------------------------------------------------------------
 
 /// Random scratchpad contents and micro-ops, with hazards made likely: half of all indices
-/// fall in a small window of rows.
+/// fall in a small window of rows, at the start of the buffer or around its middle (where
+/// ACC's two banks meet: GEMMs and ALUs then share or just miss a bank).
 pub fn randomize(r: &mut Reference, rng: &mut Rng, uops: usize) {
     let c = r.cfg.clone();
     let (iw, ww, aw) = (c.inp_width(), c.wgt_width(), c.acc_width());
@@ -811,9 +939,15 @@ pub fn randomize(r: &mut Reference, rng: &mut Rng, uops: usize) {
     let src_depth = da.min(di);
     for u in r.uop.iter_mut().take(uops) {
         let near = rng.chance(50);
+        let middle = rng.chance(50);
         let pick = |rng: &mut Rng, depth: u64| {
             if near {
-                rng.below(depth.min(4))
+                let base = if middle {
+                    (depth / 2).saturating_sub(2)
+                } else {
+                    0
+                };
+                base + rng.below((depth - base).min(4))
             } else {
                 rng.below(depth)
             }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use hdl::Dir;
 use isa::{HwConfig, MemType, PRESETS};
-use vta_hw::exec::{exec_design, ExecParams};
+use vta_hw::exec::{acc_banks, exec_design, ExecParams};
 
 #[path = "exec_common.rs"]
 mod common;
@@ -43,10 +43,16 @@ fn lint_clean_on_every_preset_and_variant() {
 }
 
 #[test]
-fn one_memory_each_for_uop_acc_and_out() {
+fn one_uop_memory_and_two_banks_of_acc_and_out() {
     for (name, cfg) in all_configs() {
         let v = exec_design(&cfg).verilog("");
-        for mem in ["uop_mem", "acc_mem", "out_mem"] {
+        let banks = acc_banks(&ExecParams::new(&cfg));
+        let mut names = vec!["uop_mem".to_string()];
+        for b in 0..banks {
+            names.push(format!("acc_mem{b}"));
+            names.push(format!("out_mem{b}"));
+        }
+        for mem in &names {
             let decls = v.matches(&format!(" {mem} [0:")).count();
             assert_eq!(decls, 1, "{name}: {mem} declared {decls} times");
         }
@@ -61,22 +67,30 @@ fn one_memory_each_for_uop_acc_and_out() {
         } else {
             0
         };
-        assert_eq!(mems, 3 + tables, "{name}: extra memories");
+        assert_eq!(mems, names.len() + tables, "{name}: extra memories");
         for l in 0..tables {
             assert!(
                 v.contains(&format!(" lut_mem{l} [0:255];")),
                 "{name}: lut_mem{l}"
             );
         }
-        // One read port each: ACC is read in exactly one always block.
+        // One read port per bank (each serves one pipeline at a time), two on UOP (the ALU
+        // pipeline's shares its address with the write port: true dual port).
+        for b in 0..banks {
+            assert_eq!(
+                v.matches(&format!("<= acc_mem{b}[")).count(),
+                1,
+                "{name}: ACC bank {b} has more than one read port"
+            );
+        }
         assert_eq!(
-            v.matches("<= acc_mem[").count(),
-            1,
-            "{name}: ACC has more than one read port"
+            v.matches("<= uop_mem[").count(),
+            2,
+            "{name}: UOP read ports"
         );
-        let depth = cfg.depth(MemType::Acc).max(2);
+        let depth = cfg.depth(MemType::Acc).max(2) / banks;
         assert!(
-            v.contains(&format!(" acc_mem [0:{}];", depth - 1)),
+            v.contains(&format!(" acc_mem0 [0:{}];", depth - 1)),
             "{name}"
         );
     }
@@ -93,7 +107,8 @@ fn ports_follow_the_contract() {
             ("insn_valid", Dir::Input, 1),
             ("insn_ready", Dir::Output, 1),
             ("insn", Dir::Input, 128),
-            ("done", Dir::Output, 1),
+            ("done_gemm", Dir::Output, 1),
+            ("done_alu", Dir::Output, 1),
             ("uop_wr_en", Dir::Input, 1),
             ("uop_wr_addr", Dir::Input, a(MemType::Uop)),
             ("uop_wr_data", Dir::Input, 32),
@@ -110,7 +125,7 @@ fn ports_follow_the_contract() {
             ("out_rd_addr", Dir::Input, a(MemType::Acc)),
             ("out_rd_data", Dir::Output, cfg.elem_bits(MemType::Out)),
             ("ev_gemm_uop", Dir::Output, 1),
-            ("ev_reset_uop", Dir::Output, 1),
+            ("ev_reset_uop", Dir::Output, 2),
             ("ev_alu_uop", Dir::Output, 1),
             ("busy", Dir::Output, 1),
             ("fault", Dir::Output, 1),
@@ -208,8 +223,8 @@ fn yosys_sees_acc_out_and_uop_as_memories() {
             "hierarchy -top vta_exec; proc; opt; memory -nomap; stat",
         );
         let counts = cell_counts(&log);
-        assert_eq!(counts.get("$mem_v2"), Some(&3), "{name}: {counts:?}");
-        for mem in ["acc_mem", "out_mem", "uop_mem"] {
+        assert_eq!(counts.get("$mem_v2"), Some(&5), "{name}: {counts:?}");
+        for mem in ["acc_mem0", "acc_mem1", "out_mem0", "out_mem1", "uop_mem"] {
             assert!(log.contains(&format!("\\{mem}")), "{name}: no memory {mem}");
         }
     }

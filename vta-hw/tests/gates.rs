@@ -140,10 +140,10 @@ fn memories_small() {
 #[test]
 fn memories_lut() {
     memories_gate("lut");
-    // The activation table: one memory per lane.
+    // The activation table: one memory per lane, in the ALU pipeline.
     let mems = yosys_memories("lut");
     for l in 0..16 {
-        let want = format!("vta_exec/lut_mem{l}");
+        let want = format!("vta_exec_alu/lut_mem{l}");
         assert!(mems.contains(&want), "no memory {want} in {mems:?}");
     }
 }

@@ -1,8 +1,7 @@
-//! One lane of the compute stage: GEMM accumulate, the ALU operations of spec 8.2, and reset.
+//! One lane of the ALU pipeline's compute stage: the ALU operations of spec 8.2, and reset.
 //!
-//! Ports: `x` (the lane's old ACC value), `y` (the ALU operand: immediate or `ACC[src]`), `d`
-//! (the GEMM dot product, sign-extended), `gemm`, `clear` (`reset_reg`), `op`
-//! (`alu_opcode`), and with `ALU_LUT` `t` (the lane's activation-table entry, read by the
+//! Ports: `x` (the lane's old ACC value), `y` (the ALU operand: immediate or `ACC[src]`),
+//! `clear` (`reset_reg`), `op` (`alu_opcode`), and with `ALU_LUT` `t` (the lane's activation-table entry, read by the
 //! core one stage earlier); output `r`, the lane's new value for every operation but MUL,
 //! combinational. LUT's result is `t` sign-extended; LUTW writes no ACC row, so its `r` is
 //! never used.
@@ -32,8 +31,6 @@ pub(super) fn lane_module(p: &ExecParams) -> Module {
     let m = ModuleBuilder::new(&name);
     let x = m.input("x", aw);
     let y = m.input("y", aw);
-    let d = m.input("d", aw);
-    let gemm = m.input("gemm", 1);
     let clear = m.input("clear", 1);
     let op = m.input("op", 3);
 
@@ -42,15 +39,15 @@ pub(super) fn lane_module(p: &ExecParams) -> Module {
     // chain into nested C++ conditionals), and synthesis sees the same function.
     let (xs, ys) = (x.as_signed(), y.as_signed());
     let is = |o: AluOp| op.eq(o as u64);
-    // GEMM accumulate, ALU ADD and the operations without an arm of their own (MUL, whose
-    // result is `p`) share one adder (both wrap).
+    // ADD and the operations without an arm of their own (MUL, whose result is `p`) share
+    // one adder (it wraps).
     const _: () = assert!(AluOp::Min as u64 == 0 && AluOp::Max as u64 == 1);
     let min_max = op.slice(2, 1).eq(0u64);
     let mut own_arm = min_max | is(AluOp::Shr);
     if p.alu_lut {
         own_arm = own_arm | is(AluOp::Lut);
     }
-    let sum = x + m.mux(gemm, d, y);
+    let sum = x + y;
     // MIN and MAX share one compare: the result is x when `x < y` differs from "MAX"
     // (op bit 0, within this arm).
     let pick_x = xs.lt(ys) ^ op.bit(0);
@@ -68,7 +65,7 @@ pub(super) fn lane_module(p: &ExecParams) -> Module {
         shr
     };
     let alu = m.mux(min_max, min_or_max, other);
-    let r = m.mux(gemm | !own_arm, sum, alu);
+    let r = m.mux(!own_arm, sum, alu);
     m.output_from("r", m.mux(clear, m.zero(aw), r));
     if p.alu_mul {
         let load = m.input("mul_load", 1);

@@ -1,10 +1,13 @@
 //! The execution core: GEMM and tensor-ALU micro-op loops of [`isa::spec`] section 8, with the
 //! micro-op, accumulator and output scratchpads they own.
 //!
-//! [`exec_core`] builds module `vta_exec` (and two submodules: the dot-product array
-//! `vta_exec_dot_*` and the ALU lane `vta_exec_lane_*`). The compute module's shell feeds it
-//! GEMM/ALU instructions and performs LOAD UOP / LOAD ACC through its write ports; everything
-//! else (fetch, DMA, queues, tokens) lives outside.
+//! [`exec_core`] builds module `vta_exec`: two pipelines, `vta_exec_gemm` (GEMM, with the
+//! dot-product array `vta_exec_dot_*`) and `vta_exec_alu` (ALU, with the lanes
+//! `vta_exec_lane_*`), that run at once over an accumulator in two banks, with the issue
+//! rules that keep every program's results those of one instruction after another
+//! ([`issue`]: routing, the ALU queue, footprints and the bank stall). The compute module's
+//! shell feeds it GEMM/ALU instructions and performs LOAD UOP / LOAD ACC through its write
+//! ports; everything else (fetch, DMA, queues, tokens) lives outside.
 //!
 //! # Ports
 //!
@@ -14,22 +17,25 @@
 //! | port | dir | width | meaning |
 //! |---|---|---|---|
 //! | `insn_valid`, `insn_ready`, `insn` | in, out, in | 1, 1, 128 | a GEMM or ALU instruction, accepted when valid && ready |
-//! | `done` | out | 1 | one-cycle pulse per accepted instruction, in order, once all its ACC/OUT writes are committed |
+//! | `done_gemm`, `done_alu` | out | 1 each | one-cycle pulse per accepted GEMM (ALU) instruction, in order among GEMMs (ALUs), once all its ACC/OUT writes are committed |
 //! | `uop_wr_en`, `uop_wr_addr`, `uop_wr_data` | in | 1, A_uop, 32 | LOAD UOP write port |
 //! | `inp_rd_en`, `inp_rd_addr`, `inp_rd_data` | out, out, in | 1, A_inp, elem_bits(INP) | INP read port; data is expected the cycle after `en` (and held until the next `en`) |
 //! | `wgt_rd_en`, `wgt_rd_addr`, `wgt_rd_data` | out, out, in | 1, A_wgt, elem_bits(WGT) | WGT read port, likewise |
 //! | `acc_wr_en`, `acc_wr_addr`, `acc_wr_data` | in | 1, A_acc, elem_bits(ACC) | LOAD ACC/ACC8 write port (also writes the OUT mirror) |
 //! | `out_rd_en`, `out_rd_addr`, `out_rd_data` | in, in, out | 1, A_acc, elem_bits(OUT) | OUT read port for STORE (registered read) |
-//! | `ev_gemm_uop`, `ev_reset_uop`, `ev_alu_uop` | out | 1 each | one pulse per micro-op of that kind (counted when it reaches the write stage) |
+//! | `ev_gemm_uop`, `ev_alu_uop`, `ev_reset_uop` | out | 1, 1, 2 | micro-ops of that kind reaching their write stage this cycle (resets: 0..2, one per pipeline) |
 //! | `busy` | out | 1 | an instruction is being issued or is in flight (high up to and including its `done` cycle) |
-//! | `fault` | out | 1 | one pulse per micro-op with an index past its buffer (spec 8: an error); that micro-op writes nothing |
+//! | `fault` | out | 1 | a pulse when a micro-op has an index past its buffer (spec 8: an error); that micro-op writes nothing |
 //!
 //! The shell must not use `uop_wr_*` / `acc_wr_*` while `busy` is high.
 //!
-//! # Pipeline
+//! # Pipelines
 //!
-//! One micro-op enters per cycle, and nothing ever stalls: every micro-op takes the same fixed
-//! path, stage by stage (stage `k` = `k` cycles after issue):
+//! Each pipeline issues at most one micro-op per cycle, and every micro-op takes the same
+//! fixed path, stage by stage (stage `k` = `k` cycles after issue; the GEMM pipeline has the
+//! dot-product array, the ALU pipeline the tensor operand, MUL and the activation table).
+//! Nothing stalls but a GEMM micro-op in stage 1 whose `dst` bank an earlier ALU instruction
+//! still holds ([`issue`]): it stays there, nothing issues behind it, and a bubble goes on.
 //!
 //! | stage | work |
 //! |---|---|
@@ -99,18 +105,22 @@
 //!
 //! [`streamed_uops`] counts the micro-ops that stream.
 //!
-//! Instructions follow each other without a gap: the next instruction is accepted in the
-//! cycle the current one issues its last micro-op. A lone instruction of `N >= 1`
-//! micro-ops accepted at cycle `t` pulses `done` at `t + N + done_latency` (GEMM, immediate
-//! ALU), `t + 2N - 1 + done_latency` (tensor ALU) or
-//! `t + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL), less one cycle
+//! In each pipeline, instructions follow each other without a gap: the next one is accepted
+//! in the cycle the current one issues its last micro-op. An ALU instruction reaches its
+//! pipeline two cycles after `vta_exec` takes it (footprint, queue), and is taken only once
+//! every GEMM before it is done. A lone instruction of `N >= 1` micro-ops accepted at cycle
+//! `t` pulses `done` at `t + N + done_latency` (GEMM), `t + 2 + N + done_latency` (immediate
+//! ALU), `t + 2 + 2N - 1 + done_latency` (tensor ALU) or
+//! `t + 2 + 1 + (N - 1)(1 + mul_extra) + mul_done_latency` (ALU MUL), less one cycle
 //! (`mul_extra` cycles) per streamed micro-op; one of zero micro-ops at
-//! `t + 1 + done_latency`.
+//! `t + 1 + done_latency` (plus 2 for ALU).
 //!
 //! # Resources
 //!
-//! Exactly one memory each for UOP (1 write, 1 read port), ACC (1 write, 1 read) and OUT
-//! (1 write, 1 read), so each maps to one set of block RAMs in simple dual-port mode. With
+//! UOP is one memory with 1 write and 3 read ports (the two pipelines and the footprint
+//! stage: synthesis makes three copies); ACC and OUT are two memories each (`acc_mem0`,
+//! `acc_mem1`, `out_mem0`, `out_mem1`: the banks), each with 1 write and 1 read port, so
+//! each maps to one set of block RAMs in simple dual-port mode. With
 //! `ALU_LUT`, the activation table is one 256 x 8 memory per lane (`lut_mem*`, 1 write port
 //! shared by all, 1 read port each), so that every lane looks up in the same cycle.
 //!
@@ -123,11 +133,13 @@
 //! top bit inverted, read as signed) is exactly `a*w1`: no correction logic. Otherwise each
 //! product is a plain signed multiply (4x4 products map to LUTs).
 //!
-//! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7 -flatten`:
-//! 176 DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU MUL), about 17.2k LUTs,
-//! 6.8k flip-flops (the MUL operand and product registers are inside the DSP48E1), and
-//! 8 RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5). Streaming (above) costs
-//! about 240 LUTs and 115 flip-flops.
+//! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7 -flatten`
+//! when it was one pipeline: 176 DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU
+//! MUL), about 17.2k LUTs, 6.8k flip-flops (the MUL operand and product registers are inside
+//! the DSP48E1), and 8 RAMB36E1 + 72 RAMB18E1 (44 BRAM36: UOP 8, ACC 28.5, OUT 7.5).
+//! Streaming (above) costs about 240 LUTs and 115 flip-flops. The two pipelines add, to the
+//! whole default design (`vta hw report`), about 6.2k LUTs (1.7k of them the footprint's
+//! loop spans, built from adders), 3.2k flip-flops and one BRAM36.
 //!
 //! Timing: no path runs from the ACC read data through a multiplier, and none from it into
 //! the lanes: both rows are read a stage before they are needed and forwarded into
@@ -142,7 +154,10 @@
 
 mod alu;
 mod dot;
+pub mod issue;
 mod top;
+
+pub use issue::ALU_QUEUE;
 
 use hdl::{Design, Module};
 use isa::{HwConfig, MemType};
@@ -302,9 +317,19 @@ pub fn streamed_uops(cfg: &HwConfig, a: &isa::AluInsn) -> u64 {
     u64::from(lp.iter_out) * u64::from(lp.iter_in.saturating_sub(waits))
 }
 
+/// Banks of ACC (and OUT): two, split by the row's top address bit, when ACC has at least 4
+/// rows; else one.
+pub fn acc_banks(p: &ExecParams) -> u32 {
+    if p.depth_acc >= 4 {
+        2
+    } else {
+        1
+    }
+}
+
 /// Builds the execution core `vta_exec` for `cfg` (see the module docs for its ports).
 pub fn exec_core(cfg: &HwConfig) -> Module {
-    top::build(cfg, &ExecParams::new(cfg))
+    issue::build(cfg, &ExecParams::new(cfg))
 }
 
 /// [`exec_core`] as a stand-alone design (for linting, synthesis and simulation).
