@@ -10,9 +10,8 @@
 //! default memory model) runs the network twice, bit-exact against the integer reference
 //! both times: compiled with a launch per layer, for the **per-layer table** — every layer's
 //! cycles, GEMM-core utilization, its memory and compute bounds and how close it gets to the
-//! larger of them (`compiler::backend::roofline`), and what two execution-core changes would
-//! save (estimates: tensor-operand ALU micro-ops at one per cycle; the requantization
-//! epilogue overlapped with the GEMMs) — and compiled as usual, for the whole network's
+//! larger of them (`compiler::backend::roofline`), and what tensor-operand ALU micro-ops at
+//! one per cycle would save (an estimate) — and compiled as usual, for the whole network's
 //! cycles and time at 100 MHz. Cycles are simulated, so they do not depend on the machine's
 //! load.
 
@@ -166,11 +165,11 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
     println!(
         "per layer on the RTL (Verilator; memory: 20-cycle read latency, {bus} bytes/cycle), a launch per layer, bit-exact against the integer reference"
     );
-    println!("  util: GEMM micro-ops per cycle; memory, compute: lower bounds in cycles (DRAM traffic on the bus; GEMM, reset and ALU micro-ops at the core's issue rates plus the compute module's own loads); roof: the larger bound / cycles; GEMM roof: the GEMM core's memory roofline, GEMM uops / max(GEMM uops, memory); model: the tiling cost model's prediction; saved: estimated cycles saved by tensor-operand ALU micro-ops at one per cycle (alu1), by the epilogue overlapped with the GEMMs (ovl), by both");
+    println!("  util: GEMM micro-ops per cycle; memory, compute: lower bounds in cycles (DRAM traffic on the bus; GEMM, reset and ALU micro-ops at the core's issue rates plus the compute module's own loads); roof: the larger bound / cycles; GEMM roof: the GEMM core's memory roofline, GEMM uops / max(GEMM uops, memory); model: the tiling cost model's prediction; alu1: estimated cycles saved by tensor-operand ALU micro-ops at one per cycle");
     let tensor_alu_1 = IssueRates::TENSOR_ALU_1;
     let mut rows = Vec::new();
-    // cycles, GEMM, ALU, roofline, and the three savings
-    let mut sums = [0u64; 7];
+    // cycles, GEMM, ALU, roofline, and the saving
+    let mut sums = [0u64; 5];
     for (l, launch) in per_layer.launches.iter().enumerate() {
         let step = launch.steps[0];
         let st = &per_layer.plan.steps[step];
@@ -180,24 +179,10 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
         let w = Work::of(cfg, &launch.program.program);
         let c = cycles[l];
         let (mem, comp) = (w.memory_bound(cfg), w.compute_bound(cfg, IssueRates::RTL));
-        // The compute module's work with the epilogue on a unit of its own (convolutions).
-        let conv = matches!(layer.kind(), "QConv2d" | "QDense");
-        let overlapped = |rates: IssueRates| {
-            if conv {
-                (w.gemm_uops + w.reset_uops + w.compute_load_bytes.div_ceil(bus))
-                    .max(w.alu_cycles(rates))
-            } else {
-                w.compute_bound(cfg, rates)
-            }
-        };
         // A faster compute module saves what it saves on its bound, down to the memory bound.
         let saved =
             |new: u64| c.saturating_sub(mem.max(c.saturating_sub(comp.saturating_sub(new))));
-        let saves = [
-            saved(w.compute_bound(cfg, tensor_alu_1)),
-            saved(overlapped(IssueRates::RTL)),
-            saved(overlapped(tensor_alu_1)),
-        ];
+        let saves = [saved(w.compute_bound(cfg, tensor_alu_1))];
         let gemm_roof = if w.gemm_uops > 0 {
             pct(w.gemm_uops, w.gemm_uops.max(mem))
         } else {
@@ -218,8 +203,6 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
             gemm_roof,
             model,
             saves[0].to_string(),
-            saves[1].to_string(),
-            saves[2].to_string(),
         ]);
         for (sum, v) in sums.iter_mut().zip(
             [c, w.gemm_uops, w.alu_uops(), mem.max(comp)]
@@ -243,8 +226,6 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
         String::new(),
         String::new(),
         sums[4].to_string(),
-        sums[5].to_string(),
-        sums[6].to_string(),
     ]);
     let head = [
         "step",
@@ -260,11 +241,9 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
         "GEMM roof",
         "model",
         "alu1",
-        "ovl",
-        "both",
     ];
     let right = [
-        true, false, false, true, true, true, true, true, true, true, true, true, true, true, true,
+        true, false, false, true, true, true, true, true, true, true, true, true, true,
     ];
     print!("{}", vta_runtime::report::columns(&head, &rows, &right));
     println!(
@@ -280,17 +259,11 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
         whole_cycles as f64 / sim_whole.as_secs_f64() / 1e6,
         sim_whole.as_secs_f64(),
     );
-    for (what, saved) in [
-        ("tensor-operand ALU micro-ops at one per cycle", sums[4]),
-        ("the epilogue overlapped with the GEMMs", sums[5]),
-        ("both", sums[6]),
-    ] {
-        let c = whole_cycles.saturating_sub(saved);
-        println!(
-            "  estimated with {what}: {c} cycles = {:.4} s at 100 MHz",
-            c as f64 / 1e8
-        );
-    }
+    let c = whole_cycles.saturating_sub(sums[4]);
+    println!(
+        "  estimated with tensor-operand ALU micro-ops at one per cycle: {c} cycles = {:.4} s at 100 MHz",
+        c as f64 / 1e8
+    );
     Ok(())
 }
 

@@ -6,10 +6,10 @@
 //!
 //! - the **memory bound**: every byte loaded and stored, and every instruction fetched, over
 //!   the AXI data bus at one beat per cycle (`AXI_DATA_WIDTH / 8` bytes per cycle), and
-//! - the **compute bound**: what the compute module does one thing after another — GEMM
-//!   micro-ops (one per cycle, a reset included), ALU micro-ops at the execution core's issue
-//!   rates ([`IssueRates`]), and the LOAD UOP / LOAD ACC transfers it performs itself (over the
-//!   bus, while it issues nothing).
+//! - the **compute bound**: what the compute module needs — its execution core runs GEMM
+//!   micro-ops (one per cycle, a reset included) and ALU micro-ops (at the core's issue rates,
+//!   [`IssueRates`]) in two pipelines at once, so the busier of the two; plus the LOAD UOP /
+//!   LOAD ACC transfers it performs itself (over the bus, while neither pipeline runs).
 //!
 //! The larger of the two is the layer's *roofline*; `cycles / roofline` says how much of the
 //! attainable speed a program reaches (the overlap of loads, GEMMs and stores), and the split
@@ -132,12 +132,12 @@ impl Work {
         (self.dram_bytes + isa::INSN_BYTES as u64 * self.insns).div_ceil(bus)
     }
 
-    /// Cycles the compute module needs: micro-ops at `rates`, and its own loads on the bus.
+    /// Cycles the compute module needs: the busier of its GEMM pipeline (GEMM and reset
+    /// micro-ops) and its ALU pipeline (ALU micro-ops at `rates`), which overlap, and its own
+    /// loads on the bus.
     pub fn compute_bound(&self, cfg: &HwConfig, rates: IssueRates) -> u64 {
         let bus = u64::from(cfg.axi_data_width / 8).max(1);
-        self.gemm_uops
-            + self.reset_uops
-            + self.alu_cycles(rates)
+        (self.gemm_uops + self.reset_uops).max(self.alu_cycles(rates))
             + self.compute_load_bytes.div_ceil(bus)
     }
 

@@ -31,7 +31,8 @@
 //!
 //! ```text
 //! T_mem     = (bytes + 16 * instructions) / (AXI_DATA_WIDTH / 8) + 8 * dma_rows
-//! T_compute = gemm_uops + reset_uops + epilogue_issue_cycles
+//! G, E     = gemm_uops + reset_uops, epilogue_issue_cycles (the GEMM and ALU pipelines)
+//! T_compute = max(G, E) + min(G, E) / tiles + 12 * tiles
 //!           + (ACC and UOP bytes) / (AXI_DATA_WIDTH / 8) + 4 * compute_instructions
 //! fill      = time to load the first chunk + time to store the last tile
 //! cycles    = max(T_mem, T_compute) + fill
@@ -40,7 +41,10 @@
 //!
 //! The epilogue's micro-ops count at the execution core's issue rates (one cycle per row
 //! and instruction: with the rows in the inner loop every epilogue instruction streams, see
-//! [`super::roofline::streamed_uops`]), and the compute
+//! [`super::roofline::streamed_uops`]). The core's ALU pipeline runs a tile's epilogue while
+//! its GEMM pipeline computes the next tile (in the other ACC half), so a tile costs the
+//! longer of the two; the shorter one shows once, at the end, and each tile's epilogue
+//! first waits for its GEMMs to drain (about 12 cycles). The compute
 //! module performs the ACC (constant rows) and UOP loads itself, so their bus time is compute
 //! time. `fill` is what double buffering cannot hide (so enormous tiles lose), and the `T_mem`
 //! term makes traffic count even when a layer is compute-bound (DRAM energy, and bandwidth
@@ -656,8 +660,10 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     e.t_mem =
         (bytes + isa::INSN_BYTES as u64 * e.insns()) as f64 / b.bus_bytes + 8.0 * e.dma_rows as f64;
     let alu_cycles = (out_rows_total * g.ep_cycles) as f64;
-    e.t_compute = (gemm_uops + reset_uops) as f64
-        + alu_cycles
+    let gemm_cycles = (gemm_uops + reset_uops) as f64;
+    e.t_compute = gemm_cycles.max(alu_cycles)
+        + gemm_cycles.min(alu_cycles) / tiles as f64
+        + 12.0 * tiles as f64
         + (tab_bytes as f64 + uop_bytes as f64) / b.bus_bytes
         + 4.0 * compute_insns as f64;
     let first_chunk = (tci * pitch * b.inp_eb + max_w * b.wgt_eb) as f64 / b.bus_bytes;
