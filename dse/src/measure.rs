@@ -36,9 +36,8 @@ pub fn modelled(model: &Model, mem: &MemTiming) -> Result<Vec<u64>, Error> {
         .launches
         .iter()
         .map(|l| {
-            Ok(timing::cycles(
-                &model.config,
-                &l.program.program.insns,
+            Ok(timing::program_cycles(
+                &l.program.program,
                 mem,
                 &CALIBRATION,
             )?)

@@ -16,28 +16,37 @@
 //!   shared by fetch and both modules' loads ([`channel`]);
 //! * a **STORE** reads OUT at one element per cycle and writes one burst per row on the write
 //!   channel, done when every write is answered;
-//! * **GEMM and ALU** go to the execution core, which issues one micro-op per cycle (a
-//!   tensor-operand ALU micro-op every other cycle, an ALU MUL every `1 + mul_extra`, both
-//!   one per cycle inside a pass of the loop shapes `vta_hw::exec` streams), takes
-//!   the next instruction as the last micro-op of the current one issues, and finishes an
-//!   instruction its pipeline depth ([`vta_hw::exec::exec_timing`]) after its last issue. An
-//!   instruction that pushes tokens waits for that; LOADs, FINISH and syncs that push wait
-//!   for an idle core.
+//! * **GEMM and ALU** go to the execution core's two pipelines (`vta_hw::exec`). Each
+//!   issues one micro-op per cycle (the ALU pipeline a tensor-operand micro-op every other
+//!   cycle, an ALU MUL every `1 + mul_extra`, both one per cycle inside a pass of the loop
+//!   shapes `vta_hw::exec` streams), takes its next instruction as the last micro-op of the
+//!   current one issues, and finishes an instruction its pipeline depth
+//!   ([`vta_hw::exec::exec_timing`]) after its last issue. An ALU instruction is taken two
+//!   cycles after the last GEMM micro-op before it issued, when the ALU queue has room, and
+//!   reaches its pipeline two cycles later. The compute module hands each one over and goes on; the tokens of one
+//!   that pushes are pushed the cycle after it and everything before it is done. LOADs,
+//!   FINISH and syncs that push wait for an idle core.
 //!
 //! Everything the stream does is known from the instructions alone (no data-dependent
 //! control), so a run is simulated without touching any data. The constants the RTL does
 //! not fix in the instruction's terms (cycles of DMA set-up and wind-down, of launching a
 //! run) are [`Calibration`]: fitted to RTL runs, with the error on those runs in the
 //! README, and checked by `vta dse --validate`. Not modelled: the token queues' capacity
-//! (1024 by default, never reached by compiled programs) and the compute shell's limit of 15
-//! instructions in flight in the core.
+//! (1024 by default, never reached by compiled programs), the compute shell's limits of
+//! instructions in flight and of deferred pushes, and the GEMM pipeline's bank stall behind
+//! an ALU instruction of one micro-op: the model does not read micro-ops, and compiled
+//! programs compute each tile in the ACC half the last tile's epilogue does not use (an ALU
+//! kernel of several micro-ops holds both banks, and that stall is modelled).
 
 mod channel;
 
+use std::collections::{HashMap, VecDeque};
+
 use isa::tokens::{queues, Queue};
-use isa::{AluOp, HwConfig, Insn, MemInsn, MemType, Module, UopLoop};
+use isa::{AluOp, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop, UopLoop};
 use vta_hw::dma::{Gear, DESC_DEPTH, ROUTE_DEPTH};
-use vta_hw::exec::{exec_timing, streamed_uops, ExecTiming};
+use vta_hw::exec::issue::alu_footprint;
+use vta_hw::exec::{acc_banks, exec_timing, streamed_uops, ExecParams, ExecTiming, ALU_QUEUE};
 use vta_hw::fetch::{BUFFER_DEPTH, CHUNK};
 use vta_hw::top::{MAX_BURST_BEATS, MAX_OUTSTANDING_READS, MAX_OUTSTANDING_WRITES};
 pub use vta_sim::rtl::MemTiming;
@@ -94,7 +103,8 @@ pub enum TimingError {
 }
 
 /// Cycles `insns` take on the accelerator `cfg` with memory timing `mem`, from the start
-/// register to FINISH (the RTL's cycle counter).
+/// register to FINISH (the RTL's cycle counter). Without the micro-ops the stream loads
+/// (see [`program_cycles`]), no GEMM waits for an ALU instruction's ACC bank.
 pub fn cycles(
     cfg: &HwConfig,
     insns: &[Insn],
@@ -102,6 +112,78 @@ pub fn cycles(
     cal: &Calibration,
 ) -> Result<u64, TimingError> {
     Sim::new(cfg, insns, mem, cal)?.run()
+}
+
+/// [`cycles`] of `program`, whose LOAD UOPs bring their micro-ops from its segments: the
+/// model then knows which ACC banks each GEMM and ALU instruction uses, and makes a GEMM
+/// wait while an earlier ALU instruction holds one of its banks.
+pub fn program_cycles(
+    program: &Program,
+    mem: &MemTiming,
+    cal: &Calibration,
+) -> Result<u64, TimingError> {
+    let mut sim = Sim::new(&program.config, &program.insns, mem, cal)?;
+    sim.uops = Some(Uops {
+        program,
+        buffer: vec![None; program.config.depth(MemType::Uop) as usize],
+        decoded: HashMap::new(),
+    });
+    sim.run()
+}
+
+/// The model's micro-op buffer, filled by LOAD UOPs from the program's segments.
+struct Uops<'a> {
+    program: &'a Program,
+    buffer: Vec<Option<Uop>>,
+    /// Decoded `uop` segments, by offset.
+    decoded: HashMap<u64, Vec<Uop>>,
+}
+
+impl Uops<'_> {
+    /// A LOAD UOP: `x_size` micro-ops from DRAM element `dram_base` to `sram_base`.
+    fn load(&mut self, mi: &MemInsn) {
+        let (sram, n) = (mi.sram_base as usize, mi.x_size as usize);
+        let found = self
+            .program
+            .locate(MemType::Uop, u64::from(mi.dram_base))
+            .map(|(seg, at)| (seg.offset, seg, at as usize));
+        for k in 0..n {
+            let uop = found.and_then(|(offset, seg, at)| {
+                let list = self
+                    .decoded
+                    .entry(offset)
+                    .or_insert_with(|| self.program.uops(seg));
+                list.get(at + k).copied()
+            });
+            if let Some(slot) = self.buffer.get_mut(sram + k) {
+                *slot = uop;
+            }
+        }
+    }
+
+    /// The ACC banks of the `dst` rows a GEMM's micro-ops write (every bank when one is not
+    /// known or a row leaves ACC).
+    fn gemm_banks(&self, cfg: &HwConfig, lp: &UopLoop) -> u32 {
+        let all = (1u32 << acc_banks(&ExecParams::new(cfg))) - 1;
+        if all == 1 {
+            return all;
+        }
+        let depth = u64::from(cfg.depth(MemType::Acc));
+        let span = u64::from(lp.iter_out.saturating_sub(1)) * u64::from(lp.dst_factor_out)
+            + u64::from(lp.iter_in.saturating_sub(1)) * u64::from(lp.dst_factor_in);
+        let mut banks = 0;
+        for u in lp.uop_bgn..lp.uop_end {
+            let Some(Some(uop)) = self.buffer.get(usize::from(u)) else {
+                return all;
+            };
+            let (lo, hi) = (u64::from(uop.dst_idx), u64::from(uop.dst_idx) + span);
+            if hi >= depth {
+                return all;
+            }
+            banks |= (1 << (lo / (depth / 2))) | (1 << (hi / (depth / 2)));
+        }
+        banks
+    }
 }
 
 /// One instruction, decoded for the simulation.
@@ -136,10 +218,19 @@ struct Sim<'a> {
     /// Per token queue, the cycles of its pushes so far, and how many were popped.
     pushes: [Vec<u64>; 4],
     popped: [usize; 4],
-    /// The execution core: when it accepts its next instruction, and when the last one
-    /// handed to it is done.
-    core_accept: u64,
+    /// The execution core: when each pipeline accepts its next instruction (for GEMM: the
+    /// cycle its last micro-op issued), when every instruction handed over is done and its
+    /// tokens pushed, and
+    /// (taken, accepted by the pipeline) of recent ALU instructions, for the queue's room.
+    gemm_accept: u64,
+    alu_accept: u64,
     core_done: u64,
+    core_pushed: u64,
+    /// ALU instructions handed over, as (done, ACC banks), for the GEMMs' bank stall.
+    alu_banks: Vec<(u64, u32)>,
+    /// The micro-op buffer, when the program's micro-ops are known.
+    uops: Option<Uops<'a>>,
+    alu_recent: VecDeque<(u64, u64)>,
     /// When FINISH completed.
     finished: Option<u64>,
 }
@@ -199,8 +290,13 @@ impl<'a> Sim<'a> {
             chunk_ready: vec![None; chunks],
             pushes: Default::default(),
             popped: [0; 4],
-            core_accept: 0,
+            gemm_accept: 0,
+            alu_accept: 0,
             core_done: 0,
+            core_pushed: 0,
+            alu_banks: Vec::new(),
+            uops: None,
+            alu_recent: VecDeque::new(),
             finished: None,
         };
         // The buffer holds BUFFER_DEPTH / CHUNK chunks: those are requested at once.
@@ -362,7 +458,13 @@ impl<'a> Sim<'a> {
                 let d = self.store(&mi, launch);
                 (d, d + 1)
             }
-            (Module::Compute, Insn::Gemm(g)) => self.execute(launch, &g.lp, Rate::Gemm, pushes),
+            (Module::Compute, Insn::Gemm(g)) => {
+                let banks = self
+                    .uops
+                    .as_ref()
+                    .map_or(0, |u| u.gemm_banks(self.cfg, &g.lp));
+                self.execute(launch, &g.lp, Rate::Gemm, banks, pushes)
+            }
             (Module::Compute, Insn::Alu(a)) => {
                 let streamed = streamed_uops(self.cfg, &a);
                 let rate = if a.lp.reset_reg {
@@ -374,14 +476,23 @@ impl<'a> Sim<'a> {
                 } else {
                     Rate::Tensor { streamed }
                 };
-                self.execute(launch, &a.lp, rate, pushes)
+                let banks = self.uops.as_ref().map_or(0, |u| {
+                    let first = u.buffer.get(usize::from(a.lp.uop_bgn)).copied().flatten();
+                    alu_footprint(self.cfg, &a, first.as_ref())
+                });
+                self.execute(launch, &a.lp, rate, banks, pushes)
             }
             (Module::Compute, Insn::Load(mi)) if mi.x_size == 0 && !pushes => (launch, launch + 1),
             (Module::Compute, insn) => {
                 // LOAD UOP/ACC/ACC8, FINISH and pushing syncs wait for an idle core.
-                let start = launch.max(self.core_done + 1);
+                let start = launch.max(self.core_done + 1).max(self.core_pushed + 1);
                 let d = match insn {
-                    Insn::Load(mi) => self.load(&mi, start),
+                    Insn::Load(mi) => {
+                        if let (Some(u), MemType::Uop) = (&mut self.uops, mi.memory_type) {
+                            u.load(&mi);
+                        }
+                        self.load(&mi, start)
+                    }
                     _ => start,
                 };
                 if matches!(insn, Insn::Finish(_)) {
@@ -399,8 +510,16 @@ impl<'a> Sim<'a> {
         self.free[i] = free;
     }
 
-    /// A GEMM or ALU instruction handed to the core from `launch`: (done, module free).
-    fn execute(&mut self, launch: u64, lp: &UopLoop, rate: Rate, pushes: bool) -> (u64, u64) {
+    /// A GEMM or ALU instruction using ACC banks `banks` (bit per bank), handed to the core
+    /// from `launch`: (the cycle its tokens are pushed, module free).
+    fn execute(
+        &mut self,
+        launch: u64,
+        lp: &UopLoop,
+        rate: Rate,
+        banks: u32,
+        pushes: bool,
+    ) -> (u64, u64) {
         let n = u64::from(lp.iter_out)
             * u64::from(lp.iter_in)
             * u64::from(lp.uop_end.saturating_sub(lp.uop_bgn));
@@ -416,13 +535,47 @@ impl<'a> Sim<'a> {
                 x.mul_done_latency,
             ),
         };
-        let handoff = launch.max(self.core_accept);
-        self.core_accept = handoff + span;
-        let done = handoff + span + u64::from(latency);
+        let (handoff, done) = if rate == Rate::Gemm {
+            let accept = launch.max(self.gemm_accept);
+            // Its first micro-op waits in stage 1 until every earlier ALU instruction that
+            // holds one of its banks is done; the rest follow it.
+            self.alu_banks.retain(|&(done, _)| done + 1 >= accept);
+            let held = self.alu_banks.iter().filter(|&&(_, b)| b & banks != 0);
+            let start = held
+                .map(|&(done, _)| done.saturating_sub(1))
+                .fold(accept, u64::max);
+            self.gemm_accept = start + span;
+            (accept, start + span + u64::from(latency))
+        } else {
+            // Taken two cycles after the last GEMM micro-op before it issued, when the queue
+            // has room; in the pipeline two cycles later at the earliest.
+            let queued = |x: u64, recent: &VecDeque<(u64, u64)>| {
+                recent
+                    .iter()
+                    .filter(|&&(taken, accepted)| taken + 2 <= x && x <= accepted)
+                    .count() as u32
+            };
+            let mut take = launch.max(self.gemm_accept + 2);
+            while queued(take, &self.alu_recent) >= ALU_QUEUE - 1 {
+                take += 1;
+            }
+            let accept = (take + 2).max(self.alu_accept);
+            if self.alu_recent.len() == ALU_QUEUE as usize {
+                self.alu_recent.pop_front();
+            }
+            self.alu_recent.push_back((take, accept));
+            self.alu_accept = accept + span;
+            let done = accept + span + u64::from(latency);
+            if banks != 0 {
+                self.alu_banks.push((done, banks));
+            }
+            (take, done)
+        };
         self.core_done = self.core_done.max(done);
         if pushes {
-            // The token means "done": the module waits for the core.
-            (done, done + 1)
+            // The tokens wait for this and every instruction handed over before it.
+            self.core_pushed = self.core_done + 1;
+            (self.core_pushed, handoff + 1)
         } else {
             (handoff, handoff + 1)
         }
