@@ -790,20 +790,22 @@ impl Pending {
 ///
 /// - GEMM pipeline: one micro-op (or the end marker of an empty instruction) per cycle, the
 ///   next GEMM accepted in the cycle the previous one issues its last micro-op; a micro-op
-///   stays in stage 1 while an earlier ALU instruction holds its `dst` bank, and nothing
-///   issues behind it meanwhile.
+///   stays in stage 2 while an earlier ALU instruction holds its `dst` bank, and nothing
+///   moves or issues behind it meanwhile.
 /// - ALU instructions are taken once the GEMM pipeline's front is empty (the cycle after
-///   the last GEMM micro-op left stage 1) and the queue has room; the ALU pipeline accepts one two cycles after it was taken at
+///   the last GEMM micro-op left stage 2) and the queue has room; the ALU pipeline accepts one two cycles after it was taken at
 ///   the earliest; there, a tensor micro-op only after a cycle without issue, no issue in
 ///   the `mul_extra` cycles after a MUL micro-op (except for the micro-ops that [`streams`]
 ///   lets follow at once).
 /// - `done` exactly `done_latency` (`mul_done_latency` for MUL) cycles after the last issue,
-///   plus the cycles a GEMM's last micro-op stayed in stage 1.
+///   plus the cycles a GEMM's last micro-op waited in stages 1 and 2.
 pub fn check_timing(cfg: &HwConfig, log: &[Issued], uops: &[Uop]) {
     let t = exec_timing(cfg);
     // GEMM pipeline.
     let mut gemm_free = 0u64; // first cycle the next GEMM could be accepted
-    let mut gemm_issue_from = 0u64; // first cycle stage 1 is free for the next micro-op
+    let mut gemm_prev_issue = 0u64; // cycle of its latest issue
+    let mut gemm_last_leave = 0u64; // last cycle its latest slot spent in stage 2
+    let mut gemm_stage2: Vec<(u64, u64)> = vec![]; // (entry, leave) of its latest two slots
     let mut gemm_quiet = 0u64; // first cycle the GEMM pipeline's front is empty
                                // ALU pipeline.
     let mut last_issue: Option<u64> = None; // cycle of its most recent issue
@@ -822,27 +824,42 @@ pub fn check_timing(cfg: &HwConfig, log: &[Issued], uops: &[Uop]) {
                 );
                 let held = |bank: u32, x: u64| alus.iter().any(|a| a.holds(bank, x));
                 let lp = &g.lp;
-                let mut c = (accept + 1).max(gemm_issue_from);
-                let (mut li, mut leave) = (c, c + 1);
-                if uop_count(&e.insn) > 0 {
-                    for o in 0..u64::from(lp.iter_out) {
-                        for i in 0..u64::from(lp.iter_in) {
-                            for u in lp.uop_bgn..lp.uop_end {
-                                li = c;
-                                leave = c + 1;
-                                if let Some(bank) = gemm_bank(cfg, g, &uops[usize::from(u)], o, i) {
-                                    while held(bank, leave) {
-                                        leave += 1;
-                                    }
-                                }
-                                c = leave;
-                            }
+                // Per slot (micro-op, or the end marker of an empty instruction): its issue
+                // cycle, then its stage-2 entry and last cycle there (`entry`, `leave`). A
+                // slot issues only while the one in stage 2 is not held.
+                let mut slots: Vec<Option<u32>> = vec![];
+                for o in 0..u64::from(lp.iter_out) {
+                    for i in 0..u64::from(lp.iter_in) {
+                        for u in lp.uop_bgn..lp.uop_end {
+                            slots.push(gemm_bank(cfg, g, &uops[usize::from(u)], o, i));
                         }
                     }
                 }
+                if slots.is_empty() {
+                    slots.push(None);
+                }
+                let mut c = accept + 1;
+                let (mut li, mut leave) = (c, c);
+                for bank in slots {
+                    c = c.max(gemm_prev_issue + 1);
+                    while let Some(&(_, l)) = gemm_stage2.iter().find(|&&(e, l)| e <= c && c < l) {
+                        c = l;
+                    }
+                    let entry = (c + 2).max(gemm_last_leave + 1);
+                    leave = entry;
+                    if let Some(bank) = bank {
+                        while held(bank, leave) {
+                            leave += 1;
+                        }
+                    }
+                    gemm_stage2.push((entry, leave));
+                    if gemm_stage2.len() > 2 {
+                        gemm_stage2.remove(0);
+                    }
+                    (li, gemm_prev_issue, gemm_last_leave) = (c, c, leave);
+                }
                 gemm_free = li;
-                gemm_issue_from = leave;
-                let done = li + u64::from(t.done_latency) + (leave - li - 1);
+                let done = leave + u64::from(t.done_latency) - 2;
                 assert_eq!(
                     e.done,
                     Some(done),

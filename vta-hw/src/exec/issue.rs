@@ -5,15 +5,17 @@
 //! - **Routing.** GEMM instructions go to the GEMM pipeline (`u_gemm`), ALU instructions
 //!   through a queue of [`ALU_QUEUE`] to the ALU pipeline (`u_alu`), in program order. An
 //!   ALU instruction is taken only when the GEMM pipeline has nothing left to issue and its
-//!   stage 1 is empty, and the queue has room: its first micro-op then issues three cycles
-//!   later at the earliest and reads ACC after every GEMM before it has written its rows.
+//!   stages 1 and 2 are empty, and the queue has room: its first micro-op then issues three
+//!   cycles later at the earliest and reads ACC after every GEMM before it has written its
+//!   rows.
 //! - **Footprints.** An ALU instruction's ACC banks are computed as it is taken, from its
 //!   first micro-op (a third read port of UOP) and its loop: with one micro-op, `dst` covers
 //!   the rows `dst .. dst + (iter_out-1)*dst_factor_out + (iter_in-1)*dst_factor_in`, and a
 //!   tensor operand `src` likewise; with more micro-ops, or a range past ACC, both banks.
 //!   `alu_banks<b>` counts the ALU instructions taken and not complete that touch bank `b`.
-//! - **The bank stall.** A GEMM micro-op waits in the GEMM pipeline's stage 1 while its `dst`
-//!   row's bank has ALU instructions pending (they come before it in program order). So
+//! - **The bank stall.** A GEMM micro-op waits in the GEMM pipeline's stage 2 (stages 0 and 1
+//!   wait behind it) while its `dst` row's bank has ALU instructions pending (they come
+//!   before it in program order). So
 //!   GEMMs of the next tile run while the epilogue of the last one does, each in its half.
 //! - **ACC and OUT** are split by the row's top address bit into `acc_mem0`/`acc_mem1`
 //!   (and `out_mem0`/`out_mem1`, written with them), each with one read and one write port:

@@ -34,8 +34,9 @@
 //! Each pipeline issues at most one micro-op per cycle, and every micro-op takes the same
 //! fixed path, stage by stage (stage `k` = `k` cycles after issue; the GEMM pipeline has the
 //! dot-product array, the ALU pipeline the tensor operand, MUL and the activation table).
-//! Nothing stalls but a GEMM micro-op in stage 1 whose `dst` bank an earlier ALU instruction
-//! still holds ([`issue`]): it stays there, nothing issues behind it, and a bubble goes on.
+//! Nothing stalls but a GEMM micro-op in stage 2 whose `dst` bank an earlier ALU instruction
+//! still holds ([`issue`]): it stays there, stages 0 and 1 wait behind it, and a bubble
+//! goes on.
 //!
 //! | stage | work |
 //! |---|---|

@@ -19,9 +19,10 @@ struct Staged<'a> {
     sigs: Vec<Sig<'a>>,
 }
 
-/// Builds [`Staged`] signals. With a `hold` (the GEMM pipeline's bank stall), stage 1 keeps
-/// its micro-op while `hold` is high and stage 2 takes a bubble: stage-1 registers load only
-/// when `hold` is low, and control bits entering stage 2 are cleared while it is high.
+/// Builds [`Staged`] signals. With a `hold` (the GEMM pipeline's bank stall), stages 1 and 2
+/// keep their micro-ops while `hold` is high and stage 3 takes a bubble: stage-1 and stage-2
+/// registers load only when `hold` is low, and control bits entering stage 3 are cleared
+/// while it is high.
 #[derive(Clone, Copy)]
 struct Stager<'a> {
     m: &'a ModuleBuilder,
@@ -43,8 +44,8 @@ impl<'a> Stager<'a> {
             };
             let prev = *sigs.last().unwrap();
             match self.hold {
-                Some(hold) if k == 1 => m.next_when(r, !hold, prev),
-                Some(hold) if k == 2 && reset => m.next(r, prev & !hold),
+                Some(hold) if k <= 2 => m.next_when(r, !hold, prev),
+                Some(hold) if k == 3 && reset => m.next(r, prev & !hold),
                 _ => m.next(r, prev),
             }
             sigs.push(r);
@@ -292,17 +293,6 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
         }
     };
     let bad = m.named("bad_index", bad);
-    if let Some(hold) = hold {
-        // A GEMM micro-op waits here while an ALU instruction ahead of it in program order
-        // touches its `dst` row's bank (see `super::issue`); a faulty one writes nothing.
-        let bank_busy = m.input("bank_busy", banks);
-        let busy_here = if banks == 1 {
-            bank_busy
-        } else {
-            m.index(dst_x.bit(p.a_acc - 1), &bank_busy.lanes(1))
-        };
-        m.assign(hold, v.at(1) & !bad & busy_here);
-    }
     let faulty = st.stage("fault", bad, 1, w + e, false);
     if let Some(a) = &alu {
         let t = PassTrack {
@@ -321,6 +311,19 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
         .and_then(|a| a.lut.as_ref())
         .map(|_| st.stage("lut_entry", dst_x.trunc(LUT_ADDR_BITS), 1, w - 1, false));
     let dst = st.stage("dst", dst_x.trunc(p.a_acc), 1, w + e, false);
+    if let Some(hold) = hold {
+        // A GEMM micro-op waits in stage 2 while an ALU instruction ahead of it in program
+        // order touches its `dst` row's bank (see `super::issue`); a faulty one writes
+        // nothing. Stage 2, not 1: its row is in a register there, so the stall starts
+        // from flip-flops, not from the micro-op memory's output and an adder.
+        let bank_busy = m.input("bank_busy", banks);
+        let busy_here = if banks == 1 {
+            bank_busy
+        } else {
+            m.index(dst.at(2).bit(p.a_acc - 1), &bank_busy.lanes(1))
+        };
+        m.assign(hold, v.at(2) & !faulty.at(2) & busy_here);
+    }
     let src = st.stage("src", src_x.trunc(p.src_bits), 1, w - 1, false);
     m.assign(fault, v.at(2) & faulty.at(2));
 
@@ -453,11 +456,12 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
     m.assign(done, done_q);
     any = any | done_q;
     m.assign(busy, any);
-    // Nothing to issue and stage 1 empty: every micro-op is at least two stages in, so a
-    // row read from now on (two cycles on by the ALU pipeline, behind its footprint stage
-    // and queue) comes after this pipeline's last ACC access.
+    // Nothing to issue and stages 1 and 2 (where a micro-op may wait) empty: every micro-op
+    // is at least three stages in and on its way, so a row read from now on (two cycles on
+    // by the ALU pipeline, behind its footprint stage and queue) comes after this
+    // pipeline's last ACC access.
     if !alu_role {
-        m.output_from("front_idle", !active & !occ.at(1));
+        m.output_from("front_idle", !active & !occ.at(1) & !occ.at(2));
     }
     if alu_role {
         // The tag (banks) the instruction came with, out with its `done`.
