@@ -21,7 +21,7 @@
 //!   cycle, an ALU MUL every `1 + mul_extra`, both one per cycle inside a pass of the loop
 //!   shapes `vta_hw::exec` streams), takes its next instruction as the last micro-op of the
 //!   current one issues, and finishes an instruction its pipeline depth
-//!   ([`vta_hw::exec::exec_timing`]) after its last issue. An ALU instruction is taken two
+//!   ([`vta_hw::exec::exec_timing`]) after its last issue. An ALU instruction is taken three
 //!   cycles after the last GEMM micro-op before it issued, when the ALU queue has room, and
 //!   reaches its pipeline two cycles later. The compute module hands each one over and goes on; the tokens of one
 //!   that pushes are pushed the cycle after it and everything before it is done. LOADs,
@@ -537,25 +537,25 @@ impl<'a> Sim<'a> {
         };
         let (handoff, done) = if rate == Rate::Gemm {
             let accept = launch.max(self.gemm_accept);
-            // Its first micro-op waits in stage 1 until every earlier ALU instruction that
+            // Its first micro-op waits in stage 2 until every earlier ALU instruction that
             // holds one of its banks is done; the rest follow it.
             self.alu_banks.retain(|&(done, _)| done + 1 >= accept);
             let held = self.alu_banks.iter().filter(|&&(_, b)| b & banks != 0);
             let start = held
-                .map(|&(done, _)| done.saturating_sub(1))
+                .map(|&(done, _)| done.saturating_sub(2))
                 .fold(accept, u64::max);
             self.gemm_accept = start + span;
             (accept, start + span + u64::from(latency))
         } else {
-            // Taken two cycles after the last GEMM micro-op before it issued, when the queue
-            // has room; in the pipeline two cycles later at the earliest.
+            // Taken three cycles after the last GEMM micro-op before it issued, when the
+            // queue has room; in the pipeline two cycles later at the earliest.
             let queued = |x: u64, recent: &VecDeque<(u64, u64)>| {
                 recent
                     .iter()
                     .filter(|&&(taken, accepted)| taken + 2 <= x && x <= accepted)
                     .count() as u32
             };
-            let mut take = launch.max(self.gemm_accept + 2);
+            let mut take = launch.max(self.gemm_accept + 3);
             while queued(take, &self.alu_recent) >= ALU_QUEUE - 1 {
                 take += 1;
             }
