@@ -17,10 +17,11 @@
 //! | `4k+3` | its command queue holds an instruction |
 //!
 //! and [`EXEC_HANDED`] (compute hands a GEMM/ALU to the execution core this cycle),
-//! [`EXEC_DONE`] (the core completes one), [`EXEC_BUSY`] (the core has work in flight),
-//! [`DISPATCHED`] (fetch dispatches an instruction to a command queue this cycle),
-//! [`UOP_EVENT`] (the core writes back a micro-op this cycle) and [`RUNNING`] (a run is in
-//! progress). Every bit reflects the cycle's state before the clock edge.
+//! [`EXEC_DONE`] (the core completes one or two: either pipeline's `done`), [`EXEC_BUSY`]
+//! (the core has work in flight), [`DISPATCHED`] (fetch dispatches an instruction to a
+//! command queue this cycle), [`UOP_EVENT`] (the core writes back a micro-op this cycle)
+//! and [`RUNNING`] (a run is in progress). Every bit reflects the cycle's state before the
+//! clock edge.
 //!
 //! The sequencer's steps are visible as state changes: an instruction is *taken* (its pops
 //! done) when the state goes from idle to executing, its work is complete when the state
@@ -38,7 +39,7 @@ pub fn tokens_port(q: &str) -> String {
 
 /// Bit: compute hands a GEMM/ALU instruction to the execution core.
 pub const EXEC_HANDED: u32 = 12;
-/// Bit: the execution core completes an instruction (a `done` pulse).
+/// Bit: the execution core completes an instruction (`done_gemm` or `done_alu`).
 pub const EXEC_DONE: u32 = 13;
 /// Bit: the execution core has an instruction in flight.
 pub const EXEC_BUSY: u32 = 14;
