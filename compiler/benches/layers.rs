@@ -10,8 +10,8 @@
 //! the GEMM-core utilization (GEMM micro-ops per cycle), the GEMM core's memory roofline
 //! (GEMM micro-ops over the larger of themselves, one per cycle, and the cycles the layer's
 //! DRAM traffic takes at the bus width), and the layer's memory and compute bounds
-//! (`compiler::backend::roofline`: the compute module also issues the ALU epilogue) with the
-//! share of the larger one the layer reaches.
+//! (`compiler::backend::roofline`: the compute module also runs the ALU epilogue, beside the
+//! GEMMs) with the share of the larger one the layer reaches.
 
 use std::time::Instant;
 

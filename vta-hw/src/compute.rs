@@ -15,9 +15,9 @@
 //! the completions of each pipeline still due before it (the instruction and every one
 //! handed over before it), and are pushed when both counts reach zero (so a token still
 //! means "this and everything before it is done"); with the queue full, the next such
-//! instruction waits. LOADs and FINISH wait until the core is idle
-//! (`pending` zero and `exec_busy` low) and the queue empty: the core's memories are never
-//! written while it works. So does a sync (a LOAD of nothing) that pushes a token: the token
+//! instruction waits. LOADs and FINISH wait until the core is idle (both counts zero,
+//! `exec_busy` low) and the queue empty: the core's memories are never written while it
+//! works. So does a sync (a LOAD of nothing) that pushes a token: the token
 //! must cover every GEMM/ALU before it (and it never pushes in the same cycle as the queue).
 //!
 //! LOAD ACC8 reads `BATCH x BLOCK_OUT` signed bytes per element and sign-extends each into

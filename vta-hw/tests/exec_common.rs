@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use hdl::verilator::{Model, PortId};
 use isa::{AluInsn, AluOp, Codec, DepFlags, GemmInsn, HwConfig, Insn, MemType, Uop, UopLoop};
-use vta_hw::exec::issue::alu_footprint;
-use vta_hw::exec::{acc_banks, exec_design, exec_timing, ExecParams, ALU_QUEUE};
+use vta_hw::exec::issue::{alu_footprint, row_banks};
+use vta_hw::exec::{exec_design, exec_timing, ALU_QUEUE};
 
 // ----- configs -----------------------------------------------------------------------------
 
@@ -745,8 +745,8 @@ pub fn streams(cfg: &HwConfig, insn: &Insn, j: u64, uops: &[Uop]) -> bool {
     }
 }
 
-/// The ACC bank of a GEMM micro-op's `dst`, or `None` when the micro-op faults (it writes
-/// nothing, so it never waits for a bank).
+/// The ACC bank of a GEMM micro-op's `dst` (as a bit mask), or `None` when the micro-op
+/// faults (it writes nothing, so it never waits for a bank).
 fn gemm_bank(cfg: &HwConfig, g: &GemmInsn, u: &Uop, o: u64, i: u64) -> Option<u32> {
     let lp = &g.lp;
     let dst =
@@ -758,14 +758,7 @@ fn gemm_bank(cfg: &HwConfig, g: &GemmInsn, u: &Uop, o: u64, i: u64) -> Option<u3
     let depth = |m| u64::from(cfg.depth(m));
     let bad = dst >= depth(MemType::Acc)
         || (!lp.reset_reg && (src >= depth(MemType::Inp) || wgt >= depth(MemType::Wgt)));
-    let banks = acc_banks(&ExecParams::new(cfg));
-    (!bad).then(|| {
-        if banks == 1 {
-            0
-        } else {
-            (dst / (depth(MemType::Acc) / 2)) as u32
-        }
-    })
+    (!bad).then(|| row_banks(cfg, dst, 0))
 }
 
 /// An ALU instruction as the GEMM pipeline's bank stall sees it.
@@ -776,11 +769,10 @@ struct Pending {
 }
 
 impl Pending {
-    /// Whether it holds `bank` in cycle `x`: in its footprint cycle every bank, then its own
-    /// banks up to and including its `done` cycle.
+    /// Whether it holds `bank` (a bit mask) in cycle `x`: in its footprint cycle every bank,
+    /// then its own banks up to and including its `done` cycle.
     fn holds(&self, bank: u32, x: u64) -> bool {
-        x == self.taken + 1
-            || (self.taken + 2 <= x && x <= self.done && self.banks >> bank & 1 == 1)
+        x == self.taken + 1 || (self.taken + 2 <= x && x <= self.done && self.banks & bank != 0)
     }
 }
 

@@ -46,7 +46,7 @@ fn lint_clean_on_every_preset_and_variant() {
 fn one_uop_memory_and_two_banks_of_acc_and_out() {
     for (name, cfg) in all_configs() {
         let v = exec_design(&cfg).verilog("");
-        let banks = acc_banks(&ExecParams::new(&cfg));
+        let banks = acc_banks(cfg.depth(MemType::Acc));
         let mut names = vec!["uop_mem".to_string()];
         for b in 0..banks {
             names.push(format!("acc_mem{b}"));

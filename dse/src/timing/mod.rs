@@ -23,20 +23,21 @@
 //!   current one issues, and finishes an instruction its pipeline depth
 //!   ([`vta_hw::exec::exec_timing`]) after its last issue. An ALU instruction is taken three
 //!   cycles after the last GEMM micro-op before it issued, when the ALU queue has room, and
-//!   reaches its pipeline two cycles later. The compute module hands each one over and goes on; the tokens of one
-//!   that pushes are pushed the cycle after it and everything before it is done. LOADs,
-//!   FINISH and syncs that push wait for an idle core.
+//!   reaches its pipeline two cycles later. A GEMM waits while an earlier ALU instruction
+//!   holds one of its ACC banks, when the micro-ops are known ([`program_cycles`] loads
+//!   them as the program's LOAD UOPs do): its first micro-op waits, the rest follow it. The
+//!   compute module hands each one over and goes on; the tokens of one that pushes are
+//!   pushed the cycle after it and everything before it is done. LOADs, FINISH and syncs
+//!   that push wait for an idle core.
 //!
-//! Everything the stream does is known from the instructions alone (no data-dependent
-//! control), so a run is simulated without touching any data. The constants the RTL does
-//! not fix in the instruction's terms (cycles of DMA set-up and wind-down, of launching a
-//! run) are [`Calibration`]: fitted to RTL runs, with the error on those runs in the
-//! README, and checked by `vta dse --validate`. Not modelled: the token queues' capacity
-//! (1024 by default, never reached by compiled programs), the compute shell's limits of
-//! instructions in flight and of deferred pushes, and the GEMM pipeline's bank stall behind
-//! an ALU instruction of one micro-op: the model does not read micro-ops, and compiled
-//! programs compute each tile in the ACC half the last tile's epilogue does not use (an ALU
-//! kernel of several micro-ops holds both banks, and that stall is modelled).
+//! Everything the stream does is known from the instructions and the micro-ops they load
+//! (no data-dependent control), so a run is simulated without touching any data. The
+//! constants the RTL does not fix in the instruction's terms (cycles of DMA set-up and
+//! wind-down, of launching a run) are [`Calibration`]: fitted to RTL runs, with the error on
+//! those runs in the README, and checked by `vta dse --validate`. Not modelled: the token
+//! queues' capacity (1024 by default, never reached by compiled programs), the compute
+//! shell's limits of instructions in flight and of deferred pushes, and a GEMM micro-op
+//! other than the first waiting for a bank.
 
 mod channel;
 
@@ -45,8 +46,8 @@ use std::collections::{HashMap, VecDeque};
 use isa::tokens::{queues, Queue};
 use isa::{AluOp, HwConfig, Insn, MemInsn, MemType, Module, Program, Uop, UopLoop};
 use vta_hw::dma::{Gear, DESC_DEPTH, ROUTE_DEPTH};
-use vta_hw::exec::issue::alu_footprint;
-use vta_hw::exec::{acc_banks, exec_timing, streamed_uops, ExecParams, ExecTiming, ALU_QUEUE};
+use vta_hw::exec::issue::{alu_footprint, row_banks};
+use vta_hw::exec::{acc_banks, exec_timing, streamed_uops, ExecTiming, ALU_QUEUE};
 use vta_hw::fetch::{BUFFER_DEPTH, CHUNK};
 use vta_hw::top::{MAX_BURST_BEATS, MAX_OUTSTANDING_READS, MAX_OUTSTANDING_WRITES};
 pub use vta_sim::rtl::MemTiming;
@@ -164,11 +165,7 @@ impl Uops<'_> {
     /// The ACC banks of the `dst` rows a GEMM's micro-ops write (every bank when one is not
     /// known or a row leaves ACC).
     fn gemm_banks(&self, cfg: &HwConfig, lp: &UopLoop) -> u32 {
-        let all = (1u32 << acc_banks(&ExecParams::new(cfg))) - 1;
-        if all == 1 {
-            return all;
-        }
-        let depth = u64::from(cfg.depth(MemType::Acc));
+        let all = (1u32 << acc_banks(cfg.depth(MemType::Acc))) - 1;
         let span = u64::from(lp.iter_out.saturating_sub(1)) * u64::from(lp.dst_factor_out)
             + u64::from(lp.iter_in.saturating_sub(1)) * u64::from(lp.dst_factor_in);
         let mut banks = 0;
@@ -176,11 +173,7 @@ impl Uops<'_> {
             let Some(Some(uop)) = self.buffer.get(usize::from(u)) else {
                 return all;
             };
-            let (lo, hi) = (u64::from(uop.dst_idx), u64::from(uop.dst_idx) + span);
-            if hi >= depth {
-                return all;
-            }
-            banks |= (1 << (lo / (depth / 2))) | (1 << (hi / (depth / 2)));
+            banks |= row_banks(cfg, u64::from(uop.dst_idx), span);
         }
         banks
     }

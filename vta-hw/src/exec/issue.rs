@@ -9,7 +9,7 @@
 //!   cycles later at the earliest and reads ACC after every GEMM before it has written its
 //!   rows.
 //! - **Footprints.** An ALU instruction's ACC banks are computed as it is taken, from its
-//!   first micro-op (a third read port of UOP) and its loop: with one micro-op, `dst` covers
+//!   first micro-op (read through the GEMM pipeline's UOP port, idle then) and its loop: with one micro-op, `dst` covers
 //!   the rows `dst .. dst + (iter_out-1)*dst_factor_out + (iter_in-1)*dst_factor_in`, and a
 //!   tensor operand `src` likewise; with more micro-ops, or a range past ACC, both banks.
 //!   `alu_banks<b>` counts the ALU instructions taken and not complete that touch bank `b`.
@@ -29,7 +29,7 @@ use hdl::{Module, ModuleBuilder, Sig};
 use isa::layout::{Field, INSN_BITS, UOP_BITS};
 use isa::{Codec, HwConfig, Opcode};
 
-use super::top::{self, Role};
+use super::top::{self, slot_bits, Role};
 use super::{acc_banks, ExecParams};
 
 /// ALU instructions the queue in front of the ALU pipeline holds (an epilogue is up to 7).
@@ -48,7 +48,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams) -> Module {
 /// Declares the ports and builds everything of `vta_exec` in `m`.
 fn body<'a>(m: &'a ModuleBuilder, cfg: &HwConfig, p: &ExecParams) {
     let codec = Codec::new(cfg);
-    let banks = acc_banks(p);
+    let banks = acc_banks(p.depth_acc);
     let lanes = p.lanes();
     let acc_bits = lanes * p.acc_width;
     let out_bits = lanes * p.out_width;
@@ -105,10 +105,7 @@ fn body<'a>(m: &'a ModuleBuilder, cfg: &HwConfig, p: &ExecParams) {
     let take_alu = m.wire("take_alu", 1);
 
     // ----- routing ------------------------------------------------------------------------
-    let opcode = insn.slice(
-        codec.gemm.slot(Field::Opcode).lsb + codec.gemm.slot(Field::Opcode).width - 1,
-        codec.gemm.slot(Field::Opcode).lsb,
-    );
+    let opcode = crate::util::field(insn, &codec.gemm, Field::Opcode);
     let is_alu = m.named("route_alu", opcode.eq(Opcode::Alu as u64));
     let queue = m.instance("u_alu_queue", &small_fifo(INSN_BITS + banks, ALU_QUEUE));
     let fp_valid = m.reg("fp_valid", 1, 0);
@@ -125,7 +122,7 @@ fn body<'a>(m: &'a ModuleBuilder, cfg: &HwConfig, p: &ExecParams) {
         "uop_addr_b",
         m.mux(
             take_alu,
-            first_uop(&codec, p, insn),
+            slot_bits(insn, codec.alu.slot(Field::UopBgn)).resize(p.a_uop),
             gemm.output("uop_rd_addr"),
         ),
     );
@@ -265,15 +262,6 @@ fn shift_add_product<'a>(m: &'a ModuleBuilder, a: Sig<'a>, b: Sig<'a>) -> Sig<'a
         .expect("a factor of at least one bit")
 }
 
-/// An ALU instruction's `uop_bgn`.
-fn first_uop<'a>(codec: &Codec, p: &ExecParams, insn: Sig<'a>) -> Sig<'a> {
-    let s = codec.alu.slot(Field::UopBgn);
-    if s.width == 0 {
-        return insn.module().zero(p.a_uop);
-    }
-    insn.slice(s.lsb + s.width - 1, s.lsb).resize(p.a_uop)
-}
-
 /// Registers the ALU instruction taken (`take`) with what its banks need (the loop's
 /// spans); with its first micro-op (`uop`, read from UOP in the same cycle) the banks come
 /// out one cycle later.
@@ -285,15 +273,7 @@ fn footprint<'a>(
     take: Sig<'a>,
     uop: Sig<'a>,
 ) -> Footprint<'a> {
-    let la = &codec.alu;
-    let field = |f: Field| {
-        let s = la.slot(f);
-        if s.width == 0 {
-            m.zero(1)
-        } else {
-            insn.slice(s.lsb + s.width - 1, s.lsb)
-        }
-    };
+    let field = |f: Field| slot_bits(insn, codec.alu.slot(f));
     let reg = |name: &str, value: Sig<'a>| {
         let r = m.reg_noreset(name, value.width());
         m.next_when(r, take, value);
@@ -327,23 +307,16 @@ fn footprint<'a>(
     let tensor = reg("fp_tensor", !field(Field::UseImm) & !reset);
     let fp_insn = reg("fp_insn", insn);
 
-    let banks = acc_banks(p);
+    let banks = acc_banks(p.depth_acc);
     let all = m.lit((1u64 << banks) - 1, banks);
-    let uop_field = |f: Field| {
-        let s = codec.uop.slot(f);
-        if s.width == 0 {
-            m.zero(1)
-        } else {
-            uop.slice(s.lsb + s.width - 1, s.lsb)
-        }
-    };
+    let uop_field = |f: Field| slot_bits(uop, codec.uop.slot(f));
     // The banks rows `lo ..= lo + span` touch: one bank when both ends are in it, else all.
     let banks_of = |lo: Sig<'a>, span: Sig<'a>| {
-        let w = lo.width().max(span.width()) + 1;
-        let hi = lo.zext(w) + span.zext(w);
         if banks == 1 {
             return all;
         }
+        let w = lo.width().max(span.width()) + 1;
+        let hi = lo.zext(w) + span.zext(w);
         let inside = hi.lt(u64::from(p.depth_acc));
         let top = p.a_acc - 1;
         let low_bank = !lo.zext(w).bit(top);
@@ -360,13 +333,25 @@ fn footprint<'a>(
     }
 }
 
+/// The ACC banks (bit `b` for bank `b`) of the rows `lo ..= lo + span`: the banks of both
+/// ends, or every bank when a row is past ACC.
+pub fn row_banks(cfg: &HwConfig, lo: u64, span: u64) -> u32 {
+    let banks = acc_banks(cfg.depth(isa::MemType::Acc));
+    let depth = u64::from(cfg.depth(isa::MemType::Acc));
+    let hi = lo + span;
+    if banks == 1 || hi >= depth {
+        return (1 << banks) - 1;
+    }
+    (1 << (lo / (depth / 2))) | (1 << (hi / (depth / 2)))
+}
+
 /// The ACC banks (bit `b` for bank `b`) an ALU instruction may touch, as `vta_exec`
 /// computes them when it takes the instruction, given the micro-op at its `uop_bgn`
 /// (`first`; `None` when unknown, which counts as every bank): none for an empty loop, all
 /// for a kernel of several micro-ops, else the banks of the ends of the `dst` range (and of
 /// a tensor operand's `src` range), all when a range leaves ACC.
 pub fn alu_footprint(cfg: &HwConfig, a: &isa::AluInsn, first: Option<&isa::Uop>) -> u32 {
-    let banks = acc_banks(&ExecParams::new(cfg));
+    let banks = acc_banks(cfg.depth(isa::MemType::Acc));
     let all = (1u32 << banks) - 1;
     let lp = &a.lp;
     if lp.uop_bgn >= lp.uop_end || lp.iter_out == 0 || lp.iter_in == 0 {
@@ -375,16 +360,9 @@ pub fn alu_footprint(cfg: &HwConfig, a: &isa::AluInsn, first: Option<&isa::Uop>)
     let Some(u) = first.filter(|_| lp.uop_end == lp.uop_bgn + 1) else {
         return all;
     };
-    let depth = u64::from(cfg.depth(isa::MemType::Acc));
     let (io, ii) = (u64::from(lp.iter_out) - 1, u64::from(lp.iter_in) - 1);
-    let range = |lo: u64, fo: u16, fi: u16| {
-        let hi = lo + io * u64::from(fo) + ii * u64::from(fi);
-        if banks == 1 || hi >= depth {
-            return all;
-        }
-        let half = depth / 2;
-        (1 << (lo / half)) | (1 << (hi / half))
-    };
+    let range =
+        |lo: u64, fo: u16, fi: u16| row_banks(cfg, lo, io * u64::from(fo) + ii * u64::from(fi));
     let mut m = range(u64::from(u.dst_idx), lp.dst_factor_out, lp.dst_factor_in);
     if !a.use_imm && !lp.reset_reg {
         m |= range(u64::from(u.src_idx), lp.src_factor_out, lp.src_factor_in);

@@ -318,10 +318,10 @@ pub fn streamed_uops(cfg: &HwConfig, a: &isa::AluInsn) -> u64 {
     u64::from(lp.iter_out) * u64::from(lp.iter_in.saturating_sub(waits))
 }
 
-/// Banks of ACC (and OUT): two, split by the row's top address bit, when ACC has at least 4
-/// rows; else one.
-pub fn acc_banks(p: &ExecParams) -> u32 {
-    if p.depth_acc >= 4 {
+/// Banks of an ACC (and OUT) of `depth_acc` rows: two, split by the row's top address bit,
+/// when it has at least 4 rows; else one.
+pub fn acc_banks(depth_acc: u32) -> u32 {
+    if depth_acc >= 4 {
         2
     } else {
         1

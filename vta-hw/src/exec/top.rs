@@ -68,7 +68,7 @@ impl<'a> Staged<'a> {
 }
 
 /// The bits of `word` in `slot`; a zero-width field (a buffer of depth 1) reads as a 1-bit 0.
-fn slot_bits<'a>(word: Sig<'a>, slot: Slot) -> Sig<'a> {
+pub(super) fn slot_bits<'a>(word: Sig<'a>, slot: Slot) -> Sig<'a> {
     if slot.width == 0 {
         word.module().zero(1)
     } else {
@@ -94,7 +94,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
     let e = if alu_role { t.mul_extra } else { 0 };
     let lanes = p.lanes();
     let acc_bits = lanes * p.acc_width;
-    let banks = super::acc_banks(p);
+    let banks = super::acc_banks(p.depth_acc);
     let m = ModuleBuilder::new(match role {
         Role::Gemm => "vta_exec_gemm",
         Role::Alu => "vta_exec_alu",
@@ -120,7 +120,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
         "dependency flags, layout gaps and the opcode: the shell routes instructions and \
          handles tokens",
     );
-    // The GEMM pipeline's bank stall, assigned in stage 1.
+    // The GEMM pipeline's bank stall, assigned in stage 2.
     let hold = (!alu_role).then(|| m.wire("bank_hold", 1));
     let st = Stager { m: &m, hold };
 
@@ -200,8 +200,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
     });
     let may_issue = match (&alu, hold) {
         (Some(a), _) => a.may_issue,
-        (None, Some(hold)) => active & !hold,
-        (None, None) => active,
+        (None, hold) => active & !hold.expect("the GEMM pipeline has a bank stall"),
     };
     m.assign(issue, may_issue);
     let u_last = m.named("u_last", (u.zext(uw) + 1).eq(i_end));
@@ -324,7 +323,10 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
         };
         m.assign(hold, v.at(2) & !faulty.at(2) & busy_here);
     }
-    let src = st.stage("src", src_x.trunc(p.src_bits), 1, w - 1, false);
+    // The GEMM pipeline reads INP at `src` in stage 2; the ALU pipeline reads ACC there in
+    // stages W-3 .. W-1.
+    let src_last = if alu_role { w - 1 } else { 2 };
+    let src = st.stage("src", src_x.trunc(p.src_bits), 1, src_last, false);
     m.assign(fault, v.at(2) & faulty.at(2));
 
     // ----- ACC: one read port, one write port --------------------------------------------
@@ -462,8 +464,7 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
     // pipeline's last ACC access.
     if !alu_role {
         m.output_from("front_idle", !active & !occ.at(1) & !occ.at(2));
-    }
-    if alu_role {
+    } else {
         // The tag (banks) the instruction came with, out with its `done`.
         let tag = m.input("tag", banks);
         let tag = st.stage("tag", load("i_tag", tag), 0, wb + 1 + e, false);
