@@ -171,11 +171,24 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
     // cycles, GEMM, ALU, roofline, and the saving
     let mut sums = [0u64; 5];
     for (l, launch) in per_layer.launches.iter().enumerate() {
+        // A launch is one layer, or a convolution with the residual add in its epilogue.
         let step = launch.steps[0];
-        let st = &per_layer.plan.steps[step];
-        let StepKind::Accel(layer) = &st.kind else {
+        let steps: Vec<_> = launch
+            .steps
+            .iter()
+            .map(|&k| &per_layer.plan.steps[k])
+            .collect();
+        let kinds: Option<Vec<String>> = steps
+            .iter()
+            .map(|st| match &st.kind {
+                StepKind::Accel(layer) => Some(layer.kind().to_string()),
+                _ => None,
+            })
+            .collect();
+        let Some(kinds) = kinds else {
             continue;
         };
+        let names: Vec<&str> = steps.iter().map(|st| st.name.as_str()).collect();
         let w = Work::of(cfg, &launch.program.program);
         let c = cycles[l];
         let (mem, comp) = (w.memory_bound(cfg), w.compute_bound(cfg, IssueRates::RTL));
@@ -191,8 +204,8 @@ fn rtl_tables(cfg: &HwConfig, per_layer: &Compiled, whole: &Model, x: &Tensor) -
         let model = predicted(per_layer, step).map_or("-".into(), |p| format!("{p:.0}"));
         rows.push(vec![
             step.to_string(),
-            st.name.clone(),
-            layer.kind().to_string(),
+            names.join(" + "),
+            kinds.join("+"),
             c.to_string(),
             w.gemm_uops.to_string(),
             w.alu_uops().to_string(),

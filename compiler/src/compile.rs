@@ -393,9 +393,10 @@ impl Compiled {
                                     Some(backend::Fold::Window) => ", window folded",
                                 }
                             ),
-                            None => match info.movement {
-                                Some(m) => m.to_string(),
-                                None => "(ALU)".to_string(),
+                            None => match (&info.fused_into, info.movement) {
+                                (Some(conv), _) => format!("(ALU) in {conv}'s epilogue"),
+                                (None, Some(m)) => m.to_string(),
+                                (None, None) => "(ALU)".to_string(),
                             },
                         };
                         (

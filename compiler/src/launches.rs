@@ -29,6 +29,7 @@ use vta_runtime::model::{AccelStep, Placement};
 use crate::backend::{ActLayout, BackendError, Home, LayerInfo, NetBuilder, Tensor};
 use crate::graph::plan::{StepKind, ValueId};
 use crate::graph::{Layer, Plan};
+use crate::qlayer::{QAdd, QConv2d};
 
 /// How a plan's accelerator steps were grouped.
 pub struct Grouped {
@@ -68,6 +69,47 @@ fn tensor_inputs(plan: &Plan, step: usize) -> impl Iterator<Item = ValueId> + '_
         .iter()
         .copied()
         .filter(|&v| plan.values[v].constant.is_none())
+}
+
+/// A convolution step and the residual add step after it that can run in its epilogue.
+#[derive(Clone, Copy)]
+struct Fusion<'p> {
+    conv: &'p QConv2d,
+    add: &'p QAdd,
+    /// The convolution's input and the add's other operand.
+    input: ValueId,
+    shortcut: ValueId,
+    conv_is_a: bool,
+}
+
+/// The fusion of convolution step `k` with step `k + 1`, when that is an add of the
+/// convolution's output, which nothing else reads (nor is it a model output), and another
+/// tensor ([`NetBuilder::conv_add`]).
+fn fusable_add<'p>(plan: &'p Plan, k: usize, readers: &[Vec<usize>]) -> Option<Fusion<'p>> {
+    let StepKind::Accel(Layer::Conv2d(conv)) = &plan.steps[k].kind else {
+        return None;
+    };
+    let StepKind::Accel(Layer::Add(add)) = &plan.steps.get(k + 1)?.kind else {
+        return None;
+    };
+    let (&[y], Some(input)) = (&plan.steps[k].outputs[..], tensor_inputs(plan, k).next()) else {
+        return None;
+    };
+    if readers[y] != [k + 1] || plan.outputs.contains(&y) {
+        return None;
+    }
+    let (shortcut, conv_is_a) = match tensor_inputs(plan, k + 1).collect::<Vec<_>>()[..] {
+        [a, b] if a == y && b != y => (b, true),
+        [a, b] if b == y && a != y => (a, false),
+        _ => return None,
+    };
+    Some(Fusion {
+        conv,
+        add,
+        input,
+        shortcut,
+        conv_is_a,
+    })
 }
 
 /// Plans which values are written straight into the output of a channel concatenation
@@ -234,26 +276,11 @@ impl Open {
         self.net.set_output_home(out_home);
         let mut xs = Vec::new();
         let mut declared = Vec::new();
-        for &v in step
-            .inputs
-            .iter()
-            .filter(|&&v| plan.values[v].constant.is_none())
-        {
+        for v in tensor_inputs(plan, k) {
             let t = match self.tensors.get(&v) {
                 Some(&t) => t,
                 None => {
-                    let shape = plan.values[v].fact.nchw().map_err(|reason| {
-                        BackendError::InvalidLayer {
-                            layer: step.name.clone(),
-                            reason,
-                        }
-                    })?;
-                    let name = &plan.values[v].name;
-                    let t = if on_device.contains(&v) {
-                        self.net.device_input(name, shape)
-                    } else {
-                        self.net.input(name, shape)
-                    };
+                    let t = self.declare(plan, v, &step.name, on_device)?;
                     declared.push((v, t));
                     t
                 }
@@ -298,6 +325,67 @@ impl Open {
         self.tensors.insert(out, y);
         self.produced.push(out);
         self.steps.push(k);
+        Ok(())
+    }
+
+    /// Declares plan value `v`, read by step `reader`, as an input of the launch.
+    fn declare(
+        &mut self,
+        plan: &Plan,
+        v: ValueId,
+        reader: &str,
+        on_device: &HashSet<ValueId>,
+    ) -> Result<Tensor, BackendError> {
+        let shape = plan.values[v]
+            .fact
+            .nchw()
+            .map_err(|reason| BackendError::InvalidLayer {
+                layer: reader.into(),
+                reason,
+            })?;
+        let name = &plan.values[v].name;
+        Ok(if on_device.contains(&v) {
+            self.net.device_input(name, shape)
+        } else {
+            self.net.input(name, shape)
+        })
+    }
+
+    /// Emits convolution step `k` with add step `k + 1` in its epilogue (`fusion`, from
+    /// [`fusable_add`]); on a refusal nothing is emitted (inputs it declared stay declared,
+    /// for the steps emitted on their own instead).
+    fn emit_conv_add(
+        &mut self,
+        plan: &Plan,
+        k: usize,
+        fusion: Fusion,
+        on_device: &HashSet<ValueId>,
+        slots: &HashMap<ValueId, Slot>,
+    ) -> Result<(), BackendError> {
+        let mut xs = Vec::new();
+        for (step, v) in [(k, fusion.input), (k + 1, fusion.shortcut)] {
+            let t = match self.tensors.get(&v) {
+                Some(&t) => t,
+                None => {
+                    let t = self.declare(plan, v, &plan.steps[step].name, on_device)?;
+                    self.tensors.insert(v, t);
+                    self.inputs.push(v);
+                    t
+                }
+            };
+            xs.push(t);
+        }
+        let out = plan.steps[k + 1].outputs[0];
+        let home = slots
+            .get(&out)
+            .and_then(|s| Some((self.home(plan, s.concat, slots)?, s.channel)));
+        self.net.set_output_home(home);
+        let y = self
+            .net
+            .conv_add(fusion.conv, xs[0], fusion.add, xs[1], fusion.conv_is_a)?;
+        self.tensors.insert(out, y);
+        self.produced.push(out);
+        self.steps.extend([k, k + 1]);
         Ok(())
     }
 
@@ -395,12 +483,27 @@ pub fn group(
         Ok(())
     };
     let mut refused: Vec<(usize, String)> = Vec::new();
+    let mut fused_with_previous = false;
     for (k, step) in plan.steps.iter().enumerate() {
+        if std::mem::take(&mut fused_with_previous) {
+            continue;
+        }
         let StepKind::Accel(layer) = &step.kind else {
             close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
             continue;
         };
         stage(k);
+        // A residual add runs in its convolution's epilogue where it can; else each alone.
+        if let Some(f) = fusable_add(plan, k, &readers).filter(|f| open.net.can_fuse_add(f.conv)) {
+            if open.emit_conv_add(plan, k, f, &g.on_device, &slots).is_ok() {
+                stage(k + 1);
+                fused_with_previous = true;
+                if per_layer {
+                    close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+                }
+                continue;
+            }
+        }
         let mut result = open.emit(plan, k, layer, &g.on_device, &slots);
         if let Err(BackendError::Layout { .. }) = result {
             if !open.steps.is_empty() {

@@ -86,12 +86,14 @@ fn resnet18_runs_bit_exact_on_fsim() {
         31
     );
     let c = m.check(&inputs, &r).unwrap();
+    // Every layer's output but those of the 8 convolutions whose residual add runs in their
+    // epilogue (they write none of their own).
     assert!(
         matches!(
             c,
             Check::BitExact {
-                layers: 34,
-                accel_layers: 31,
+                layers: 26,
+                accel_layers: 23,
                 ..
             }
         ),

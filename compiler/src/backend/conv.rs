@@ -17,7 +17,7 @@ use isa::builder::{Buf, Operand};
 use isa::{MemType, Uop};
 
 use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
-use super::epilogue::{EpSrc, Epilogue};
+use super::epilogue::{EpDst, EpSrc, Epilogue};
 use super::layout::ActLayout;
 use super::tiling::{splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
 use super::BackendError;
@@ -29,6 +29,8 @@ pub struct ConvBufs {
     pub output: Buf,
     pub weights: Buf,
     pub consts: Buf,
+    /// The shortcut of a fused residual add ([`super::epilogue::with_residual`]).
+    pub shortcut: Option<Buf>,
 }
 
 /// One output tile.
@@ -132,7 +134,6 @@ pub fn emit(
     let b = ctx.budget;
     let inl = ActLayout::inp(&ctx.cfg, [g.n, g.c, g.h, g.w]);
     let outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
-    let khw = g.kh * g.kw;
     let tiles = tiles(g, t);
     let total_chunks = tiles.iter().map(|tile| chunks(g, t, tile).len()).sum();
     let mut pipe = Pipeline::new(tiles.len(), total_chunks);
@@ -151,9 +152,11 @@ pub fn emit(
         .filter(|&i| i < 2 || (tiles[i].ob0, tiles[i].tco) != (tiles[i - 2].ob0, tiles[i - 2].tco))
         .count();
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
-    for tile in &tiles {
+    for (ti, tile) in tiles.iter().enumerate() {
         let ab = pipe.acc_half() * b.acc_half;
-        let tab = ab + acc_cap;
+        // The shortcut's rows (a fused residual add), then the constant rows.
+        let sc = ab + acc_cap;
+        let tab = ab + g.acc_rows(acc_cap);
         let (tab_ob0, tab_blocks) = if whole_tables {
             (0, g.cob)
         } else {
@@ -189,29 +192,9 @@ pub fn emit(
                 ))?;
             }
         }
-        // The accumulator region as two dimensions, flagged when they step over channel
-        // blocks (for the epilogue's per-channel tables), for the reset and the epilogue.
-        let region: [(Dim, bool); 2] = if g.pixel {
-            [
-                (Dim::new(tile.tn, tile.tco, 0, 0), false),
-                (Dim::new(tile.tco, 1, 0, 0), true),
-            ]
-        } else {
-            [
-                (Dim::new(tile.tco, acc_ob, 0, 0), true),
-                (Dim::new(tile.th * tile.tw, 1, 0, 0), false),
-            ]
-        };
-        let reset_dims: Vec<Dim> = region.iter().map(|r| r.0).collect();
-        ctx.gemm(
-            &[Uop {
-                dst_idx: ab as u32,
-                src_idx: 0,
-                wgt_idx: 0,
-            }],
-            &reset_dims,
-            true,
-        )?;
+        let rows = region(g, t, tile);
+        let (reset, reset_dims) = reset_gemm(ab, &rows);
+        ctx.gemm(&reset, &reset_dims, true)?;
         for (c0, c1) in chunks(g, t, tile) {
             let ib = pipe.chunk_half() * b.inp_half;
             let wb = pipe.chunk_half() * b.wgt_half;
@@ -308,106 +291,36 @@ pub fn emit(
                     }
                 }
             }
-            // Weights, and the (src, wgt) micro-op offsets of each output-channel block.
-            let mut wloads = Vec::new();
-            let mut pairs: Vec<Vec<(usize, usize)>> = Vec::with_capacity(tile.tco);
-            let mut woff = 0;
-            for ob_t in 0..tile.tco {
-                let ob = tile.ob0 + ob_t;
-                let (lo, hi) = g.wl.cb_range[ob];
-                let (a, z) = (lo.max(c0), hi.min(c1));
-                let mut p = Vec::new();
-                if z > a {
-                    let len = (z - a) * khw;
-                    wloads.push(Dma::row(
-                        MemType::Wgt,
-                        wb + woff,
-                        bufs.weights,
-                        g.wl.ob_offset[ob] + (a - lo) * khw,
-                        len,
-                    ));
-                    for cb in a..z {
-                        for ky in 0..g.kh {
-                            for kx in 0..g.kw {
-                                let src = if g.pixel {
-                                    cb - c0
-                                } else {
-                                    (cb - c0) * inp_pitch + ky * cols + kx
-                                };
-                                p.push((ib + src, wb + woff + ((cb - a) * g.kh + ky) * g.kw + kx));
-                            }
-                        }
-                    }
-                    woff += len;
-                }
-                pairs.push(p);
-            }
+            let (wloads, base, dims) = chunk_gemm(g, t, tile, (c0, c1), (ib, wb, ab), bufs.weights);
             if need_wgt {
                 for d in coalesce(wloads) {
                     ctx.load(d)?;
                 }
             }
             pipe.end_chunk_loads(ctx);
-            // Is output-channel block a regular (affine) dimension?
-            let step = |k: usize| -> Option<(isize, isize)> {
-                let (a, z) = (pairs[0].first()?, pairs[k].first()?);
-                Some(((z.0 as isize - a.0 as isize), (z.1 as isize - a.1 as isize)))
-            };
-            let regular = tile.tco == 1
-                || step(1).is_some_and(|(ds, dw)| {
-                    ds >= 0
-                        && dw >= 0
-                        && (1..tile.tco).all(|k| {
-                            pairs[k].len() == pairs[0].len()
-                                && pairs[k].iter().zip(&pairs[0]).all(|(p, q)| {
-                                    p.0 as isize - q.0 as isize == k as isize * ds
-                                        && p.1 as isize - q.1 as isize == k as isize * dw
-                                })
-                        })
-                });
-            let mk = |dst: usize, (s, w): (usize, usize)| Uop {
-                dst_idx: dst as u32,
-                src_idx: s as u32,
-                wgt_idx: w as u32,
-            };
-            let (base, ob_dim) = if regular {
-                let (ds, dw) = if tile.tco > 1 {
-                    step(1)
-                        .map(|(a, b)| (a as usize, b as usize))
-                        .unwrap_or((0, 0))
-                } else {
-                    (0, 0)
-                };
-                let base: Vec<Uop> = pairs[0].iter().map(|&p| mk(ab, p)).collect();
-                (base, (tile.tco, ds, dw))
-            } else {
-                let ob_stride = if g.pixel { 1 } else { acc_ob };
-                let base: Vec<Uop> = (0..tile.tco)
-                    .flat_map(|k| pairs[k].iter().map(move |&p| (k, p)))
-                    .map(|(k, p)| mk(ab + k * ob_stride, p))
-                    .collect();
-                (base, (1, 0, 0))
-            };
-            let dims: Vec<Dim> = if g.pixel {
-                vec![
-                    Dim::new(tile.tn, tile.tco, c1 - c0, 0),
-                    Dim::new(ob_dim.0, 1, ob_dim.1, ob_dim.2),
-                ]
-            } else {
-                let row_src = if g.row_skip { 1 } else { g.sh } * cols;
-                let col_src = if t.col_skip { 1 } else { g.sw };
-                vec![
-                    Dim::new(ob_dim.0, acc_ob, ob_dim.1, ob_dim.2),
-                    Dim::new(tile.th, tile.tw, row_src, 0),
-                    Dim::new(tile.tw, 1, col_src, 0),
-                ]
-            };
             ctx.gemm(&base, &dims, false)?;
             pipe.end_chunk(ctx);
         }
+        // A fused residual add's shortcut, sign-extended beside the accumulators. Here, after
+        // the GEMMs, the LOAD (which waits for an idle core) only waits for them: the
+        // previous tile's epilogue ran beside them.
+        if g.residual {
+            let short = bufs.shortcut.ok_or_else(|| {
+                BackendError::Internal("a residual epilogue without a shortcut".into())
+            })?;
+            for d in coalesce(tile_rows(
+                g,
+                &outl,
+                tile,
+                acc_ob,
+                (MemType::Acc8, sc, short),
+            )) {
+                ctx.load(d)?;
+            }
+        }
         // Epilogue, with the rows in the inner loop (channel blocks outer): the core then
         // reads a table row once per pass and streams the rest (`roofline::streamed_uops`).
-        let mut ep_region = region;
+        let mut ep_region = rows;
         if g.pixel {
             ep_region.reverse();
         }
@@ -415,69 +328,237 @@ pub fn emit(
             .ops
             .iter()
             .map(|o| {
-                let (operand, src, on_channel) = match o.src {
-                    EpSrc::Imm(v) => (Operand::Imm(v), 0, false),
-                    EpSrc::Table(k) => (
-                        Operand::Tensor,
-                        tab + k * tab_blocks + tile.ob0 - tab_ob0,
-                        true,
-                    ),
-                    EpSrc::Splat(s) => (Operand::Tensor, tab + n_tab * tab_blocks + s, false),
+                let (operand, src) = match o.src {
+                    EpSrc::Imm(v) => (Operand::Imm(v), 0),
+                    EpSrc::Table(k) => (Operand::Tensor, tab + k * tab_blocks + tile.ob0 - tab_ob0),
+                    EpSrc::Splat(s) => (Operand::Tensor, tab + n_tab * tab_blocks + s),
+                    EpSrc::Shortcut => (Operand::Tensor, sc),
                 };
                 let dims = ep_region
                     .iter()
-                    .map(|&(d, ch)| Dim::new(d.ext, d.dst, usize::from(ch && on_channel), 0))
+                    .map(|&(d, ch)| {
+                        let src_step = match o.src {
+                            EpSrc::Table(_) => usize::from(ch),
+                            EpSrc::Shortcut => d.dst,
+                            EpSrc::Imm(_) | EpSrc::Splat(_) => 0,
+                        };
+                        Dim::new(d.ext, d.dst, src_step, 0)
+                    })
                     .collect();
                 AluStep {
                     op: o.op,
                     operand,
-                    dst: ab,
+                    dst: match o.dst {
+                        EpDst::Acc => ab,
+                        EpDst::Shortcut => sc,
+                    },
                     src,
                     dims,
                 }
             })
             .collect();
         // The tile's new micro-ops (its table rows' when the whole layer's tables are loaded)
-        // in one LOAD UOP.
-        ctx.alu_group(&steps)?;
-        pipe.results_ready(ctx);
-        let stores = if g.pixel {
-            vec![Dma {
-                mem: MemType::Out,
-                sram: ab,
-                buf: bufs.output,
-                elem: tile.nb0 * g.cob + tile.ob0,
-                y: tile.tn,
-                x: tile.tco,
-                stride: g.cob,
-                pad: [0; 4],
-            }]
-        } else {
-            (0..tile.tco)
-                .map(|ob_t| {
-                    let elem = outl.elem_index(tile.nb0, tile.ob0 + ob_t, tile.oh0, tile.ow0);
-                    let sram = ab + ob_t * acc_ob;
-                    if tile.tw == g.ow {
-                        Dma::row(MemType::Out, sram, bufs.output, elem, tile.th * tile.tw)
-                    } else {
-                        Dma {
-                            mem: MemType::Out,
-                            sram,
-                            buf: bufs.output,
-                            elem,
-                            y: tile.th,
-                            x: tile.tw,
-                            stride: g.ow,
-                            pad: [0; 4],
-                        }
-                    }
-                })
-                .collect()
+        // in one LOAD UOP, with the next tile's GEMM kernels: loaded here, the LOAD waits for
+        // this tile's GEMMs; loaded before the next tile's GEMMs, it would wait for this
+        // epilogue (a LOAD UOP waits for an idle core).
+        let ahead = match tiles.get(ti + 1) {
+            Some(next) => {
+                let ab = (1 - pipe.acc_half()) * b.acc_half;
+                let (reset, reset_dims) = reset_gemm(ab, &region(g, t, next));
+                let mut kernels = ctx.gemm_kernels(&reset, &reset_dims)?;
+                for (j, c) in chunks(g, t, next).into_iter().enumerate() {
+                    let h = (pipe.chunk_half() + j) % 2;
+                    let at = (h * b.inp_half, h * b.wgt_half, ab);
+                    let (_, base, dims) = chunk_gemm(g, t, next, c, at, bufs.weights);
+                    kernels.extend(ctx.gemm_kernels(&base, &dims)?);
+                }
+                kernels
+            }
+            None => Vec::new(),
         };
+        ctx.alu_group_preloading(&steps, &ahead)?;
+        pipe.results_ready(ctx);
+        let stores = tile_rows(g, &outl, tile, acc_ob, (MemType::Out, ab, bufs.output));
         for d in coalesce(stores) {
             ctx.store(d)?;
         }
         pipe.end_tile(ctx);
     }
     pipe.finish()
+}
+
+/// `tile`'s accumulator rows as two dimensions, flagged when they step over channel blocks
+/// (for the epilogue's per-channel tables), for the reset and the epilogue.
+fn region(g: &ConvGeom, t: &Tiling, tile: &Tile) -> [(Dim, bool); 2] {
+    if g.pixel {
+        [
+            (Dim::new(tile.tn, tile.tco, 0, 0), false),
+            (Dim::new(tile.tco, 1, 0, 0), true),
+        ]
+    } else {
+        [
+            (Dim::new(tile.tco, t.th * t.tw, 0, 0), true),
+            (Dim::new(tile.th * tile.tw, 1, 0, 0), false),
+        ]
+    }
+}
+
+/// The reset of `region` from ACC row `ab`: its micro-op and loops.
+fn reset_gemm(ab: usize, region: &[(Dim, bool); 2]) -> ([Uop; 1], Vec<Dim>) {
+    let uop = Uop {
+        dst_idx: ab as u32,
+        src_idx: 0,
+        wgt_idx: 0,
+    };
+    ([uop], region.iter().map(|r| r.0).collect())
+}
+
+/// The weight loads and the GEMM (its micro-ops and loops) of chunk `c0 .. c1` of `tile`:
+/// input at INP row `ib`, weights at WGT row `wb` (from `weights`), accumulators at ACC row
+/// `ab`.
+fn chunk_gemm(
+    g: &ConvGeom,
+    t: &Tiling,
+    tile: &Tile,
+    (c0, c1): (usize, usize),
+    (ib, wb, ab): (usize, usize, usize),
+    weights: Buf,
+) -> (Vec<Dma>, Vec<Uop>, Vec<Dim>) {
+    let khw = g.kh * g.kw;
+    let acc_ob = t.th * t.tw;
+    let inp_pitch = g.in_rows(t.th) * g.in_cols(t.tw, t.col_skip);
+    let (_, cols, _) = g.col_span(tile.ow0, tile.tw, t.col_skip);
+    // Weights, and the (src, wgt) micro-op offsets of each output-channel block.
+    let mut wloads = Vec::new();
+    let mut pairs: Vec<Vec<(usize, usize)>> = Vec::with_capacity(tile.tco);
+    let mut woff = 0;
+    for ob_t in 0..tile.tco {
+        let ob = tile.ob0 + ob_t;
+        let (lo, hi) = g.wl.cb_range[ob];
+        let (a, z) = (lo.max(c0), hi.min(c1));
+        let mut p = Vec::new();
+        if z > a {
+            let len = (z - a) * khw;
+            wloads.push(Dma::row(
+                MemType::Wgt,
+                wb + woff,
+                weights,
+                g.wl.ob_offset[ob] + (a - lo) * khw,
+                len,
+            ));
+            for cb in a..z {
+                for ky in 0..g.kh {
+                    for kx in 0..g.kw {
+                        let src = if g.pixel {
+                            cb - c0
+                        } else {
+                            (cb - c0) * inp_pitch + ky * cols + kx
+                        };
+                        p.push((ib + src, wb + woff + ((cb - a) * g.kh + ky) * g.kw + kx));
+                    }
+                }
+            }
+            woff += len;
+        }
+        pairs.push(p);
+    }
+    // Is output-channel block a regular (affine) dimension?
+    let step = |k: usize| -> Option<(isize, isize)> {
+        let (a, z) = (pairs[0].first()?, pairs[k].first()?);
+        Some(((z.0 as isize - a.0 as isize), (z.1 as isize - a.1 as isize)))
+    };
+    let regular = tile.tco == 1
+        || step(1).is_some_and(|(ds, dw)| {
+            ds >= 0
+                && dw >= 0
+                && (1..tile.tco).all(|k| {
+                    pairs[k].len() == pairs[0].len()
+                        && pairs[k].iter().zip(&pairs[0]).all(|(p, q)| {
+                            p.0 as isize - q.0 as isize == k as isize * ds
+                                && p.1 as isize - q.1 as isize == k as isize * dw
+                        })
+                })
+        });
+    let mk = |dst: usize, (s, w): (usize, usize)| Uop {
+        dst_idx: dst as u32,
+        src_idx: s as u32,
+        wgt_idx: w as u32,
+    };
+    let (base, ob_dim) = if regular {
+        let (ds, dw) = if tile.tco > 1 {
+            step(1)
+                .map(|(a, b)| (a as usize, b as usize))
+                .unwrap_or((0, 0))
+        } else {
+            (0, 0)
+        };
+        let base: Vec<Uop> = pairs[0].iter().map(|&p| mk(ab, p)).collect();
+        (base, (tile.tco, ds, dw))
+    } else {
+        let ob_stride = if g.pixel { 1 } else { acc_ob };
+        let base: Vec<Uop> = (0..tile.tco)
+            .flat_map(|k| pairs[k].iter().map(move |&p| (k, p)))
+            .map(|(k, p)| mk(ab + k * ob_stride, p))
+            .collect();
+        (base, (1, 0, 0))
+    };
+    let dims: Vec<Dim> = if g.pixel {
+        vec![
+            Dim::new(tile.tn, tile.tco, c1 - c0, 0),
+            Dim::new(ob_dim.0, 1, ob_dim.1, ob_dim.2),
+        ]
+    } else {
+        let row_src = if g.row_skip { 1 } else { g.sh } * cols;
+        let col_src = if t.col_skip { 1 } else { g.sw };
+        vec![
+            Dim::new(ob_dim.0, acc_ob, ob_dim.1, ob_dim.2),
+            Dim::new(tile.th, tile.tw, row_src, 0),
+            Dim::new(tile.tw, 1, col_src, 0),
+        ]
+    };
+    (wloads, base, dims)
+}
+
+/// The DMAs between `tile`'s accumulator rows (from `sram`, channel blocks `acc_ob` rows
+/// apart) and its part of `buf`, a tensor of the output's shape and layout `outl`: its
+/// STOREs, or the LOAD ACC8s of a shortcut.
+fn tile_rows(
+    g: &ConvGeom,
+    outl: &ActLayout,
+    tile: &Tile,
+    acc_ob: usize,
+    (mem, sram, buf): (MemType, usize, Buf),
+) -> Vec<Dma> {
+    if g.pixel {
+        return vec![Dma {
+            mem,
+            sram,
+            buf,
+            elem: tile.nb0 * g.cob + tile.ob0,
+            y: tile.tn,
+            x: tile.tco,
+            stride: g.cob,
+            pad: [0; 4],
+        }];
+    }
+    (0..tile.tco)
+        .map(|ob_t| {
+            let elem = outl.elem_index(tile.nb0, tile.ob0 + ob_t, tile.oh0, tile.ow0);
+            let sram = sram + ob_t * acc_ob;
+            if tile.tw == g.ow {
+                Dma::row(mem, sram, buf, elem, tile.th * tile.tw)
+            } else {
+                Dma {
+                    mem,
+                    sram,
+                    buf,
+                    elem,
+                    y: tile.th,
+                    x: tile.tw,
+                    stride: g.ow,
+                    pad: [0; 4],
+                }
+            }
+        })
+        .collect()
 }

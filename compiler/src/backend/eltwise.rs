@@ -174,6 +174,11 @@ pub(super) fn epilogue(
             EpSrc::Imm(v) => (Operand::Imm(v), 0, 0),
             EpSrc::Table(k) => (Operand::Tensor, tab + k * kp, 1),
             EpSrc::Splat(s) => (Operand::Tensor, tab + nt * kp + s, 0),
+            EpSrc::Shortcut => {
+                return Err(BackendError::Internal(
+                    "a residual epilogue outside a convolution".into(),
+                ))
+            }
         };
         ctx.alu(
             o.op,

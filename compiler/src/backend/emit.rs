@@ -366,13 +366,30 @@ impl Ctx {
     /// the budget's limit are split over several instructions.
     pub fn gemm(&mut self, base: &[Uop], dims: &[Dim], reset: bool) -> Result<(), BackendError> {
         let (uops, loops) = self.nest(base, dims, true)?;
-        let limit = self.budget.kernel_limit();
-        for piece in uops.chunks(limit) {
-            let k = self.kernel(piece.to_vec());
+        for k in self.pieces(&uops) {
             self.b.gemm(k, loops, reset);
             self.stats.insns += 1;
         }
         Ok(())
+    }
+
+    /// The kernels [`Ctx::gemm`] runs for `base` over `dims` (registered, not loaded: for
+    /// [`Ctx::alu_group_preloading`]).
+    pub fn gemm_kernels(
+        &mut self,
+        base: &[Uop],
+        dims: &[Dim],
+    ) -> Result<Vec<Kernel>, BackendError> {
+        let (uops, _) = self.nest(base, dims, true)?;
+        Ok(self.pieces(&uops))
+    }
+
+    /// `uops` as kernels within the budget's length limit.
+    fn pieces(&mut self, uops: &[Uop]) -> Vec<Kernel> {
+        let limit = self.budget.kernel_limit();
+        uops.chunks(limit)
+            .map(|piece| self.kernel(piece.to_vec()))
+            .collect()
     }
 
     /// ALU `op` with destination rows from `dst` and operand rows from `src` (ignored for an
@@ -397,6 +414,15 @@ impl Ctx {
     /// ALU instructions in order, their kernels made resident first: the new ones then come
     /// in one LOAD UOP ([`ProgramBuilder::preload`]) rather than one before each instruction.
     pub fn alu_group(&mut self, steps: &[AluStep]) -> Result<(), BackendError> {
+        self.alu_group_preloading(steps, &[])
+    }
+
+    /// [`Ctx::alu_group`], with kernels used after it (`ahead`) loaded in the same LOAD UOP.
+    pub fn alu_group_preloading(
+        &mut self,
+        steps: &[AluStep],
+        ahead: &[Kernel],
+    ) -> Result<(), BackendError> {
         let mut planned = Vec::new();
         for s in steps {
             let imm = matches!(s.operand, Operand::Imm(_));
@@ -416,7 +442,11 @@ impl Ctx {
                 planned.push((self.kernel(piece.to_vec()), loops, s.op, s.operand));
             }
         }
-        let kernels: Vec<Kernel> = planned.iter().map(|p| p.0).collect();
+        let kernels: Vec<Kernel> = planned
+            .iter()
+            .map(|p| p.0)
+            .chain(ahead.iter().copied())
+            .collect();
         self.b.preload(&kernels);
         for (k, loops, op, operand) in planned {
             self.b.alu(k, loops, op, operand);

@@ -25,7 +25,7 @@
 use isa::{AluOp, HwConfig};
 
 use super::BackendError;
-use crate::qlayer::Requant;
+use crate::qlayer::{QAdd, Requant};
 
 /// The second operand of one epilogue instruction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +36,18 @@ pub enum EpSrc {
     Table(usize),
     /// Splat row `k`: one ACC row with every lane equal.
     Splat(usize),
+    /// The shortcut's row of the same pixel and channel block (a residual add fused into a
+    /// convolution, [`with_residual`]).
+    Shortcut,
+}
+
+/// The rows one epilogue instruction writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpDst {
+    /// The tile's accumulators.
+    Acc,
+    /// The shortcut rows loaded beside them ([`with_residual`]).
+    Shortcut,
 }
 
 /// One ALU instruction of an epilogue.
@@ -43,6 +55,7 @@ pub enum EpSrc {
 pub struct EpOp {
     pub op: AluOp,
     pub src: EpSrc,
+    pub dst: EpDst,
 }
 
 /// An epilogue: its instructions and the ACC constants they read.
@@ -64,9 +77,13 @@ impl Epilogue {
     /// Cycles the epilogue takes to issue over one accumulator row, emitted as it is, with
     /// the rows in the inner loop: there every instruction streams, a table or splat row
     /// read once per pass ([`super::roofline::streamed_uops`]), so a row costs one cycle
-    /// per instruction (the first micro-ops of each pass, per channel block, are left out).
+    /// per instruction (the first micro-ops of each pass, per channel block, are left out),
+    /// but two for the shortcut's (a tensor operand read anew for every row).
     pub fn issue_cycles(&self) -> usize {
-        self.ops.len()
+        self.ops
+            .iter()
+            .map(|o| 1 + usize::from(o.src == EpSrc::Shortcut))
+            .sum()
     }
 
     fn table(&mut self, values: Vec<i32>) -> EpSrc {
@@ -80,8 +97,71 @@ impl Epilogue {
     }
 
     fn op(&mut self, op: AluOp, src: EpSrc) {
-        self.ops.push(EpOp { op, src });
+        self.ops.push(EpOp {
+            op,
+            src,
+            dst: EpDst::Acc,
+        });
     }
+
+    /// Whether it reads a shortcut ([`with_residual`]).
+    pub fn has_shortcut(&self) -> bool {
+        self.ops
+            .iter()
+            .any(|o| o.dst == EpDst::Shortcut || o.src == EpSrc::Shortcut)
+    }
+}
+
+/// The epilogue of a convolution whose output only feeds residual add `add`: the
+/// convolution's own epilogue `conv` (its int8 result stays in the accumulator rows), then
+/// the add on those rows and the shortcut's (loaded into ACC beside them, sign-extended):
+/// each operand times its multiplier, their sum, and the add's epilogue `add_ep` (its
+/// constants after the convolution's). `conv_is_a`: the convolution's output is the add's
+/// first operand. Exact: the same wrapping int32 steps as the two layers one after the other,
+/// without the int8 round trip through DRAM (the int8 values are exact in ACC).
+pub fn with_residual(
+    cfg: &HwConfig,
+    add: &QAdd,
+    conv: Epilogue,
+    add_ep: &Epilogue,
+    conv_is_a: bool,
+) -> Result<Epilogue, BackendError> {
+    let (m_conv, m_short) = if conv_is_a {
+        (add.mul_a, add.mul_b)
+    } else {
+        (add.mul_b, add.mul_a)
+    };
+    let mut ep = conv;
+    for (m, dst) in [(m_conv, EpDst::Acc), (m_short, EpDst::Shortcut)] {
+        let (op, v) = if m == 1 {
+            continue;
+        } else if cfg.alu_mul {
+            (AluOp::Mul, m)
+        } else {
+            (
+                AluOp::Shr,
+                shift_for(m).ok_or_else(|| no_mul(cfg, &add.name, m))?,
+            )
+        };
+        ep.ops.push(EpOp {
+            op,
+            src: EpSrc::Imm(v),
+            dst,
+        });
+    }
+    ep.op(AluOp::Add, EpSrc::Shortcut);
+    let (t0, s0) = (ep.tables.len(), ep.splats.len());
+    ep.tables.extend(add_ep.tables.iter().cloned());
+    ep.splats.extend(add_ep.splats.iter().copied());
+    for o in &add_ep.ops {
+        let src = match o.src {
+            EpSrc::Table(k) => EpSrc::Table(t0 + k),
+            EpSrc::Splat(k) => EpSrc::Splat(s0 + k),
+            other => other,
+        };
+        ep.ops.push(EpOp { src, ..*o });
+    }
+    Ok(ep)
 }
 
 /// Checks that `r` is a well-defined requantization of `channels` channels.
@@ -232,33 +312,42 @@ fn no_mul(cfg: &HwConfig, layer: &str, m: i16) -> BackendError {
     }
 }
 
-/// Applies `ep` to one value of channel `c` exactly as the ALU does (a model used by tests).
-pub fn simulate(ep: &Epilogue, acc: i32, c: usize) -> i32 {
-    ep.ops.iter().fold(acc, |x, o| {
+/// Applies `ep` to one value of channel `c` (and the shortcut's value `short` there, for an
+/// epilogue [`with_residual`]) exactly as the ALU does (a model used by tests).
+pub fn simulate(ep: &Epilogue, acc: i32, short: i32, c: usize) -> i32 {
+    let mut rows = [acc, short];
+    for o in &ep.ops {
         let y = match o.src {
             EpSrc::Imm(v) => i32::from(v),
             EpSrc::Table(t) => ep.tables[t][c],
             EpSrc::Splat(s) => ep.splats[s],
+            EpSrc::Shortcut => rows[1],
         };
-        match o.op {
-            AluOp::Min => x.min(y),
-            AluOp::Max => x.max(y),
-            AluOp::Add => x.wrapping_add(y),
-            AluOp::Mul => x.wrapping_mul(y),
-            AluOp::Shr => {
-                // low 6 bits, signed
-                let s = ((y << 26) >> 26) as i64;
-                if s >= 0 {
-                    x >> s
-                } else if -s >= 32 {
-                    0
-                } else {
-                    x.wrapping_shl((-s) as u32)
-                }
+        let x = &mut rows[usize::from(o.dst == EpDst::Shortcut)];
+        *x = alu(o.op, *x, y);
+    }
+    rows[0]
+}
+
+fn alu(op: AluOp, x: i32, y: i32) -> i32 {
+    match op {
+        AluOp::Min => x.min(y),
+        AluOp::Max => x.max(y),
+        AluOp::Add => x.wrapping_add(y),
+        AluOp::Mul => x.wrapping_mul(y),
+        AluOp::Shr => {
+            // low 6 bits, signed
+            let s = ((y << 26) >> 26) as i64;
+            if s >= 0 {
+                x >> s
+            } else if -s >= 32 {
+                0
+            } else {
+                x.wrapping_shl((-s) as u32)
             }
-            AluOp::Lut | AluOp::LutWrite => unreachable!("epilogues use no table operations"),
         }
-    })
+        AluOp::Lut | AluOp::LutWrite => unreachable!("epilogues use no table operations"),
+    }
 }
 
 #[cfg(test)]
@@ -330,7 +419,7 @@ mod tests {
                     for c in 0..4 {
                         let bias = [5, -9, 0, 1][c];
                         assert_eq!(
-                            simulate(&ep, a, c),
+                            simulate(&ep, a, 0, c),
                             i32::from(r.apply(a.wrapping_add(bias), c)),
                             "{r:?} acc {a} channel {c}"
                         );
@@ -440,8 +529,61 @@ mod tests {
             ep.ops[0],
             EpOp {
                 op: AluOp::Shr,
-                src: EpSrc::Imm(-3)
+                src: EpSrc::Imm(-3),
+                dst: EpDst::Acc,
             }
         );
+    }
+
+    #[test]
+    fn a_fused_residual_add_matches_the_two_layers() {
+        let conv_rq = rq(0, vec![1234, -77], 20, -3, -128, 127);
+        let bias = [1000, -50_000];
+        let add = QAdd {
+            name: "add".into(),
+            mul_a: 11548,
+            mul_b: -31974,
+            requant: rq(0, vec![1], 15, 4, 0, 127),
+        };
+        for cfg in [
+            HwConfig::default(),
+            HwConfig {
+                alu_mul: false,
+                ..HwConfig::default()
+            },
+        ] {
+            let add = if cfg.alu_mul {
+                add.clone()
+            } else {
+                QAdd {
+                    mul_a: 4,
+                    mul_b: 1,
+                    ..add.clone()
+                }
+            };
+            let conv = if cfg.alu_mul {
+                conv_rq.clone()
+            } else {
+                rq(0, vec![2], 3, 0, -128, 127)
+            };
+            let conv_ep = plan(&cfg, "c", &conv, Some(&bias), 2).unwrap();
+            let add_ep = plan(&cfg, "add", &add.requant, None, 2).unwrap();
+            for conv_is_a in [true, false] {
+                let ep = with_residual(&cfg, &add, conv_ep.clone(), &add_ep, conv_is_a).unwrap();
+                assert!(ep.has_shortcut());
+                for (c, acc, short) in [(0, 123_456i32, -128i8), (1, -9_999_999, 127), (0, 0, 5)] {
+                    let y = conv.apply(acc.wrapping_add(bias[c]), c);
+                    let (a, b) = if conv_is_a { (y, short) } else { (short, y) };
+                    let one = |v: i8| ndarray::Array4::from_elem((1, 1, 1, 1), v);
+                    let want = add.reference(one(a).view(), one(b).view())[[0, 0, 0, 0]];
+                    assert_eq!(
+                        simulate(&ep, acc, i32::from(short), c),
+                        i32::from(want),
+                        "alu_mul {}, conv_is_a {conv_is_a}, channel {c}",
+                        cfg.alu_mul
+                    );
+                }
+            }
+        }
     }
 }

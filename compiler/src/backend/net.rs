@@ -30,6 +30,14 @@ use super::tiling::{self, ConvGeom, CostEstimate, Tiling};
 use super::{check_config, dense_as_conv, BackendError, RunError};
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
 
+/// A residual add fused into the convolution whose output it reads
+/// ([`NetBuilder::conv_add`]).
+struct Residual<'a> {
+    add: &'a QAdd,
+    shortcut: Tensor,
+    conv_is_a: bool,
+}
+
 /// A tensor of a program being built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tensor(usize);
@@ -78,6 +86,9 @@ pub struct LayerInfo {
     pub device_macs: u64,
     /// Concatenations and slices: whether they copied data or were free.
     pub movement: Option<Movement>,
+    /// A residual add run in the epilogue of the convolution named here
+    /// ([`NetBuilder::conv_add`]): its tiles and instructions are the convolution's.
+    pub fused_into: Option<String>,
 }
 
 /// How a channel concatenation or slice got its output.
@@ -597,7 +608,57 @@ impl NetBuilder {
 
     /// Adds a convolution reading `x`; returns its output.
     pub fn conv(&mut self, layer: &QConv2d, x: Tensor) -> Result<Tensor, BackendError> {
-        self.conv_with(layer, x, None, LayerKind::Conv)
+        self.conv_with(layer, x, None, LayerKind::Conv, None)
+    }
+
+    /// Whether [`NetBuilder::conv_add`] can take convolution `layer`: any but a depthwise
+    /// convolution on the ALU. (A fused convolution never folds its input.)
+    pub fn can_fuse_add(&self, layer: &QConv2d) -> bool {
+        !(self.depthwise_alu && depthwise::applies(&self.ctx.cfg, layer))
+    }
+
+    /// Adds convolution `layer` reading `x` and residual add `add` of its output and
+    /// `shortcut` as one layer: the add runs in the convolution's epilogue, over the
+    /// shortcut loaded into ACC beside each tile's accumulators
+    /// ([`super::epilogue::with_residual`]); the convolution's output is never stored.
+    /// `conv_is_a`: the convolution's output is the add's first operand. Returns the add's
+    /// output; records two layers, the add's [`LayerInfo::fused_into`] the convolution.
+    /// Refused (nothing emitted) like either layer would be, or when the tiles cannot hold
+    /// the shortcut too ([`NetBuilder::can_fuse_add`] tells the other cases).
+    pub fn conv_add(
+        &mut self,
+        layer: &QConv2d,
+        x: Tensor,
+        add: &QAdd,
+        shortcut: Tensor,
+        conv_is_a: bool,
+    ) -> Result<Tensor, BackendError> {
+        if !self.can_fuse_add(layer) {
+            return Err(BackendError::Unsupported {
+                layer: add.name.clone(),
+                config: self.ctx.cfg.config_string(),
+                reason: format!(
+                    "the add cannot run in the epilogue of '{}', a depthwise convolution on \
+                     the ALU",
+                    layer.name
+                ),
+            });
+        }
+        let y = self.conv_with(
+            layer,
+            x,
+            None,
+            LayerKind::Conv,
+            Some(Residual {
+                add,
+                shortcut,
+                conv_is_a,
+            }),
+        )?;
+        let mut info = self.eltwise_info(&add.name, LayerKind::Add, 0);
+        info.fused_into = Some(layer.name.clone());
+        self.layers.push(info);
+        Ok(y)
     }
 
     /// [`NetBuilder::conv`] with a given tiling instead of the cost model's choice.
@@ -607,7 +668,7 @@ impl NetBuilder {
         x: Tensor,
         tiling: Tiling,
     ) -> Result<Tensor, BackendError> {
-        self.conv_with(layer, x, Some(tiling), LayerKind::Conv)
+        self.conv_with(layer, x, Some(tiling), LayerKind::Conv, None)
     }
 
     fn conv_with(
@@ -616,21 +677,27 @@ impl NetBuilder {
         x: Tensor,
         tiling: Option<Tiling>,
         kind: LayerKind,
+        residual: Option<Residual>,
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
         self.check_shape(&layer.name, x, layer.input_shape)?;
         if self.depthwise_alu
             && tiling.is_none()
             && kind == LayerKind::Conv
+            && residual.is_none()
             && depthwise::applies(&cfg, layer)
         {
             return self.depthwise(layer, x);
         }
-        let plain = Self::plan_conv(&cfg, layer, tiling);
+        let plain = match &residual {
+            None => Self::plan_conv(&cfg, layer, tiling),
+            Some(r) => self.plan_conv_add(layer, r),
+        };
         // An invalid layer stays refused; one the accelerator cannot run unfolded (a wide
         // horizontal padding, say) may still run folded.
         let folding = self.fold_inputs
             && tiling.is_none()
+            && residual.is_none()
             && kind == LayerKind::Conv
             && self.unplaced_host_input(x)
             && !matches!(plain, Err(BackendError::InvalidLayer { .. }));
@@ -662,7 +729,12 @@ impl NetBuilder {
             .b
             .buffer(&wname, DType::I8, wshape, Role::default(), Some(wbytes));
         let consts = self.consts(&layer.name, &ep, g.cob);
-        let (y, output) = self.produce(&format!("{}.out", layer.name), [g.n, g.o, g.oh, g.ow]);
+        let shortcut = match &residual {
+            Some(r) => Some(self.bind(r.shortcut, cfg.block_out() as usize, &r.add.name)?),
+            None => None,
+        };
+        let out_name = residual.as_ref().map_or(&layer.name, |r| &r.add.name);
+        let (y, output) = self.produce(&format!("{out_name}.out"), [g.n, g.o, g.oh, g.ow]);
         let k0 = self.begin();
         let bufs = ConvBufs {
             input,
@@ -670,6 +742,7 @@ impl NetBuilder {
             weights,
             // Never read when the epilogue has no constants.
             consts: consts.unwrap_or(weights),
+            shortcut,
         };
         conv::emit(&mut self.ctx, &g, &t, &ep, &bufs)?;
         let info = LayerInfo {
@@ -683,9 +756,30 @@ impl NetBuilder {
             kernels: 0,
             device_macs: e.gemm_uops * u64::from(cfg.batch() * cfg.block_in() * cfg.block_out()),
             movement: None,
+            fused_into: None,
         };
         self.end(info, k0);
         Ok(y)
+    }
+
+    /// Plans convolution `layer` with residual add `r` in its epilogue: checks the add, and
+    /// chooses the tiling for the fused epilogue (its tiles hold the shortcut too).
+    fn plan_conv_add(
+        &self,
+        layer: &QConv2d,
+        r: &Residual,
+    ) -> Result<(Epilogue, ConvGeom, Tiling, CostEstimate), BackendError> {
+        let cfg = &self.ctx.cfg;
+        let shape = layer.output_shape();
+        self.check_shape(&r.add.name, r.shortcut, shape)?;
+        eltwise::check_add(&self.ctx, r.add)?;
+        let o = shape[1];
+        let conv_ep = epilogue::plan(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
+        let add_ep = epilogue::plan(cfg, &r.add.name, &r.add.requant, None, o)?;
+        let ep = epilogue::with_residual(cfg, r.add, conv_ep, &add_ep, r.conv_is_a)?;
+        let g = ConvGeom::new(cfg, layer, &ep)?;
+        let (t, e) = tiling::choose(cfg, &layer.name, &g)?;
+        Ok((ep, g, t, e))
     }
 
     /// A depthwise convolution on the ALU ([`super::depthwise`]).
@@ -752,7 +846,7 @@ impl NetBuilder {
     pub fn dense(&mut self, layer: &QDense, x: Tensor) -> Result<Tensor, BackendError> {
         let n = self.shape(x)[0];
         let conv = dense_as_conv(layer, n);
-        self.conv_with(&conv, x, None, LayerKind::Dense)
+        self.conv_with(&conv, x, None, LayerKind::Dense, None)
     }
 
     /// Adds a residual add of `a` and `b` (same shape).
@@ -785,6 +879,7 @@ impl NetBuilder {
             kernels: 0,
             device_macs: 0,
             movement: None,
+            fused_into: None,
         }
     }
 

@@ -208,6 +208,9 @@ pub struct ConvGeom {
     /// Cycles the epilogue's micro-ops take to issue per accumulator row
     /// ([`Epilogue::issue_cycles`]).
     pub ep_cycles: usize,
+    /// A residual add is fused into the epilogue ([`super::epilogue::with_residual`]): each
+    /// tile loads the shortcut beside its accumulators.
+    pub residual: bool,
 }
 
 fn invalid(layer: &str, reason: String) -> BackendError {
@@ -318,7 +321,14 @@ impl ConvGeom {
             splats: ep.splats.len(),
             ep_ops: ep.ops.len(),
             ep_cycles: ep.issue_cycles(),
+            residual: ep.has_shortcut(),
         })
+    }
+
+    /// ACC rows a tile of `acc_tile` accumulator rows needs before its constants (with a
+    /// fused residual add, the shortcut's as many more).
+    pub fn acc_rows(&self, acc_tile: usize) -> usize {
+        acc_tile * (1 + usize::from(self.residual))
     }
 
     /// Input rows a tile of `th` output rows reads (SRAM rows of its input tile).
@@ -432,7 +442,7 @@ pub fn whole_tables(
     per_tile_loads: usize,
 ) -> bool {
     g.tables + g.splats > 0
-        && acc_tile + g.tables * g.cob + g.splats <= b.acc_half
+        && g.acc_rows(acc_tile) + g.tables * g.cob + g.splats <= b.acc_half
         && tiles.min(2) < per_tile_loads
 }
 
@@ -487,7 +497,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let tab_rows = g.tables * tco + g.splats;
     if tci * pitch > b.inp_half
         || max_w > b.wgt_half
-        || acc_tile + tab_rows > b.acc_half
+        || g.acc_rows(acc_tile) + tab_rows > b.acc_half
         || th * tw > MAX_ITER
         || tco > MAX_ITER
         || tn > MAX_ITER
@@ -637,18 +647,22 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
             chunk_sum / k_tiles.max(1) + 1
         };
     let load_insns = (inp_insns + wgt_insns) as u64;
-    let compute_insns = (gemm_insns + tiles * (1 + g.ep_ops) + tab_insns + 2 * variants) as u64;
+    // A fused residual add's shortcut: loaded (ACC8) as the outputs are stored.
+    let res = usize::from(g.residual);
+    let short_bytes = res * out_rows_total * b.out_eb;
+    let compute_insns =
+        (gemm_insns + tiles * (1 + g.ep_ops) + tab_insns + 2 * variants + res * store_insns) as u64;
     let store_insns = store_insns as u64;
     let mut e = CostEstimate {
         inp_bytes: (inp_elems * b.inp_eb) as u64,
         wgt_bytes: (wgt_elems * b.wgt_eb) as u64,
-        acc_bytes: tab_bytes as u64,
+        acc_bytes: (tab_bytes + short_bytes) as u64,
         uop_bytes,
         out_bytes: (out_rows_total * b.out_eb) as u64,
         load_insns,
         compute_insns,
         store_insns,
-        dma_rows: (inp_rows + wgt_rows + store_rows + tab_insns) as u64,
+        dma_rows: (inp_rows + wgt_rows + (1 + res) * store_rows + tab_insns) as u64,
         gemm_uops,
         reset_uops,
         alu_uops,
@@ -664,7 +678,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     e.t_compute = gemm_cycles.max(alu_cycles)
         + gemm_cycles.min(alu_cycles) / tiles as f64
         + 12.0 * tiles as f64
-        + (tab_bytes as f64 + uop_bytes as f64) / b.bus_bytes
+        + ((tab_bytes + short_bytes) as u64 + uop_bytes) as f64 / b.bus_bytes
         + 4.0 * compute_insns as f64;
     let first_chunk = (tci * pitch * b.inp_eb + max_w * b.wgt_eb) as f64 / b.bus_bytes;
     let last_store = (acc_tile * b.out_eb) as f64 / b.bus_bytes;
