@@ -624,6 +624,18 @@ fn rates(name: &str) {
         .collect();
     let log = core.run(&stream, &[]).to_vec();
     check_timing(&core.cfg, &log, &r.uop);
+    // Long ALU instructions back to back fill the queue: each further one is taken once it
+    // has room again.
+    let queue = vta_hw::exec::ALU_QUEUE as usize;
+    let stream: Vec<Insn> = (0..2 * queue)
+        .map(|_| alu(lp(0, 2, 4, 6), AluOp::Add, true, 1))
+        .collect();
+    let log = core.run(&stream, &[]).to_vec();
+    assert!(
+        log.last().unwrap().accepted > log[0].done.unwrap(),
+        "{name}: the queue holds at most {queue} instructions"
+    );
+    check_timing(&core.cfg, &log, &r.uop);
 }
 
 macro_rules! config_tests {

@@ -32,8 +32,11 @@ use isa::{Codec, HwConfig, Opcode};
 use super::top::{self, slot_bits, Role};
 use super::{acc_banks, ExecParams};
 
-/// ALU instructions the queue in front of the ALU pipeline holds (an epilogue is up to 7).
-pub const ALU_QUEUE: u32 = 8;
+/// ALU instructions the queue in front of the ALU pipeline holds: a whole epilogue, so that
+/// the compute module hands the next GEMMs over at once (a convolution's requantization is up
+/// to 7 instructions; with a residual add in it, 15). With 8, ResNet-18's fused epilogues
+/// held the GEMMs back by about 240 k cycles.
+pub const ALU_QUEUE: u32 = 16;
 
 /// Bits of the per-bank counts of pending ALU instructions: the queue, the footprint stage
 /// and the ALU pipeline's stages together hold fewer than 64.
