@@ -354,7 +354,7 @@ fn vta_sim_and_demo_on_the_simulated_soc() {
     let d = cli::ok(vta_env(&["demo", "--backend", "soc-sim"]));
     assert!(d.contains("ran 100 test digits on soc-sim"), "{d}");
     assert!(
-        d.contains("bit-exact against the integer reference: 100 digits x 12 layers"),
+        d.contains("bit-exact against the integer reference: 100 digits x 11 layers"),
         "{d}"
     );
     assert!(d.contains("accuracy: accelerator (int8) 98/100"), "{d}");

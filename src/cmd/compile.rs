@@ -30,8 +30,9 @@ pub struct CompileArgs {
     #[arg(long)]
     bit_exact: bool,
     /// Give every accelerator layer a device launch of its own, for per-layer device
-    /// counters in `vta run` [default: one launch per run of consecutive accelerator layers,
-    /// activations staying in device memory between them]
+    /// counters in `vta run` (a residual add that runs in the epilogue of the convolution
+    /// feeding it shares that convolution's) [default: one launch per run of consecutive
+    /// accelerator layers, activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
     /// Run depthwise convolutions on the GEMM core with diagonal weight tiles: fewer cycles,
