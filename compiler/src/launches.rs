@@ -493,15 +493,20 @@ pub fn group(
             continue;
         };
         stage(k);
-        // A residual add runs in its convolution's epilogue where it can; else each alone.
+        // A residual add runs in its convolution's epilogue where it can; where that is
+        // refused (before anything is emitted), each runs alone.
         if let Some(f) = fusable_add(plan, k, &readers).filter(|f| open.net.can_fuse_add(f.conv)) {
-            if open.emit_conv_add(plan, k, f, &g.on_device, &slots).is_ok() {
-                stage(k + 1);
-                fused_with_previous = true;
-                if per_layer {
-                    close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+            match open.emit_conv_add(plan, k, f, &g.on_device, &slots) {
+                Err(BackendError::Unsupported { .. } | BackendError::Layout { .. }) => {}
+                Err(e) => return Err((k, e)),
+                Ok(()) => {
+                    stage(k + 1);
+                    fused_with_previous = true;
+                    if per_layer {
+                        close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+                    }
+                    continue;
                 }
-                continue;
             }
         }
         let mut result = open.emit(plan, k, layer, &g.on_device, &slots);

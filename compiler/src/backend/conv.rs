@@ -2,15 +2,18 @@
 //!
 //! Per output tile (see [`super::tiling`]): load the tile's constant rows into its ACC half
 //! (when that half does not hold them already), reset the accumulators, run one GEMM
-//! instruction per reduction chunk, apply the epilogue, store. Per chunk: one INP load per
-//! input-channel block (a 2D strided DMA whose pads are the convolution's zero padding), the
-//! weight tiles of every output-channel block of the tile, and a GEMM whose micro-ops
-//! enumerate (output-channel block, input-channel block, ky, kx) while its two hardware loops
-//! run over output rows and columns (or whichever two dimensions are largest).
+//! instruction per reduction chunk, apply the epilogue, store. With a residual add fused into
+//! the epilogue ([`super::epilogue::with_residual`]), the tile loads the shortcut's rows
+//! (LOAD ACC8) beside its accumulators between its GEMMs and its epilogue. Per chunk: one INP
+//! load per input-channel block (a 2D strided DMA whose pads are the convolution's zero
+//! padding), the weight tiles of every output-channel block of the tile, and a GEMM whose
+//! micro-ops enumerate (output-channel block, input-channel block, ky, kx) while its two
+//! hardware loops run over output rows and columns (or whichever two dimensions are largest).
 //!
 //! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
 //! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
-//! the constant rows (per-channel tables, then splat rows): the whole layer's (`cob` rows per
+//! the shortcut's rows in the same layout (a fused residual add), then the constant rows
+//! (per-channel tables, then splat rows): the whole layer's (`cob` rows per
 //! table) when they fit, else the tile's (`tco_act` rows per table).
 
 use isa::builder::{Buf, Operand};
@@ -152,7 +155,7 @@ pub fn emit(
         .filter(|&i| i < 2 || (tiles[i].ob0, tiles[i].tco) != (tiles[i - 2].ob0, tiles[i - 2].tco))
         .count();
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
-    for (ti, tile) in tiles.iter().enumerate() {
+    for tile in &tiles {
         let ab = pipe.acc_half() * b.acc_half;
         // The shortcut's rows (a fused residual add), then the constant rows.
         let sc = ab + acc_cap;
@@ -193,8 +196,16 @@ pub fn emit(
             }
         }
         let rows = region(g, t, tile);
-        let (reset, reset_dims) = reset_gemm(ab, &rows);
-        ctx.gemm(&reset, &reset_dims, true)?;
+        let reset_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
+        ctx.gemm(
+            &[Uop {
+                dst_idx: ab as u32,
+                src_idx: 0,
+                wgt_idx: 0,
+            }],
+            &reset_dims,
+            true,
+        )?;
         for (c0, c1) in chunks(g, t, tile) {
             let ib = pipe.chunk_half() * b.inp_half;
             let wb = pipe.chunk_half() * b.wgt_half;
@@ -358,25 +369,8 @@ pub fn emit(
             })
             .collect();
         // The tile's new micro-ops (its table rows' when the whole layer's tables are loaded)
-        // in one LOAD UOP, with the next tile's GEMM kernels: loaded here, the LOAD waits for
-        // this tile's GEMMs; loaded before the next tile's GEMMs, it would wait for this
-        // epilogue (a LOAD UOP waits for an idle core).
-        let ahead = match tiles.get(ti + 1) {
-            Some(next) => {
-                let ab = (1 - pipe.acc_half()) * b.acc_half;
-                let (reset, reset_dims) = reset_gemm(ab, &region(g, t, next));
-                let mut kernels = ctx.gemm_kernels(&reset, &reset_dims)?;
-                for (j, c) in chunks(g, t, next).into_iter().enumerate() {
-                    let h = (pipe.chunk_half() + j) % 2;
-                    let at = (h * b.inp_half, h * b.wgt_half, ab);
-                    let (_, base, dims) = chunk_gemm(g, t, next, c, at, bufs.weights);
-                    kernels.extend(ctx.gemm_kernels(&base, &dims)?);
-                }
-                kernels
-            }
-            None => Vec::new(),
-        };
-        ctx.alu_group_preloading(&steps, &ahead)?;
+        // in one LOAD UOP.
+        ctx.alu_group(&steps)?;
         pipe.results_ready(ctx);
         let stores = tile_rows(g, &outl, tile, acc_ob, (MemType::Out, ab, bufs.output));
         for d in coalesce(stores) {
@@ -401,16 +395,6 @@ fn region(g: &ConvGeom, t: &Tiling, tile: &Tile) -> [(Dim, bool); 2] {
             (Dim::new(tile.th * tile.tw, 1, 0, 0), false),
         ]
     }
-}
-
-/// The reset of `region` from ACC row `ab`: its micro-op and loops.
-fn reset_gemm(ab: usize, region: &[(Dim, bool); 2]) -> ([Uop; 1], Vec<Dim>) {
-    let uop = Uop {
-        dst_idx: ab as u32,
-        src_idx: 0,
-        wgt_idx: 0,
-    };
-    ([uop], region.iter().map(|r| r.0).collect())
 }
 
 /// The weight loads and the GEMM (its micro-ops and loops) of chunk `c0 .. c1` of `tile`:

@@ -24,7 +24,7 @@ use isa::builder::{Buf, Operand};
 use isa::{AluOp, MemType, Uop};
 
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
-use super::epilogue::{shift_for, EpSrc, Epilogue};
+use super::epilogue::{mul_by, EpSrc, Epilogue};
 use super::layout::ActLayout;
 use super::tiling::{splits, valid_span, MAX_DMA, MAX_ITER, MAX_PAD};
 use super::BackendError;
@@ -202,16 +202,13 @@ pub(super) fn scale(
     if m == 1 {
         return Ok(());
     }
-    if ctx.cfg.alu_mul {
-        ctx.alu(AluOp::Mul, Operand::Imm(m), dst, 0, dims)
-    } else if let Some(s) = shift_for(m) {
-        ctx.alu(AluOp::Shr, Operand::Imm(s), dst, 0, dims)
-    } else {
-        Err(BackendError::Unsupported {
+    match mul_by(&ctx.cfg, m) {
+        Some((op, v)) => ctx.alu(op, Operand::Imm(v), dst, 0, dims),
+        None => Err(BackendError::Unsupported {
             layer: layer.into(),
             config: ctx.cfg.config_string(),
             reason: format!("the operand multiplier {m} needs ALU MUL, which this config lacks"),
-        })
+        }),
     }
 }
 
@@ -229,7 +226,7 @@ pub(super) fn no_fit(ctx: &Ctx, layer: &str, need: usize) -> BackendError {
 /// Checks ahead of emission that the multipliers can be applied (no instruction emitted).
 pub fn check_add(ctx: &Ctx, layer: &QAdd) -> Result<(), BackendError> {
     for m in [layer.mul_a, layer.mul_b] {
-        if m != 1 && !ctx.cfg.alu_mul && shift_for(m).is_none() {
+        if m != 1 && mul_by(&ctx.cfg, m).is_none() {
             return Err(BackendError::Unsupported {
                 layer: layer.name.clone(),
                 config: ctx.cfg.config_string(),

@@ -373,17 +373,6 @@ impl Ctx {
         Ok(())
     }
 
-    /// The kernels [`Ctx::gemm`] runs for `base` over `dims` (registered, not loaded: for
-    /// [`Ctx::alu_group_preloading`]).
-    pub fn gemm_kernels(
-        &mut self,
-        base: &[Uop],
-        dims: &[Dim],
-    ) -> Result<Vec<Kernel>, BackendError> {
-        let (uops, _) = self.nest(base, dims, true)?;
-        Ok(self.pieces(&uops))
-    }
-
     /// `uops` as kernels within the budget's length limit.
     fn pieces(&mut self, uops: &[Uop]) -> Vec<Kernel> {
         let limit = self.budget.kernel_limit();
@@ -414,15 +403,6 @@ impl Ctx {
     /// ALU instructions in order, their kernels made resident first: the new ones then come
     /// in one LOAD UOP ([`ProgramBuilder::preload`]) rather than one before each instruction.
     pub fn alu_group(&mut self, steps: &[AluStep]) -> Result<(), BackendError> {
-        self.alu_group_preloading(steps, &[])
-    }
-
-    /// [`Ctx::alu_group`], with kernels used after it (`ahead`) loaded in the same LOAD UOP.
-    pub fn alu_group_preloading(
-        &mut self,
-        steps: &[AluStep],
-        ahead: &[Kernel],
-    ) -> Result<(), BackendError> {
         let mut planned = Vec::new();
         for s in steps {
             let imm = matches!(s.operand, Operand::Imm(_));
@@ -437,16 +417,11 @@ impl Ctx {
                 .map(|d| Dim::new(d.ext, d.dst, if imm { 0 } else { d.src }, 0))
                 .collect();
             let (uops, loops) = self.nest(&[base], &dims, false)?;
-            let limit = self.budget.kernel_limit();
-            for piece in uops.chunks(limit) {
-                planned.push((self.kernel(piece.to_vec()), loops, s.op, s.operand));
+            for k in self.pieces(&uops) {
+                planned.push((k, loops, s.op, s.operand));
             }
         }
-        let kernels: Vec<Kernel> = planned
-            .iter()
-            .map(|p| p.0)
-            .chain(ahead.iter().copied())
-            .collect();
+        let kernels: Vec<Kernel> = planned.iter().map(|p| p.0).collect();
         self.b.preload(&kernels);
         for (k, loops, op, operand) in planned {
             self.b.alu(k, loops, op, operand);

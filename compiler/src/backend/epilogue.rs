@@ -133,21 +133,14 @@ pub fn with_residual(
     };
     let mut ep = conv;
     for (m, dst) in [(m_conv, EpDst::Acc), (m_short, EpDst::Shortcut)] {
-        let (op, v) = if m == 1 {
-            continue;
-        } else if cfg.alu_mul {
-            (AluOp::Mul, m)
-        } else {
-            (
-                AluOp::Shr,
-                shift_for(m).ok_or_else(|| no_mul(cfg, &add.name, m))?,
-            )
-        };
-        ep.ops.push(EpOp {
-            op,
-            src: EpSrc::Imm(v),
-            dst,
-        });
+        if m != 1 {
+            let (op, v) = mul_by(cfg, m).ok_or_else(|| no_mul(cfg, &add.name, m))?;
+            ep.ops.push(EpOp {
+                op,
+                src: EpSrc::Imm(v),
+                dst,
+            });
+        }
     }
     ep.op(AluOp::Add, EpSrc::Shortcut);
     let (t0, s0) = (ep.tables.len(), ep.splats.len());
@@ -208,6 +201,16 @@ pub fn shift_for(m: i16) -> Option<i16> {
     }
 }
 
+/// The ALU instruction that multiplies by `m` exactly on this config: `MUL` imm, or without
+/// ALU MUL the left shift that does ([`shift_for`]); `None` when neither can.
+pub fn mul_by(cfg: &HwConfig, m: i16) -> Option<(AluOp, i16)> {
+    if cfg.alu_mul {
+        Some((AluOp::Mul, m))
+    } else {
+        shift_for(m).map(|s| (AluOp::Shr, s))
+    }
+}
+
 /// Plans the epilogue `requant(acc + bias)` for a layer of `channels` output channels.
 /// `bias` is skipped when absent or all zero.
 pub fn plan(
@@ -243,13 +246,8 @@ pub fn plan(
     if per_tensor {
         let m = r.mul[0];
         if m != 1 {
-            if cfg.alu_mul {
-                ep.op(AluOp::Mul, EpSrc::Imm(m));
-            } else if let Some(s) = shift_for(m) {
-                ep.op(AluOp::Shr, EpSrc::Imm(s));
-            } else {
-                return Err(no_mul(cfg, layer, m));
-            }
+            let (op, v) = mul_by(cfg, m).ok_or_else(|| no_mul(cfg, layer, m))?;
+            ep.op(op, EpSrc::Imm(v));
         }
     } else if cfg.alu_mul {
         let t = ep.table(r.mul.iter().map(|&m| i32::from(m)).collect());
