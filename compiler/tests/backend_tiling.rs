@@ -6,8 +6,8 @@ mod util;
 
 use compiler::backend::tiling::{self, Budget, ConvGeom};
 use compiler::backend::{self, LoopOrder, NetBuilder, Tiling};
-use compiler::qlayer::{QConv2d, QDense};
-use isa::{HwConfig, Insn, MemType};
+use compiler::qlayer::{QConv2d, QDense, Requant};
+use isa::{AluOp, HwConfig, Insn, MemType};
 use util::{assert_same, config, requant, run, ConvSpec, Draw, Rng};
 
 fn geom(cfg: &HwConfig, layer: &QConv2d) -> ConvGeom {
@@ -119,12 +119,13 @@ fn resnet(i: usize) -> QConv2d {
 #[test]
 fn resident_weights_and_inputs_are_loaded_once() {
     let cfg = config("default");
-    // C11: 2.25 MiB of weights streamed once; the small 7x7 input is what gets re-read
-    // (the 512 output channels' accumulators take two tiles).
+    // C11: 2.25 MiB of weights streamed once; the small 7x7 input is what gets re-read,
+    // once per tile (the 512 output channels' accumulators take several).
     let c11 = resnet(1);
     let (_, g, _, e) = NetBuilder::plan_conv(&cfg, &c11, None).unwrap();
     assert_eq!(e.wgt_bytes as usize, g.wl.tiles * 256);
-    assert!(e.inp_bytes as usize <= 2 * 512 * 7 * 7, "{e:?}");
+    assert!(e.tiles <= 4, "{e:?}");
+    assert!(e.inp_bytes <= e.tiles * 512 * 7 * 7, "{e:?}");
     // C2: all weights fit half of WGT, so they are fetched once.
     let c2 = resnet(0);
     let (_, g, t, e) = NetBuilder::plan_conv(&cfg, &c2, None).unwrap();
@@ -318,5 +319,68 @@ fn random_layers_under_random_tilings() {
                 run_tiled(&cfg, &layer, t, seed * 10 + k, groups == 1);
             }
         }
+    }
+}
+
+#[test]
+fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
+    assert_eq!(tiling::early_reset(&[100, 100, 100], 150, 50), Some(1));
+    assert_eq!(tiling::early_reset(&[100, 100], 0, 100), Some(0));
+    assert_eq!(
+        tiling::early_reset(&[100, 100], 0, 101),
+        None,
+        "too short a last chunk"
+    );
+    assert_eq!(
+        tiling::early_reset(&[100, 100, 100], 201, 0),
+        None,
+        "drained too late"
+    );
+    assert_eq!(tiling::early_reset(&[300], 0, 0), None, "a single chunk");
+    let mut no_mul = config("default");
+    no_mul.alu_mul = false;
+    for (cfg, first_op) in [(config("default"), AluOp::Mul), (no_mul, AluOp::Min)] {
+        // 4 tiles (2 channel tiles x 2 row bands) of 4 chunks, each chunk 9 GEMM micro-ops
+        // per accumulator row: every reset but the first runs early.
+        let mut layer = ConvSpec::new(1, 64, 8, 32, 3, 1, 1).build(&mut Rng::new(7), "early");
+        layer.requant = Requant {
+            pre_shift: 0,
+            acc_clamp: None,
+            mul: vec![1],
+            shift: 8,
+            zero_point: 0,
+            lo: 0,
+            hi: 127,
+        };
+        let t = Tiling {
+            tn: 1,
+            th: 4,
+            tw: 8,
+            tco: 1,
+            tci: 1,
+            order: LoopOrder::CoOuter,
+            col_skip: false,
+        };
+        run_tiled(&cfg, &layer, t, 11, true);
+        let mut net = NetBuilder::new(&cfg).unwrap();
+        let x = net.input("x", layer.input_shape);
+        let y = net.conv_tiled(&layer, x, t).unwrap();
+        let lp = net.finish(&[y]).unwrap();
+        let resets = lp
+            .program
+            .insns
+            .iter()
+            .filter(|i| matches!(i, Insn::Gemm(g) if g.lp.reset_reg))
+            .count();
+        // The epilogue's clamp has a MAX 0 too, never a MIN 0 or a MUL 0.
+        let zeroing = lp
+            .program
+            .insns
+            .iter()
+            .filter(|i| matches!(i, Insn::Alu(a) if a.op == first_op && a.use_imm && a.imm == 0))
+            .count();
+        assert_eq!((resets, zeroing), (1, 3), "{cfg}");
+        let e = lp.layers[0].estimate.unwrap();
+        assert_eq!(e.reset_uops, 32, "{cfg}: the first tile's rows");
     }
 }

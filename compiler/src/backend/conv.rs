@@ -2,7 +2,10 @@
 //!
 //! Per output tile (see [`super::tiling`]): load the tile's constant rows into its ACC half
 //! (when that half does not hold them already), reset the accumulators, run one GEMM
-//! instruction per reduction chunk, apply the epilogue, store. With a residual add fused into
+//! instruction per reduction chunk, apply the epilogue, store. The reset of a tile after the
+//! first runs early when it can ([`super::tiling::early_reset`]): on the ALU pipeline
+//! ([`super::epilogue::zeroing`]), between two chunks of the tile before, once that tile's
+//! GEMMs have given its half time to drain, so that it costs the GEMM pipeline nothing. With a residual add fused into
 //! the epilogue ([`super::epilogue::with_residual`]), the tile loads the shortcut's rows
 //! (LOAD ACC8) beside its accumulators between its GEMMs and its epilogue. Per chunk: one INP
 //! load per input-channel block (a 2D strided DMA whose pads are the convolution's zero
@@ -20,9 +23,9 @@ use isa::builder::{Buf, Operand};
 use isa::{MemType, Uop};
 
 use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
-use super::epilogue::{EpDst, EpSrc, Epilogue};
+use super::epilogue::{zeroing, EpDst, EpSrc, Epilogue};
 use super::layout::ActLayout;
-use super::tiling::{splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
+use super::tiling::{early_reset, splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
 use super::BackendError;
 
 /// DRAM segments a convolution reads and writes.
@@ -155,7 +158,8 @@ pub fn emit(
         .filter(|&i| i < 2 || (tiles[i].ob0, tiles[i].tco) != (tiles[i - 2].ob0, tiles[i - 2].tco))
         .count();
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
-    for tile in &tiles {
+    let early = early_resets(ctx, g, t, ep, &tiles, bufs.weights);
+    for (i, tile) in tiles.iter().enumerate() {
         let ab = pipe.acc_half() * b.acc_half;
         // The shortcut's rows (a fused residual add), then the constant rows.
         let sc = ab + acc_cap;
@@ -196,17 +200,19 @@ pub fn emit(
             }
         }
         let rows = region(g, t, tile);
-        let reset_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
-        ctx.gemm(
-            &[Uop {
-                dst_idx: ab as u32,
-                src_idx: 0,
-                wgt_idx: 0,
-            }],
-            &reset_dims,
-            true,
-        )?;
-        for (c0, c1) in chunks(g, t, tile) {
+        if early[i].is_none() {
+            let reset_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
+            ctx.gemm(
+                &[Uop {
+                    dst_idx: ab as u32,
+                    src_idx: 0,
+                    wgt_idx: 0,
+                }],
+                &reset_dims,
+                true,
+            )?;
+        }
+        for (j, (c0, c1)) in chunks(g, t, tile).into_iter().enumerate() {
             let ib = pipe.chunk_half() * b.inp_half;
             let wb = pipe.chunk_half() * b.wgt_half;
             let inp_key = Key::Inp {
@@ -311,6 +317,23 @@ pub fn emit(
             pipe.end_chunk_loads(ctx);
             ctx.gemm(&base, &dims, false)?;
             pipe.end_chunk(ctx);
+            if early.get(i + 1) == Some(&Some(j)) {
+                // The next tile's reset, beside this tile's next chunks.
+                pipe.claim_next_half(ctx);
+                let next = &tiles[i + 1];
+                let dims: Vec<Dim> = region(g, t, next).iter().map(|r| r.0).collect();
+                let steps: Vec<AluStep> = zeroing(&ctx.cfg)
+                    .iter()
+                    .map(|&(op, v)| AluStep {
+                        op,
+                        operand: Operand::Imm(v),
+                        dst: pipe.next_acc_half() * b.acc_half,
+                        src: 0,
+                        dims: dims.clone(),
+                    })
+                    .collect();
+                ctx.alu_group(&steps)?;
+            }
         }
         // A fused residual add's shortcut, sign-extended beside the accumulators. Here, after
         // the GEMMs, the LOAD (which waits for an idle core) only waits for them: the
@@ -379,6 +402,38 @@ pub fn emit(
         pipe.end_tile(ctx);
     }
     pipe.finish()
+}
+
+/// Per tile, the chunk of the tile before after which its accumulator reset runs, on the
+/// ALU pipeline ([`early_reset`]); `None` for a tile that resets them itself on the GEMM
+/// pipeline (the first tile always does).
+fn early_resets(
+    ctx: &Ctx,
+    g: &ConvGeom,
+    t: &Tiling,
+    ep: &Epilogue,
+    tiles: &[Tile],
+    weights: Buf,
+) -> Vec<Option<usize>> {
+    let rows = |tile: &Tile| -> usize { region(g, t, tile).iter().map(|r| r.0.ext).product() };
+    (0..tiles.len())
+        .map(|i| {
+            let before = &tiles[i.checked_sub(1)?];
+            let uops: Vec<u64> = chunks(g, t, before)
+                .into_iter()
+                .map(|c| {
+                    let (_, base, dims) = chunk_gemm(g, t, before, c, (0, 0, 0), weights);
+                    (base.len() * dims.iter().map(|d| d.ext).product::<usize>()) as u64
+                })
+                .collect();
+            // The half must be drained of the tile two before (none for the second tile).
+            let wait = i.checked_sub(2).map_or(0, |k| {
+                ctx.budget.drain_cycles(ep.issue_cycles(), rows(&tiles[k]))
+            });
+            let reset = (rows(&tiles[i]) * ctx.budget.zero_ops) as u64;
+            early_reset(&uops, wait, reset)
+        })
+        .collect()
 }
 
 /// `tile`'s accumulator rows as two dimensions, flagged when they step over channel blocks

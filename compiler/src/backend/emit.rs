@@ -450,6 +450,8 @@ pub struct Pipeline<K: PartialEq + Clone> {
     inp: [Option<K>; 2],
     wgt: [Option<K>; 2],
     tab: [Option<K>; 2],
+    /// The next tile's ACC half was waited for already ([`Pipeline::claim_next_half`]).
+    next_claimed: bool,
 }
 
 impl<K: PartialEq + Clone> Pipeline<K> {
@@ -462,6 +464,7 @@ impl<K: PartialEq + Clone> Pipeline<K> {
             inp: [None, None],
             wgt: [None, None],
             tab: [None, None],
+            next_claimed: false,
         }
     }
 
@@ -478,13 +481,28 @@ impl<K: PartialEq + Clone> Pipeline<K> {
     /// Starts a tile: compute waits until the store of the tile two before has drained this
     /// ACC half. Returns whether the tile's constant rows (`key`) must be loaded.
     pub fn begin_tile(&mut self, ctx: &mut Ctx, tab_key: K) -> bool {
-        if self.tile >= 2 {
+        if self.tile >= 2 && !self.next_claimed {
             ctx.b.dep_pop(Module::Store, Module::Compute);
         }
+        self.next_claimed = false;
         let h = self.acc_half();
         let need = self.tab[h].as_ref() != Some(&tab_key);
         self.tab[h] = Some(tab_key);
         need
+    }
+
+    /// Inside a tile: compute waits until the next tile's ACC half is drained (what
+    /// [`Pipeline::begin_tile`] would wait for), so that work on it can start early.
+    pub fn claim_next_half(&mut self, ctx: &mut Ctx) {
+        if self.tile + 1 >= 2 && !self.next_claimed {
+            ctx.b.dep_pop(Module::Store, Module::Compute);
+        }
+        self.next_claimed = true;
+    }
+
+    /// ACC half of the next tile.
+    pub fn next_acc_half(&self) -> usize {
+        (self.tile + 1) % 2
     }
 
     /// Starts the loads of a chunk; returns whether its input and its weights must be loaded.

@@ -211,6 +211,16 @@ pub fn mul_by(cfg: &HwConfig, m: i16) -> Option<(AluOp, i16)> {
     }
 }
 
+/// ALU instructions with an immediate that set any accumulator row to zero: `MUL 0`, or
+/// without MUL `MIN 0` then `MAX 0` (an accumulator reset on the ALU pipeline).
+pub fn zeroing(cfg: &HwConfig) -> &'static [(AluOp, i16)] {
+    if cfg.alu_mul {
+        &[(AluOp::Mul, 0)]
+    } else {
+        &[(AluOp::Min, 0), (AluOp::Max, 0)]
+    }
+}
+
 /// Plans the epilogue `requant(acc + bias)` for a layer of `channels` output channels.
 /// `bias` is skipped when absent or all zero.
 pub fn plan(

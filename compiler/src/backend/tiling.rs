@@ -31,7 +31,7 @@
 //!
 //! ```text
 //! T_mem     = (bytes + 16 * instructions) / (AXI_DATA_WIDTH / 8) + 8 * dma_rows
-//! G, E     = gemm_uops + reset_uops, epilogue_issue_cycles (the GEMM and ALU pipelines)
+//! G, E     = gemm_uops + GEMM resets, epilogue_issue_cycles + ALU resets (the two pipelines)
 //! T_compute = max(G, E) + min(G, E) / tiles + 12 * tiles
 //!           + (ACC and UOP bytes) / (AXI_DATA_WIDTH / 8) + 4 * compute_instructions
 //! fill      = time to load the first chunk + time to store the last tile
@@ -39,6 +39,8 @@
 //! score     = cycles + 0.5 * T_mem
 //! ```
 //!
+//! A tile's accumulator reset is on the GEMM pipeline for the first tile, and for every tile
+//! when the chunks are too short to hide it on the ALU pipeline ([`early_reset`]).
 //! The epilogue's micro-ops count at the execution core's issue rates (one cycle per row
 //! and instruction: with the rows in the inner loop every epilogue instruction streams, see
 //! [`super::roofline::streamed_uops`]). The core's ALU pipeline runs a tile's epilogue while
@@ -83,6 +85,9 @@ pub struct Budget {
     pub acc_eb: usize,
     pub out_eb: usize,
     pub bus_bytes: f64,
+    /// ALU instructions of an accumulator reset on the ALU pipeline
+    /// ([`super::epilogue::zeroing`]).
+    pub zero_ops: usize,
 }
 
 impl Budget {
@@ -99,7 +104,16 @@ impl Budget {
             acc_eb: e(MemType::Acc),
             out_eb: e(MemType::Out),
             bus_bytes: f64::from(cfg.axi_data_width) / 8.0,
+            zero_ops: super::epilogue::zeroing(cfg).len(),
         }
+    }
+
+    /// GEMM cycles that pass, after a tile's last GEMM, until its ACC half is free again: its
+    /// epilogue (`ep_cycles` per row) and the store of its `rows` rows (one OUT element per
+    /// cycle at least, or the bus beats it takes), with some slack for their latencies.
+    pub fn drain_cycles(&self, ep_cycles: usize, rows: usize) -> u64 {
+        let store = (self.out_eb as f64 / self.bus_bytes).ceil().max(1.0) as u64;
+        rows as u64 * (ep_cycles as u64 + store) + DRAIN_SLACK
     }
 
     /// Micro-ops per GEMM instruction, so that both halves' kernels and the epilogue's stay
@@ -107,6 +121,31 @@ impl Budget {
     pub fn kernel_limit(&self) -> usize {
         (self.uop_depth / 4).max(1)
     }
+}
+
+/// Cycles [`Budget::drain_cycles`] adds for the latencies of an epilogue and a store.
+const DRAIN_SLACK: u64 = 64;
+
+/// Where a tile's accumulator reset runs ahead of the tile, on the ALU pipeline: after
+/// chunk `j` of the tile before it (whose chunks have the GEMM micro-ops `chunk_uops`), the
+/// first chunk by whose end `wait` cycles of GEMMs have passed (the time its ACC half takes
+/// to drain, [`Budget::drain_cycles`]) and whose later chunks, at least one, take `reset`
+/// cycles or more (so that the reset, beside them, delays nothing). `None`: the tile resets
+/// its accumulators itself, on the GEMM pipeline.
+pub fn early_reset(chunk_uops: &[u64], wait: u64, reset: u64) -> Option<usize> {
+    let total: u64 = chunk_uops.iter().sum();
+    let mut before = 0;
+    for (j, &u) in chunk_uops
+        .iter()
+        .enumerate()
+        .take(chunk_uops.len().saturating_sub(1))
+    {
+        before += u;
+        if before >= wait {
+            return (total - before >= reset).then_some(j);
+        }
+    }
+    None
 }
 
 /// Which tiles are outermost.
@@ -152,6 +191,7 @@ pub struct CostEstimate {
     pub store_insns: u64,
     pub dma_rows: u64,
     pub gemm_uops: u64,
+    /// Accumulator resets on the GEMM pipeline (the rest are ALU micro-ops).
     pub reset_uops: u64,
     pub alu_uops: u64,
     pub tiles: u64,
@@ -622,8 +662,16 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     };
     // Micro-ops and the GEMM kernel.
     let gemm_uops = g.gemm_uops();
-    let reset_uops = out_rows_total as u64;
-    let alu_uops = (out_rows_total * g.ep_ops) as u64;
+    // Accumulator resets: a tile's runs on the ALU pipeline beside the chunks of the tile
+    // before when they are long enough (`early_reset`, the chunks taken as equal), else on
+    // the GEMM pipeline; the first tile's always there.
+    let chunk = gemm_uops / (tiles * cpt).max(1) as u64;
+    let wait = b.drain_cycles(g.ep_cycles, acc_tile);
+    let early =
+        tiles > 1 && early_reset(&vec![chunk; cpt], wait, (acc_tile * b.zero_ops) as u64).is_some();
+    let alu_resets = if early { out_rows_total - acc_tile } else { 0 };
+    let reset_uops = (out_rows_total - alu_resets) as u64;
+    let alu_uops = (out_rows_total * g.ep_ops + alu_resets * b.zero_ops) as u64;
     let pairs = if regular { tci * khw } else { tci.min(2) * khw };
     let mut dims = if g.pixel {
         vec![tn, tco]
@@ -650,8 +698,17 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     // A fused residual add's shortcut: loaded (ACC8) as the outputs are stored.
     let res = usize::from(g.residual);
     let short_bytes = res * out_rows_total * b.out_eb;
-    let compute_insns =
-        (gemm_insns + tiles * (1 + g.ep_ops) + tab_insns + 2 * variants + res * store_insns) as u64;
+    let reset_insns = if early {
+        1 + (tiles - 1) * b.zero_ops
+    } else {
+        tiles
+    };
+    let compute_insns = (gemm_insns
+        + tiles * g.ep_ops
+        + reset_insns
+        + tab_insns
+        + 2 * variants
+        + res * store_insns) as u64;
     let store_insns = store_insns as u64;
     let mut e = CostEstimate {
         inp_bytes: (inp_elems * b.inp_eb) as u64,
@@ -673,7 +730,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let bytes = e.load_bytes() + e.out_bytes;
     e.t_mem =
         (bytes + isa::INSN_BYTES as u64 * e.insns()) as f64 / b.bus_bytes + 8.0 * e.dma_rows as f64;
-    let alu_cycles = (out_rows_total * g.ep_cycles) as f64;
+    let alu_cycles = (out_rows_total * g.ep_cycles + alu_resets * b.zero_ops) as f64;
     let gemm_cycles = (gemm_uops + reset_uops) as f64;
     e.t_compute = gemm_cycles.max(alu_cycles)
         + gemm_cycles.min(alu_cycles) / tiles as f64
