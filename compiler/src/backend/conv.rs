@@ -3,7 +3,7 @@
 //! Per output tile (see [`super::tiling`]): load the tile's constant rows into its ACC half
 //! (when that half does not hold them already), reset the accumulators, run one GEMM
 //! instruction per reduction chunk, apply the epilogue, store. The reset of a tile after the
-//! first runs early when it can ([`super::tiling::early_reset`]): on the ALU pipeline
+//! first runs early when it can ([`super::tiling::early_resets`]): on the ALU pipeline
 //! ([`super::epilogue::zeroing`]), between two chunks of the tile before, once that tile's
 //! GEMMs have given its half time to drain, so that it costs the GEMM pipeline nothing. With a residual add fused into
 //! the epilogue ([`super::epilogue::with_residual`]), the tile loads the shortcut's rows
@@ -25,7 +25,7 @@ use isa::{MemType, Uop};
 use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{zeroing, EpDst, EpSrc, Epilogue};
 use super::layout::ActLayout;
-use super::tiling::{early_reset, splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
+use super::tiling::{early_resets, splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
 use super::BackendError;
 
 /// DRAM segments a convolution reads and writes.
@@ -158,7 +158,7 @@ pub fn emit(
         .filter(|&i| i < 2 || (tiles[i].ob0, tiles[i].tco) != (tiles[i - 2].ob0, tiles[i - 2].tco))
         .count();
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
-    let early = early_resets(ctx, g, t, ep, &tiles, bufs.weights);
+    let early = early_chunks(ctx, g, t, ep, &tiles, bufs.weights);
     for (i, tile) in tiles.iter().enumerate() {
         let ab = pipe.acc_half() * b.acc_half;
         // The shortcut's rows (a fused residual add), then the constant rows.
@@ -405,9 +405,10 @@ pub fn emit(
 }
 
 /// Per tile, the chunk of the tile before after which its accumulator reset runs, on the
-/// ALU pipeline ([`early_reset`]); `None` for a tile that resets them itself on the GEMM
-/// pipeline (the first tile always does).
-fn early_resets(
+/// ALU pipeline ([`early_resets`], from the first tile, which is full; a tile before with
+/// fewer chunks leaves it to the tile); `None` for a tile that resets them itself on the
+/// GEMM pipeline (the first tile always does).
+fn early_chunks(
     ctx: &Ctx,
     g: &ConvGeom,
     t: &Tiling,
@@ -415,23 +416,25 @@ fn early_resets(
     tiles: &[Tile],
     weights: Buf,
 ) -> Vec<Option<usize>> {
-    let rows = |tile: &Tile| -> usize { region(g, t, tile).iter().map(|r| r.0.ext).product() };
+    let Some(first) = tiles.first() else {
+        return Vec::new();
+    };
+    let chunk_list = chunks(g, t, first);
+    let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), weights);
+    let chunk_uops = base.len() * dims.iter().map(|d| d.ext).product::<usize>();
+    let rows: usize = region(g, t, first).iter().map(|r| r.0.ext).product();
+    let [second, later] = early_resets(
+        &ctx.budget,
+        ep.issue_cycles(),
+        rows,
+        chunk_uops as u64,
+        chunk_list.len(),
+    );
     (0..tiles.len())
         .map(|i| {
             let before = &tiles[i.checked_sub(1)?];
-            let uops: Vec<u64> = chunks(g, t, before)
-                .into_iter()
-                .map(|c| {
-                    let (_, base, dims) = chunk_gemm(g, t, before, c, (0, 0, 0), weights);
-                    (base.len() * dims.iter().map(|d| d.ext).product::<usize>()) as u64
-                })
-                .collect();
-            // The half must be drained of the tile two before (none for the second tile).
-            let wait = i.checked_sub(2).map_or(0, |k| {
-                ctx.budget.drain_cycles(ep.issue_cycles(), rows(&tiles[k]))
-            });
-            let reset = (rows(&tiles[i]) * ctx.budget.zero_ops) as u64;
-            early_reset(&uops, wait, reset)
+            let j = if i == 1 { second } else { later }?;
+            (j + 1 < chunks(g, t, before).len()).then_some(j)
         })
         .collect()
 }

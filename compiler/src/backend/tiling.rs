@@ -148,6 +148,22 @@ pub fn early_reset(chunk_uops: &[u64], wait: u64, reset: u64) -> Option<usize> {
     None
 }
 
+/// The chunk after which, in the tile before, the accumulators of the second tile (`[0]`)
+/// and of each later tile (`[1]`) are reset on the ALU pipeline ([`early_reset`], as if
+/// every tile were full: `acc_tile` rows and `cpt` chunks of `chunk_uops` GEMM micro-ops).
+/// The second tile's half has nothing to drain.
+pub fn early_resets(
+    b: &Budget,
+    ep_cycles: usize,
+    acc_tile: usize,
+    chunk_uops: u64,
+    cpt: usize,
+) -> [Option<usize>; 2] {
+    let chunks = vec![chunk_uops; cpt];
+    let reset = (acc_tile * b.zero_ops) as u64;
+    [0, b.drain_cycles(ep_cycles, acc_tile)].map(|wait| early_reset(&chunks, wait, reset))
+}
+
 /// Which tiles are outermost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LoopOrder {
@@ -662,14 +678,18 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     };
     // Micro-ops and the GEMM kernel.
     let gemm_uops = g.gemm_uops();
-    // Accumulator resets: a tile's runs on the ALU pipeline beside the chunks of the tile
-    // before when they are long enough (`early_reset`, the chunks taken as equal), else on
-    // the GEMM pipeline; the first tile's always there.
-    let chunk = gemm_uops / (tiles * cpt).max(1) as u64;
-    let wait = b.drain_cycles(g.ep_cycles, acc_tile);
-    let early =
-        tiles > 1 && early_reset(&vec![chunk; cpt], wait, (acc_tile * b.zero_ops) as u64).is_some();
-    let alu_resets = if early { out_rows_total - acc_tile } else { 0 };
+    // Accumulator resets: on the ALU pipeline for the tiles `early_resets` says, else on
+    // the GEMM pipeline.
+    let [second, later] =
+        early_resets(b, g.ep_cycles, acc_tile, (acc_tile * tci * khw) as u64, cpt);
+    let early_tiles = usize::from(tiles > 1 && second.is_some())
+        + usize::from(later.is_some()) * tiles.saturating_sub(2);
+    let alu_resets = match early_tiles {
+        0 => 0,
+        1 => acc_tile,
+        // All but the first, a full tile.
+        _ => out_rows_total - acc_tile,
+    };
     let reset_uops = (out_rows_total - alu_resets) as u64;
     let alu_uops = (out_rows_total * g.ep_ops + alu_resets * b.zero_ops) as u64;
     let pairs = if regular { tci * khw } else { tci.min(2) * khw };
@@ -698,11 +718,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     // A fused residual add's shortcut: loaded (ACC8) as the outputs are stored.
     let res = usize::from(g.residual);
     let short_bytes = res * out_rows_total * b.out_eb;
-    let reset_insns = if early {
-        1 + (tiles - 1) * b.zero_ops
-    } else {
-        tiles
-    };
+    let reset_insns = tiles - early_tiles + early_tiles * b.zero_ops;
     let compute_insns = (gemm_insns
         + tiles * g.ep_ops
         + reset_insns
