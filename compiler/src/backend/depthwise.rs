@@ -207,7 +207,7 @@ pub fn emit(
             c: (q0 * g.sw) as isize - g.pad[1] as isize,
             cols,
         };
-        load_window(ctx, input, &il, tile, win, i0, ip)?;
+        load_window(ctx, MemType::Acc8, input, &il, tile, win, i0, ip)?;
         let pixels = tile.len * tw;
         // Over the tile's outputs, reading the input band at a tap's offset.
         let window = [

@@ -4,7 +4,10 @@
 //! the packed activation layout (BLOCK_OUT lanes per element), and their results are stored
 //! as int8 like a convolution's. Tiles are groups of channel planes (or row bands of one
 //! plane) of one sample block, double-buffered over the two halves of ACC so that the STORE
-//! of one tile overlaps the next; the load module is not used.
+//! of one tile overlaps the next. Max pooling, on configs whose INP rows hold activations as
+//! they are (`BLOCK_IN == BLOCK_OUT`), loads its windows into INP with the load module
+//! instead and has the GEMM core copy them into ACC ([`Ctx::copy_rows`]) while the ALU
+//! pools the tile before: an ACC8 load would wait for the whole core to be idle.
 //!
 //! - **QAdd**: `a * mul_a` (MUL imm), `b * mul_b`, `a += b` (ADD tensor), then the requant
 //!   epilogue.
@@ -78,11 +81,14 @@ pub(super) struct Window {
 /// A half-open range (`start .. end`) of a window's rows or columns.
 pub(super) type Span = (usize, usize);
 
-/// Loads `win` of the channel blocks of `tile` from `input` (layout `il`) into ACC8, block
-/// `k` at `sram + k * plane`, the cells outside the plane as zeros. Returns the window's rows
-/// and columns inside the plane (`r0 .. r1`, `q0 .. q1`; empty when it misses the plane).
+/// Loads `win` of the channel blocks of `tile` from `input` (layout `il`) into `mem` (ACC8,
+/// or INP for a copy into ACC by the GEMM core, [`copy_rows`]), block `k` at
+/// `sram + k * plane`, the cells outside the plane as zeros. Returns the window's rows and
+/// columns inside the plane (`r0 .. r1`, `q0 .. q1`; empty when it misses the plane).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn load_window(
     ctx: &mut Ctx,
+    mem: MemType,
     input: Buf,
     il: &ActLayout,
     tile: &PlaneTile,
@@ -98,7 +104,7 @@ pub(super) fn load_window(
         let sram = sram + k * plane;
         ctx.load(if empty {
             Dma {
-                mem: MemType::Acc8,
+                mem,
                 sram,
                 buf: input,
                 elem: 0,
@@ -109,7 +115,7 @@ pub(super) fn load_window(
             }
         } else {
             Dma {
-                mem: MemType::Acc8,
+                mem,
                 sram,
                 buf: input,
                 elem: il.elem_index(
@@ -363,13 +369,15 @@ pub fn check_max_pool(ctx: &Ctx, layer: &QMaxPool, shape: [usize; 4]) -> Result<
     Ok(())
 }
 
-/// QMaxPool over `shape` (input and output in the BLOCK_OUT layout).
+/// QMaxPool over `shape` (input and output in the BLOCK_OUT layout); `identity` is the
+/// identity weight tile when the config has one ([`super::layout::identity_tile`]).
 pub fn emit_max_pool(
     ctx: &mut Ctx,
     layer: &QMaxPool,
     shape: [usize; 4],
     input: Buf,
     out: Buf,
+    identity: Option<Buf>,
 ) -> Result<usize, BackendError> {
     check_max_pool(ctx, layer, shape)?;
     let [n, c, h, w] = shape;
@@ -416,12 +424,17 @@ pub fn emit_max_pool(
         .into_iter()
         .flat_map(|tile| splits(ow, tw).map(move |band| (tile, band)))
         .collect();
-    let mut pipe: Pipeline<()> = Pipeline::new(tiles.len(), 0);
-    for (t, (c0, bw)) in &tiles {
+    // The window goes through INP and the GEMM core when it fits (each tile a chunk of the
+    // load module's double buffer): then the load module fetches it and the GEMM core copies
+    // it while the ALU pools the tile before, where an ACC8 load would wait for an idle core.
+    let via_inp = identity.filter(|_| kp * ip <= ctx.budget.inp_half);
+    let chunks = if via_inp.is_some() { tiles.len() } else { 0 };
+    let mut pipe: Pipeline<usize> = Pipeline::new(tiles.len(), chunks);
+    for (k, (t, (c0, bw))) in tiles.iter().enumerate() {
         let (ow, in_cols) = (*bw, in_cols(*bw));
         let ab = pipe.acc_half() * half;
         let (i0, t0, o0) = (ab, ab + kp * ip, ab + kp * (ip + tp));
-        pipe.begin_tile(ctx, ());
+        pipe.begin_tile(ctx, 0);
         let rows = in_rows(t.len);
         let win = Window {
             r: (t.p0 * sh) as isize - p[0] as isize,
@@ -429,7 +442,44 @@ pub fn emit_max_pool(
             c: (c0 * sw) as isize - p[1] as isize,
             cols: in_cols,
         };
-        let ((r0, r1), (q0, q1)) = load_window(ctx, input, &il, t, win, i0, ip)?;
+        let reset = |ctx: &mut Ctx, at: usize, pitch: usize, len: usize| {
+            ctx.gemm(
+                &[Uop {
+                    dst_idx: at as u32,
+                    src_idx: 0,
+                    wgt_idx: 0,
+                }],
+                &[Dim::new(t.kp, pitch, 0, 0), Dim::new(len, 1, 0, 0)],
+                true,
+            )
+        };
+        let ((r0, r1), (q0, q1)) = match via_inp {
+            Some(identity) => {
+                let b = ctx.budget;
+                let (ib, wb) = (
+                    pipe.chunk_half() * b.inp_half,
+                    pipe.chunk_half() * b.wgt_half,
+                );
+                let (_, need_wgt) = pipe.begin_chunk_loads(ctx, k, 0);
+                let spans = load_window(ctx, MemType::Inp, input, &il, t, win, ib, ip)?;
+                if need_wgt {
+                    ctx.load(Dma::row(MemType::Wgt, wb, identity, 0, 1))?;
+                }
+                pipe.end_chunk_loads(ctx);
+                reset(ctx, i0, ip, rows * in_cols)?;
+                let cells = [Dim::new(t.kp, ip, ip, 0), Dim::new(rows * in_cols, 1, 1, 0)];
+                ctx.copy_rows(i0, ib, wb, &cells)?;
+                pipe.end_chunk(ctx);
+                spans
+            }
+            None => load_window(ctx, MemType::Acc8, input, &il, t, win, i0, ip)?,
+        };
+        // The rows the passes below start from are zeroed now, while the GEMM core still
+        // works on this tile, rather than between two ALU passes (each waits for the other).
+        if !in_place {
+            reset(ctx, t0, tp, rows * ow)?;
+        }
+        reset(ctx, o0, op, t.len * ow)?;
         let empty = r1 <= r0 || q1 <= q0;
         // Padding cells (exactly 0 after the load) become -128.
         let planes = Dim::new(t.kp, ip, 0, 0);
@@ -488,17 +538,6 @@ pub fn emit_max_pool(
         } else {
             (t0, tp, ow, 1)
         };
-        let reset = |ctx: &mut Ctx, at: usize, pitch: usize, len: usize| {
-            ctx.gemm(
-                &[Uop {
-                    dst_idx: at as u32,
-                    src_idx: 0,
-                    wgt_idx: 0,
-                }],
-                &[Dim::new(t.kp, pitch, 0, 0), Dim::new(len, 1, 0, 0)],
-                true,
-            )
-        };
         let hdims = [
             Dim::new(t.kp, h_plane, ip, 0),
             Dim::new(rows, h_row, in_cols, 0),
@@ -508,14 +547,12 @@ pub fn emit_max_pool(
         if in_place {
             taps.sort_by_key(|&kx| kx % sw != 0);
         } else {
-            reset(ctx, t0, tp, rows * ow)?;
             ctx.alu(AluOp::Add, Operand::Tensor, t0, i0, &hdims)?;
         }
         for kx in taps {
             ctx.alu(AluOp::Max, Operand::Tensor, h0, i0 + kx, &hdims)?;
         }
         // Vertical pass: out[y][x] = max over ky of h[y*sh + ky][x].
-        reset(ctx, o0, op, t.len * ow)?;
         let vdims = [
             Dim::new(t.kp, op, h_plane, 0),
             Dim::new(t.len, ow, sh * h_row, 0),

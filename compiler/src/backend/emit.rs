@@ -373,6 +373,26 @@ impl Ctx {
         Ok(())
     }
 
+    /// Copies activation rows loaded into INP from `src` into ACC at `dst` over `dims`
+    /// (their `dst` and `src` steps), sign-extended as LOAD ACC8 would: a GEMM with the
+    /// identity weight tile ([`super::layout::identity_tile`]) at WGT row `wgt`, onto
+    /// destination rows that hold zeros. It runs on the GEMM core, beside the ALU, where a
+    /// LOAD ACC8 would wait for the whole core to be idle.
+    pub fn copy_rows(
+        &mut self,
+        dst: usize,
+        src: usize,
+        wgt: usize,
+        dims: &[Dim],
+    ) -> Result<(), BackendError> {
+        let uop = Uop {
+            dst_idx: dst as u32,
+            src_idx: src as u32,
+            wgt_idx: wgt as u32,
+        };
+        self.gemm(&[uop], dims, false)
+    }
+
     /// `uops` as kernels within the budget's length limit.
     fn pieces(&mut self, uops: &[Uop]) -> Vec<Kernel> {
         let limit = self.budget.kernel_limit();

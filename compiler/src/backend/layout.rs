@@ -120,6 +120,14 @@ pub fn acc_splat(cfg: &HwConfig, v: i32) -> Vec<u8> {
     (0..lanes).flat_map(|_| v.to_le_bytes()).collect()
 }
 
+/// The weight tile with which a GEMM copies INP rows into ACC (`W[o][i] = 1` where `o == i`,
+/// as `[BLOCK_OUT][BLOCK_IN]` int8): INP rows then hold an activation in its packed layout,
+/// which needs `BLOCK_IN == BLOCK_OUT` (both are int8, [`super::check_config`]).
+pub fn identity_tile(cfg: &HwConfig) -> Option<Vec<u8>> {
+    let (bi, bo) = (cfg.block_in() as usize, cfg.block_out() as usize);
+    (bi == bo).then(|| (0..bo * bi).map(|k| u8::from(k / bi == k % bi)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -194,6 +194,8 @@ pub struct NetBuilder {
     homes: Vec<HomeState>,
     /// Where the next layer writes its output ([`NetBuilder::set_output_home`]).
     output_home: Option<(Home, usize)>,
+    /// The identity weight tile, once a layer uses it ([`NetBuilder::identity`]).
+    identity: Option<Buf>,
 }
 
 impl NetBuilder {
@@ -209,7 +211,27 @@ impl NetBuilder {
             depthwise_alu: true,
             homes: Vec::new(),
             output_home: None,
+            identity: None,
         })
+    }
+
+    /// The program's identity weight tile ([`super::layout::identity_tile`]), with which the
+    /// GEMM core copies activation rows from INP into ACC ([`Ctx::copy_rows`]); `None` when
+    /// the config's INP rows do not hold activations as they are.
+    pub(super) fn identity(&mut self) -> Option<Buf> {
+        if self.identity.is_none() {
+            let tile = super::layout::identity_tile(&self.ctx.cfg)?;
+            let cfg = &self.ctx.cfg;
+            let shape = vec![1, cfg.block_out() as usize, cfg.block_in() as usize];
+            let name = self.unique("identity");
+            self.identity =
+                Some(
+                    self.ctx
+                        .b
+                        .buffer(&name, DType::I8, shape, Role::default(), Some(tile)),
+                );
+        }
+        self.identity
     }
 
     /// Whether a convolution over few channels that is the first reader of a network input
@@ -892,7 +914,8 @@ impl NetBuilder {
         let (oh, ow) = layer.output_hw(shape[2], shape[3]);
         let (y, out) = self.produce(&format!("{}.out", layer.name), [shape[0], shape[1], oh, ow]);
         let k0 = self.begin();
-        let tiles = eltwise::emit_max_pool(&mut self.ctx, layer, shape, input, out)?;
+        let identity = self.identity();
+        let tiles = eltwise::emit_max_pool(&mut self.ctx, layer, shape, input, out, identity)?;
         self.end(
             self.eltwise_info(&layer.name, LayerKind::MaxPool, tiles),
             k0,
