@@ -145,6 +145,21 @@ pub struct ProgramBuilder {
     uop_fixups: Vec<usize>,
     /// Pop flags waiting for the next instruction of each module.
     pending_pop: [DepFlags; 3],
+    /// Every kernel an instruction used, in order ([`ProgramBuilder::rewind`]).
+    used: Vec<usize>,
+}
+
+/// A point of a [`ProgramBuilder`] to rewind to.
+#[derive(Debug, Clone)]
+pub struct Mark {
+    insns: usize,
+    segments: usize,
+    kernels: usize,
+    resident: Vec<Option<u32>>,
+    uop_cursor: u32,
+    uop_fixups: usize,
+    pending_pop: [DepFlags; 3],
+    used: usize,
 }
 
 impl ProgramBuilder {
@@ -159,7 +174,46 @@ impl ProgramBuilder {
             uop_cursor: 0,
             uop_fixups: Vec::new(),
             pending_pop: [DepFlags::NONE; 3],
+            used: Vec::new(),
         }
+    }
+
+    /// The builder's state now, for [`ProgramBuilder::rewind`].
+    pub fn mark(&self) -> Mark {
+        Mark {
+            insns: self.program.insns.len(),
+            segments: self.program.segments.len(),
+            kernels: self.kernels.len(),
+            resident: self.kernels.iter().map(|k| k.resident).collect(),
+            uop_cursor: self.uop_cursor,
+            uop_fixups: self.uop_fixups.len(),
+            pending_pop: self.pending_pop,
+            used: self.used.len(),
+        }
+    }
+
+    /// Undoes everything since `mark` (instructions, buffers, kernels registered, micro-op
+    /// buffer contents, pending pops) and returns the micro-ops of the kernels used since,
+    /// each once, in the order of first use: a trial emission, to preload what the real one
+    /// will need.
+    pub fn rewind(&mut self, mark: Mark) -> Vec<Vec<Uop>> {
+        let mut seen = std::collections::HashSet::new();
+        let used = self.used[mark.used..]
+            .iter()
+            .filter(|&&k| seen.insert(k))
+            .map(|&k| self.kernels[k].uops.clone())
+            .collect();
+        self.program.insns.truncate(mark.insns);
+        self.program.segments.truncate(mark.segments);
+        self.kernels.truncate(mark.kernels);
+        for (k, r) in self.kernels.iter_mut().zip(mark.resident) {
+            k.resident = r;
+        }
+        self.uop_cursor = mark.uop_cursor;
+        self.uop_fixups.truncate(mark.uop_fixups);
+        self.pending_pop = mark.pending_pop;
+        self.used.truncate(mark.used);
+        used
     }
 
     pub fn config(&self) -> &HwConfig {
@@ -359,6 +413,7 @@ impl ProgramBuilder {
             self.load_kernels(&[kernel.0]);
         }
         let start = self.kernels[kernel.0].resident.expect("just loaded");
+        self.used.push(kernel.0);
         UopLoop {
             reset_reg: reset,
             uop_bgn: start as u16,

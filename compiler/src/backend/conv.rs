@@ -129,8 +129,20 @@ fn chunks(g: &ConvGeom, t: &Tiling, tile: &Tile) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Emits convolution `g` with tiling `t` and epilogue `ep`.
+/// Emits convolution `g` with tiling `t` and epilogue `ep`, its micro-op kernels loaded
+/// up front ([`Ctx::preload_for`]).
 pub fn emit(
+    ctx: &mut Ctx,
+    g: &ConvGeom,
+    t: &Tiling,
+    ep: &Epilogue,
+    bufs: &ConvBufs,
+) -> Result<(), BackendError> {
+    ctx.preload_for(|c| emit_tiles(c, g, t, ep, bufs))?;
+    emit_tiles(ctx, g, t, ep, bufs)
+}
+
+fn emit_tiles(
     ctx: &mut Ctx,
     g: &ConvGeom,
     t: &Tiling,
@@ -164,39 +176,54 @@ pub fn emit(
         // The shortcut's rows (a fused residual add), then the constant rows.
         let sc = ab + acc_cap;
         let tab = ab + g.acc_rows(acc_cap);
-        let (tab_ob0, tab_blocks) = if whole_tables {
-            (0, g.cob)
-        } else {
-            (tile.ob0, tile.tco)
-        };
-        // Constant rows, then the reset.
-        if pipe.begin_tile(
-            ctx,
-            Key::Tab {
-                ob0: tab_ob0,
-                tco: tab_blocks,
-            },
-        ) {
-            if n_tab > 0 {
-                ctx.load(Dma {
-                    mem: MemType::Acc,
-                    sram: tab,
-                    buf: bufs.consts,
-                    elem: tab_ob0,
-                    y: n_tab,
-                    x: tab_blocks,
-                    stride: g.cob,
-                    pad: [0; 4],
-                })?;
+        let tab_key = |tile: &Tile| {
+            if whole_tables {
+                (0, g.cob)
+            } else {
+                (tile.ob0, tile.tco)
             }
-            if n_splat > 0 {
-                ctx.load(Dma::row(
-                    MemType::Acc,
-                    tab + n_tab * tab_blocks,
-                    bufs.consts,
-                    n_tab * g.cob,
-                    n_splat,
-                ))?;
+        };
+        let (tab_ob0, tab_blocks) = tab_key(tile);
+        // Constant rows, then the reset. When the second tile needs the same ones, they go
+        // into both halves at the start, while the core waits for the first chunk anyway:
+        // loaded at the second tile, they would wait for the first one's GEMMs to drain.
+        let key = Key::Tab {
+            ob0: tab_ob0,
+            tco: tab_blocks,
+        };
+        if pipe.begin_tile(ctx, key) {
+            let both = i == 0
+                && tiles
+                    .get(1)
+                    .is_some_and(|next| tab_key(next) == tab_key(tile));
+            for at in [tab, tab + b.acc_half]
+                .into_iter()
+                .take(1 + usize::from(both))
+            {
+                if n_tab > 0 {
+                    ctx.load(Dma {
+                        mem: MemType::Acc,
+                        sram: at,
+                        buf: bufs.consts,
+                        elem: tab_ob0,
+                        y: n_tab,
+                        x: tab_blocks,
+                        stride: g.cob,
+                        pad: [0; 4],
+                    })?;
+                }
+                if n_splat > 0 {
+                    ctx.load(Dma::row(
+                        MemType::Acc,
+                        at + n_tab * tab_blocks,
+                        bufs.consts,
+                        n_tab * g.cob,
+                        n_splat,
+                    ))?;
+                }
+            }
+            if both {
+                pipe.next_half_holds(key);
             }
         }
         let rows = region(g, t, tile);

@@ -181,6 +181,24 @@ impl Ctx {
         k
     }
 
+    /// Runs `emit` as a trial, then undoes it, and makes the kernels it used resident, in
+    /// its order, with as few LOAD UOPs as [`ProgramBuilder::preload`] can (before anything
+    /// runs, rather than one before each first use: each LOAD UOP waits for an idle core).
+    pub fn preload_for(
+        &mut self,
+        emit: impl FnOnce(&mut Ctx) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let mark = self.b.mark();
+        let (kernels, stats) = (self.kernels.clone(), self.stats);
+        emit(self)?;
+        let used = self.b.rewind(mark);
+        self.kernels = kernels;
+        self.stats = stats;
+        let used: Vec<Kernel> = used.into_iter().map(|u| self.kernel(u)).collect();
+        self.b.preload(&used);
+        Ok(())
+    }
+
     fn depth(&self, m: MemType) -> usize {
         self.cfg.depth(m) as usize
     }
@@ -518,6 +536,12 @@ impl<K: PartialEq + Clone> Pipeline<K> {
             ctx.b.dep_pop(Module::Store, Module::Compute);
         }
         self.next_claimed = true;
+    }
+
+    /// Records that the next tile's ACC half holds the constant rows `tab_key` already
+    /// (loaded with this tile's).
+    pub fn next_half_holds(&mut self, tab_key: K) {
+        self.tab[self.next_acc_half()] = Some(tab_key);
     }
 
     /// ACC half of the next tile.
