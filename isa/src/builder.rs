@@ -631,6 +631,36 @@ mod tests {
         assert_eq!(uop_loads, 3);
     }
 
+    #[test]
+    fn a_rewind_undoes_a_trial_and_reports_the_kernels_it_used() {
+        let cfg = HwConfig::default();
+        let mut b = ProgramBuilder::new(&cfg);
+        let uop = |d: u32| Uop {
+            dst_idx: d,
+            src_idx: 0,
+            wgt_idx: 0,
+        };
+        let resident = b.kernel(&[uop(1)]);
+        b.gemm(resident, UopLoops::once(), true);
+        b.dep_pop(Module::Load, Module::Compute);
+        let mark = b.mark();
+        let before = (b.insns().to_vec(), b.kernels.len());
+        let fresh = b.kernel(&[uop(2), uop(3)]);
+        b.gemm(fresh, UopLoops::once(), false);
+        b.gemm(resident, UopLoops::once(), false);
+        b.gemm(fresh, UopLoops::once(), false);
+        b.output("y", DType::I8, vec![16]);
+        let used = b.rewind(mark);
+        assert_eq!(used, vec![vec![uop(2), uop(3)], vec![uop(1)]]);
+        assert_eq!((b.insns().to_vec(), b.kernels.len()), before);
+        assert_eq!(b.program.segments.len(), 0);
+        // The pending pop is there again, and the kernel still resident.
+        b.gemm(resident, UopLoops::once(), false);
+        let p = b.finish().unwrap();
+        assert_eq!(uop_loads(&p).len(), 1);
+        assert!(p.insns[2].deps().pop_prev);
+    }
+
     /// The LOAD UOPs of a program: (SRAM base, DRAM base, micro-ops).
     fn uop_loads(p: &Program) -> Vec<(u16, u32, u16)> {
         p.insns
