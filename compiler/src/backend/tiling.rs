@@ -34,7 +34,8 @@
 //! G, E     = gemm_uops + GEMM resets, epilogue_issue_cycles + ALU resets (the two pipelines)
 //! T_compute = max(G, E) + min(G, E) / tiles + 12 * tiles
 //!           + (ACC and UOP bytes) / (AXI_DATA_WIDTH / 8) + 4 * compute_instructions
-//! fill      = time to load the first chunk + time to store the last tile
+//! fill      = time to load the first tile's chunks, less its GEMMs but the last chunk's
+//!             (at least the first chunk's load), + time to store the last tile
 //! cycles    = max(T_mem, T_compute) + fill
 //! score     = cycles + 0.5 * T_mem
 //! ```
@@ -680,8 +681,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let gemm_uops = g.gemm_uops();
     // Accumulator resets: on the ALU pipeline for the tiles `early_resets` says, else on
     // the GEMM pipeline.
-    let [second, later] =
-        early_resets(b, g.ep_cycles, acc_tile, (acc_tile * tci * khw) as u64, cpt);
+    let chunk = (acc_tile * tci * khw) as u64;
+    let [second, later] = early_resets(b, g.ep_cycles, acc_tile, chunk, cpt);
     let early_tiles = usize::from(tiles > 1 && second.is_some())
         + usize::from(later.is_some()) * tiles.saturating_sub(2);
     let alu_resets = match early_tiles {
@@ -753,9 +754,11 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         + 12.0 * tiles as f64
         + ((tab_bytes + short_bytes) as u64 + uop_bytes) as f64 / b.bus_bytes
         + 4.0 * compute_insns as f64;
+    // The first tile's GEMMs wait for its chunks' loads where these are the slower.
     let first_chunk = (tci * pitch * b.inp_eb + max_w * b.wgt_eb) as f64 / b.bus_bytes;
+    let first_tile = first_chunk + (cpt - 1) as f64 * (first_chunk - chunk as f64).max(0.0);
     let last_store = (acc_tile * b.out_eb) as f64 / b.bus_bytes;
-    e.cycles = e.t_mem.max(e.t_compute) + first_chunk + last_store;
+    e.cycles = e.t_mem.max(e.t_compute) + first_tile + last_store;
     e.score = e.cycles + 0.5 * e.t_mem;
     Some(e)
 }
