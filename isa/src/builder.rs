@@ -635,11 +635,6 @@ mod tests {
     fn a_rewind_undoes_a_trial_and_reports_the_kernels_it_used() {
         let cfg = HwConfig::default();
         let mut b = ProgramBuilder::new(&cfg);
-        let uop = |d: u32| Uop {
-            dst_idx: d,
-            src_idx: 0,
-            wgt_idx: 0,
-        };
         let resident = b.kernel(&[uop(1)]);
         b.gemm(resident, UopLoops::once(), true);
         b.dep_pop(Module::Load, Module::Compute);
@@ -661,6 +656,15 @@ mod tests {
         assert!(p.insns[2].deps().pop_prev);
     }
 
+    /// A micro-op writing ACC row `d`.
+    fn uop(d: u32) -> Uop {
+        Uop {
+            dst_idx: d,
+            src_idx: 0,
+            wgt_idx: 0,
+        }
+    }
+
     /// The LOAD UOPs of a program: (SRAM base, DRAM base, micro-ops).
     fn uop_loads(p: &Program) -> Vec<(u16, u32, u16)> {
         p.insns
@@ -678,11 +682,6 @@ mod tests {
     fn preloading_loads_kernels_back_to_back_in_dram_with_one_load() {
         let cfg = HwConfig::default();
         let mut b = ProgramBuilder::new(&cfg);
-        let uop = |d: u32| Uop {
-            dst_idx: d,
-            src_idx: 0,
-            wgt_idx: 0,
-        };
         let first = b.kernel(&[uop(1)]);
         b.gemm(first, UopLoops::once(), true);
         let (x, y, z) = (
