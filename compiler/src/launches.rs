@@ -11,7 +11,7 @@
 //! outputs (used after it: by a CPU step, a later launch or as a model output) and internal
 //! values (only `vta run --check` reads them back).
 //!
-//! Channel concatenations are planned before anything is emitted ([`plan_slots`]): an input
+//! Channel concatenations are planned before anything is emitted (`plan_slots`): an input
 //! an accelerator layer produces is written by that layer straight into its place in the
 //! concatenation's output (reserved in the launch when its first producer is emitted), so the
 //! concatenation copies nothing; for an input that is a channel slice, the sliced tensor is

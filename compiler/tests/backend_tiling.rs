@@ -383,4 +383,29 @@ fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
         let e = lp.layers[0].estimate.unwrap();
         assert_eq!(e.reset_uops, 32, "{cfg}: the first tile's rows");
     }
+    // Two tiles, the second one smaller (rows 4 + 3): only it resets early, and the cost
+    // model counts its rows, not a full tile's.
+    let cfg = config("default");
+    let layer = ConvSpec::new(1, 64, 7, 16, 3, 1, 1)
+        .relu()
+        .build(&mut Rng::new(8), "partial");
+    let t = Tiling {
+        tn: 1,
+        th: 4,
+        tw: 7,
+        tco: 1,
+        tci: 1,
+        order: LoopOrder::CoOuter,
+        col_skip: false,
+    };
+    let mut net = NetBuilder::new(&cfg).unwrap();
+    let x = net.input("x", layer.input_shape);
+    let y = net.conv_tiled(&layer, x, t).unwrap();
+    let lp = net.finish(&[y]).unwrap();
+    let xv = Rng::new(9).act(layer.input_shape, -128, 127);
+    let (out, report) = run(&cfg, &lp, &[xv.view()]);
+    assert_same(&out[0], &layer.reference(xv.view()), "partial second tile");
+    let e = lp.layers[0].estimate.unwrap();
+    assert_eq!((e.tiles, e.reset_uops), (2, 28));
+    assert_eq!(report.get("alu_uops"), Some(e.alu_uops));
 }

@@ -150,7 +150,7 @@ pub struct ProgramBuilder {
 }
 
 /// A point of a [`ProgramBuilder`] to rewind to.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Mark {
     insns: usize,
     segments: usize,
@@ -195,7 +195,7 @@ impl ProgramBuilder {
     /// Undoes everything since `mark` (instructions, buffers, kernels registered, micro-op
     /// buffer contents, pending pops) and returns the micro-ops of the kernels used since,
     /// each once, in the order of first use: a trial emission, to preload what the real one
-    /// will need.
+    /// will need. Buffers created since are gone: their `Buf`s must not be used again.
     pub fn rewind(&mut self, mark: Mark) -> Vec<Vec<Uop>> {
         let mut seen = std::collections::HashSet::new();
         let used = self.used[mark.used..]

@@ -4,8 +4,9 @@
 //! (when that half does not hold them already), reset the accumulators, run one GEMM
 //! instruction per reduction chunk, apply the epilogue, store. The reset of a tile after the
 //! first runs early when it can ([`super::tiling::early_resets`]): on the ALU pipeline
-//! ([`super::epilogue::zeroing`]), between two chunks of the tile before, once that tile's
-//! GEMMs have given its half time to drain, so that it costs the GEMM pipeline nothing. With a residual add fused into
+//! ([`super::epilogue::zeroing`]), between two chunks of the tile before, once the GEMMs of
+//! that tile have given the reset tile's half (the store of the tile two before it) time to
+//! drain, so that it costs the GEMM pipeline nothing. With a residual add fused into
 //! the epilogue ([`super::epilogue::with_residual`]), the tile loads the shortcut's rows
 //! (LOAD ACC8) beside its accumulators between its GEMMs and its epilogue. Per chunk: one INP
 //! load per input-channel block (a 2D strided DMA whose pads are the convolution's zero

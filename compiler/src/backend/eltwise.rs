@@ -1,4 +1,5 @@
-//! Layers that run on the ALU alone: residual add, max pooling, global average pooling.
+//! Layers that run on the ALU (max pooling with the GEMM core's help): residual add, max
+//! pooling, global average pooling.
 //!
 //! Their int8 operands are read with ACC8 loads (sign-extended into ACC lanes) straight from
 //! the packed activation layout (BLOCK_OUT lanes per element), and their results are stored
@@ -82,7 +83,7 @@ pub(super) struct Window {
 pub(super) type Span = (usize, usize);
 
 /// Loads `win` of the channel blocks of `tile` from `input` (layout `il`) into `mem` (ACC8,
-/// or INP for a copy into ACC by the GEMM core, [`copy_rows`]), block `k` at
+/// or INP for a copy into ACC by the GEMM core, [`Ctx::copy_rows`]), block `k` at
 /// `sram + k * plane`, the cells outside the plane as zeros. Returns the window's rows and
 /// columns inside the plane (`r0 .. r1`, `q0 .. q1`; empty when it misses the plane).
 #[allow(clippy::too_many_arguments)]

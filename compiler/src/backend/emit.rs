@@ -16,6 +16,10 @@
 //! store   tile j:   pop g2s  STORE from half j%2    [push s2g if tile j+2 exists]
 //! ```
 //!
+//! A layer may move tile `j`'s `pop s2g` into tile `j-1`, between two of its chunks
+//! ([`Pipeline::claim_next_half`]), to start work on tile `j`'s half there (a convolution's
+//! accumulator reset on the ALU).
+//!
 //! Every push is matched by exactly one pop, and each pop's push comes earlier in the stream,
 //! so the stream also runs in order on hardware that fetches instructions in order. Between
 //! layers, [`Ctx::barrier`] makes compute wait for every store and the load module wait for
@@ -532,6 +536,10 @@ impl<K: PartialEq + Clone> Pipeline<K> {
     /// Inside a tile: compute waits until the next tile's ACC half is drained (what
     /// [`Pipeline::begin_tile`] would wait for), so that work on it can start early.
     pub fn claim_next_half(&mut self, ctx: &mut Ctx) {
+        debug_assert!(
+            self.tile + 1 < self.total_tiles,
+            "the last tile has no next one"
+        );
         if self.tile + 1 >= 2 && !self.next_claimed {
             ctx.b.dep_pop(Module::Store, Module::Compute);
         }

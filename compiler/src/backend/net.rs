@@ -194,7 +194,7 @@ pub struct NetBuilder {
     homes: Vec<HomeState>,
     /// Where the next layer writes its output ([`NetBuilder::set_output_home`]).
     output_home: Option<(Home, usize)>,
-    /// The identity weight tile, once a layer uses it ([`NetBuilder::identity`]).
+    /// The identity weight tile, once a layer asks for it ([`NetBuilder::identity`]).
     identity: Option<Buf>,
 }
 

@@ -152,7 +152,9 @@ pub fn early_reset(chunk_uops: &[u64], wait: u64, reset: u64) -> Option<usize> {
 /// The chunk after which, in the tile before, the accumulators of the second tile (`[0]`)
 /// and of each later tile (`[1]`) are reset on the ALU pipeline ([`early_reset`], as if
 /// every tile were full: `acc_tile` rows and `cpt` chunks of `chunk_uops` GEMM micro-ops).
-/// The second tile's half has nothing to drain.
+/// The second tile's half has nothing to drain. The cost model passes the chunks'
+/// micro-ops of an ungrouped convolution, the emission those it counts in the first chunk:
+/// they agree but for grouped convolutions (whose output blocks read fewer input blocks).
 pub fn early_resets(
     b: &Budget,
     ep_cycles: usize,
@@ -687,7 +689,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         + usize::from(later.is_some()) * tiles.saturating_sub(2);
     let alu_resets = match early_tiles {
         0 => 0,
-        1 => acc_tile,
+        1 => second_tile_rows(g, t, &co_tiles, &h_tiles, &w_tiles),
         // All but the first, a full tile.
         _ => out_rows_total - acc_tile,
     };
@@ -761,6 +763,37 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     e.cycles = e.t_mem.max(e.t_compute) + first_tile + last_store;
     e.score = e.cycles + 0.5 * e.t_mem;
     Some(e)
+}
+
+/// Accumulator rows of the second tile `conv` visits (spatial tiles: samples, then rows,
+/// then columns; see [`LoopOrder`]).
+fn second_tile_rows(
+    g: &ConvGeom,
+    t: &Tiling,
+    co_tiles: &[(usize, usize)],
+    h_tiles: &[(usize, usize)],
+    w_tiles: &[(usize, usize)],
+) -> usize {
+    let spatial: Vec<usize> = if g.pixel {
+        splits(g.nb, t.tn).take(2).map(|s| s.1).collect()
+    } else {
+        (0..g.nb)
+            .flat_map(|_| {
+                h_tiles
+                    .iter()
+                    .flat_map(|h| w_tiles.iter().map(move |w| h.1 * w.1))
+            })
+            .take(2)
+            .collect()
+    };
+    let co: Vec<usize> = co_tiles.iter().take(2).map(|c| c.1).collect();
+    let (s, c) = match t.order {
+        LoopOrder::CoOuter if spatial.len() > 1 => (spatial[1], co[0]),
+        LoopOrder::CoOuter => (spatial[0], co[co.len() - 1]),
+        LoopOrder::SpatialOuter if co.len() > 1 => (spatial[0], co[1]),
+        LoopOrder::SpatialOuter => (spatial[spatial.len() - 1], co[0]),
+    };
+    s * c
 }
 
 /// Every tiling the search considers for `g`.
