@@ -26,7 +26,9 @@ use isa::{MemType, Uop};
 use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{zeroing, EpDst, EpSrc, Epilogue};
 use super::layout::ActLayout;
-use super::tiling::{early_resets, splits, valid_span, whole_tables, ConvGeom, LoopOrder, Tiling};
+use super::tiling::{
+    early_resets, output_tiles, splits, valid_span, whole_tables, ConvGeom, Tile, Tiling,
+};
 use super::BackendError;
 
 /// DRAM segments a convolution reads and writes.
@@ -38,19 +40,6 @@ pub struct ConvBufs {
     pub consts: Buf,
     /// The shortcut of a fused residual add ([`super::epilogue::with_residual`]).
     pub shortcut: Option<Buf>,
-}
-
-/// One output tile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Tile {
-    nb0: usize,
-    tn: usize,
-    oh0: usize,
-    th: usize,
-    ow0: usize,
-    tw: usize,
-    ob0: usize,
-    tco: usize,
 }
 
 /// What a loaded half holds.
@@ -76,51 +65,6 @@ enum Key {
         ob0: usize,
         tco: usize,
     },
-}
-
-fn tiles(g: &ConvGeom, t: &Tiling) -> Vec<Tile> {
-    let mut spatial = Vec::new();
-    let n_tiles: Vec<(usize, usize)> = if g.pixel {
-        splits(g.nb, t.tn).collect()
-    } else {
-        (0..g.nb).map(|n| (n, 1)).collect()
-    };
-    for &(nb0, tn) in &n_tiles {
-        for (oh0, th) in splits(g.oh, t.th) {
-            for (ow0, tw) in splits(g.ow, t.tw) {
-                spatial.push((nb0, tn, oh0, th, ow0, tw));
-            }
-        }
-    }
-    let co: Vec<(usize, usize)> = splits(g.cob, t.tco).collect();
-    let mut out = Vec::with_capacity(spatial.len() * co.len());
-    let mk = |s: (usize, usize, usize, usize, usize, usize), c: (usize, usize)| Tile {
-        nb0: s.0,
-        tn: s.1,
-        oh0: s.2,
-        th: s.3,
-        ow0: s.4,
-        tw: s.5,
-        ob0: c.0,
-        tco: c.1,
-    };
-    match t.order {
-        LoopOrder::CoOuter => {
-            for &c in &co {
-                for &s in &spatial {
-                    out.push(mk(s, c));
-                }
-            }
-        }
-        LoopOrder::SpatialOuter => {
-            for &s in &spatial {
-                for &c in &co {
-                    out.push(mk(s, c));
-                }
-            }
-        }
-    }
-    out
 }
 
 fn chunks(g: &ConvGeom, t: &Tiling, tile: &Tile) -> Vec<(usize, usize)> {
@@ -153,7 +97,7 @@ fn emit_tiles(
     let b = ctx.budget;
     let inl = ActLayout::inp(&ctx.cfg, [g.n, g.c, g.h, g.w]);
     let outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
-    let tiles = tiles(g, t);
+    let tiles = output_tiles(g, t);
     let total_chunks = tiles.iter().map(|tile| chunks(g, t, tile).len()).sum();
     let mut pipe = Pipeline::new(tiles.len(), total_chunks);
     // Fixed pitches: a tile's channel blocks in ACC, a chunk's channel blocks in INP.
@@ -172,18 +116,19 @@ fn emit_tiles(
         .count();
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
     let early = early_chunks(ctx, g, t, ep, &tiles, bufs.weights);
+    // The constant rows a tile needs: the whole layer's, or its channel blocks'.
+    let tab_key = |tile: &Tile| {
+        if whole_tables {
+            (0, g.cob)
+        } else {
+            (tile.ob0, tile.tco)
+        }
+    };
     for (i, tile) in tiles.iter().enumerate() {
         let ab = pipe.acc_half() * b.acc_half;
         // The shortcut's rows (a fused residual add), then the constant rows.
         let sc = ab + acc_cap;
         let tab = ab + g.acc_rows(acc_cap);
-        let tab_key = |tile: &Tile| {
-            if whole_tables {
-                (0, g.cob)
-            } else {
-                (tile.ob0, tile.tco)
-            }
-        };
         let (tab_ob0, tab_blocks) = tab_key(tile);
         // Constant rows, then the reset. When the second tile needs the same ones, they go
         // into both halves at the start, while the core waits for the first chunk anyway:
@@ -230,15 +175,7 @@ fn emit_tiles(
         let rows = region(g, t, tile);
         if early[i].is_none() {
             let reset_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
-            ctx.gemm(
-                &[Uop {
-                    dst_idx: ab as u32,
-                    src_idx: 0,
-                    wgt_idx: 0,
-                }],
-                &reset_dims,
-                true,
-            )?;
+            ctx.reset(ab, &reset_dims)?;
         }
         for (j, (c0, c1)) in chunks(g, t, tile).into_iter().enumerate() {
             let ib = pipe.chunk_half() * b.inp_half;
@@ -450,11 +387,10 @@ fn early_chunks(
     let chunk_list = chunks(g, t, first);
     let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), weights);
     let chunk_uops = base.len() * dims.iter().map(|d| d.ext).product::<usize>();
-    let rows: usize = region(g, t, first).iter().map(|r| r.0.ext).product();
     let [second, later] = early_resets(
         &ctx.budget,
         ep.issue_cycles(),
-        rows,
+        first.rows(),
         chunk_uops as u64,
         chunk_list.len(),
     );

@@ -67,7 +67,7 @@
 //! [`NetBuilder::set_depthwise_alu`]: super::NetBuilder::set_depthwise_alu
 
 use isa::builder::{Buf, Operand};
-use isa::{AluOp, MemType, Uop};
+use isa::{AluOp, MemType};
 
 use super::eltwise::{epilogue, load_tables, load_window, plane_tiles, PlaneTile, Window};
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
@@ -218,14 +218,9 @@ pub fn emit(
         // Over the tile's outputs, reading one row per plane (a weight table).
         let per_plane = [Dim::new(tile.kp, op, 1, 0), Dim::new(pixels, 1, 0, 0)];
         let reset = |ctx: &mut Ctx, at: usize| {
-            ctx.gemm(
-                &[Uop {
-                    dst_idx: at as u32,
-                    src_idx: 0,
-                    wgt_idx: 0,
-                }],
+            ctx.reset(
+                at,
                 &[Dim::new(tile.kp, op, 0, 0), Dim::new(pixels, 1, 0, 0)],
-                true,
             )
         };
         for ky in 0..g.kh {

@@ -25,7 +25,7 @@
 //!   of rows into the same row.
 
 use isa::builder::{Buf, Operand};
-use isa::{AluOp, MemType, Uop};
+use isa::{AluOp, MemType};
 
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{mul_by, EpSrc, Epilogue};
@@ -444,15 +444,7 @@ pub fn emit_max_pool(
             cols: in_cols,
         };
         let reset = |ctx: &mut Ctx, at: usize, pitch: usize, len: usize| {
-            ctx.gemm(
-                &[Uop {
-                    dst_idx: at as u32,
-                    src_idx: 0,
-                    wgt_idx: 0,
-                }],
-                &[Dim::new(t.kp, pitch, 0, 0), Dim::new(len, 1, 0, 0)],
-                true,
-            )
+            ctx.reset(at, &[Dim::new(t.kp, pitch, 0, 0), Dim::new(len, 1, 0, 0)])
         };
         let ((r0, r1), (q0, q1)) = match via_inp {
             Some(identity) => {
@@ -626,15 +618,7 @@ pub fn emit_global_avg_pool(
         if pipe.begin_tile(ctx, (t.cb0, t.kp)) {
             load_tables(ctx, ep, consts, tab, t.cb0, t.kp, cb)?;
         }
-        ctx.gemm(
-            &[Uop {
-                dst_idx: s0 as u32,
-                src_idx: 0,
-                wgt_idx: 0,
-            }],
-            &[Dim::new(t.kp, 1, 0, 0)],
-            true,
-        )?;
+        ctx.reset(s0, &[Dim::new(t.kp, 1, 0, 0)])?;
         for (p0, l) in splits(hw, len) {
             let loads = (0..t.kp)
                 .map(|k| {

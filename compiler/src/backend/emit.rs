@@ -395,6 +395,17 @@ impl Ctx {
         Ok(())
     }
 
+    /// Zeroes the ACC rows `dst` reaches over `dims` (their `dst` steps): a GEMM reset, on
+    /// the GEMM pipeline.
+    pub fn reset(&mut self, dst: usize, dims: &[Dim]) -> Result<(), BackendError> {
+        let uop = Uop {
+            dst_idx: dst as u32,
+            src_idx: 0,
+            wgt_idx: 0,
+        };
+        self.gemm(&[uop], dims, true)
+    }
+
     /// Copies activation rows loaded into INP from `src` into ACC at `dst` over `dims`
     /// (their `dst` and `src` steps), sign-extended as LOAD ACC8 would: a GEMM with the
     /// identity weight tile ([`super::layout::identity_tile`]) at WGT row `wgt`, onto

@@ -19,7 +19,7 @@
 //!   rows it stands for.
 
 use isa::builder::{Buf, Operand};
-use isa::{AluOp, MemType, Uop};
+use isa::{AluOp, MemType};
 
 use super::eltwise::{epilogue, load_tables, no_fit, plane_tiles, scale};
 use super::emit::{coalesce, Ctx, Dim, Dma, Pipeline};
@@ -473,17 +473,12 @@ impl NetBuilder {
                 let (ra, rb) = (rows.at[0], rows.at[1]);
                 let d = rows.dims(false);
                 sub_zp(ctx, l.zp, ra, &d)?;
-                ctx.gemm(
-                    &[Uop {
-                        dst_idx: rb as u32,
-                        src_idx: 0,
-                        wgt_idx: 0,
-                    }],
+                ctx.reset(
+                    rb,
                     &[
                         Dim::new(rows.kp, rows.len, 0, 0),
                         Dim::new(rows.len, 1, 0, 0),
                     ],
-                    true,
                 )?;
                 ctx.alu(AluOp::Add, Operand::Tensor, rb, ra, &d)?;
                 scale(ctx, &l.name, l.mul_pos, ra, &d)?;
@@ -558,14 +553,9 @@ impl NetBuilder {
                 ctx.load(d)?;
             }
             let src = if fx > 1 {
-                ctx.gemm(
-                    &[Uop {
-                        dst_idx: w0 as u32,
-                        src_idx: 0,
-                        wgt_idx: 0,
-                    }],
+                ctx.reset(
+                    w0,
                     &[Dim::new(t.kp, th * ow, 0, 0), Dim::new(t.len * ow, 1, 0, 0)],
-                    true,
                 )?;
                 ctx.alu(
                     AluOp::Add,

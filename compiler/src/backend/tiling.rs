@@ -689,7 +689,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         + usize::from(later.is_some()) * tiles.saturating_sub(2);
     let alu_resets = match early_tiles {
         0 => 0,
-        1 => second_tile_rows(g, t, &co_tiles, &h_tiles, &w_tiles),
+        1 => output_tiles(g, t).get(1).map_or(0, Tile::rows),
         // All but the first, a full tile.
         _ => out_rows_total - acc_tile,
     };
@@ -765,35 +765,70 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     Some(e)
 }
 
-/// Accumulator rows of the second tile `conv` visits (spatial tiles: samples, then rows,
-/// then columns; see [`LoopOrder`]).
-fn second_tile_rows(
-    g: &ConvGeom,
-    t: &Tiling,
-    co_tiles: &[(usize, usize)],
-    h_tiles: &[(usize, usize)],
-    w_tiles: &[(usize, usize)],
-) -> usize {
-    let spatial: Vec<usize> = if g.pixel {
-        splits(g.nb, t.tn).take(2).map(|s| s.1).collect()
+/// One output tile (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tile {
+    pub nb0: usize,
+    pub tn: usize,
+    pub oh0: usize,
+    pub th: usize,
+    pub ow0: usize,
+    pub tw: usize,
+    pub ob0: usize,
+    pub tco: usize,
+}
+
+impl Tile {
+    /// Its accumulator rows.
+    pub fn rows(&self) -> usize {
+        self.tn * self.tco * self.th * self.tw
+    }
+}
+
+/// The output tiles of `g` under `t`, in the order they are computed.
+pub fn output_tiles(g: &ConvGeom, t: &Tiling) -> Vec<Tile> {
+    let mut spatial = Vec::new();
+    let n_tiles: Vec<(usize, usize)> = if g.pixel {
+        splits(g.nb, t.tn).collect()
     } else {
-        (0..g.nb)
-            .flat_map(|_| {
-                h_tiles
-                    .iter()
-                    .flat_map(|h| w_tiles.iter().map(move |w| h.1 * w.1))
-            })
-            .take(2)
-            .collect()
+        (0..g.nb).map(|n| (n, 1)).collect()
     };
-    let co: Vec<usize> = co_tiles.iter().take(2).map(|c| c.1).collect();
-    let (s, c) = match t.order {
-        LoopOrder::CoOuter if spatial.len() > 1 => (spatial[1], co[0]),
-        LoopOrder::CoOuter => (spatial[0], co[co.len() - 1]),
-        LoopOrder::SpatialOuter if co.len() > 1 => (spatial[0], co[1]),
-        LoopOrder::SpatialOuter => (spatial[spatial.len() - 1], co[0]),
+    for &(nb0, tn) in &n_tiles {
+        for (oh0, th) in splits(g.oh, t.th) {
+            for (ow0, tw) in splits(g.ow, t.tw) {
+                spatial.push((nb0, tn, oh0, th, ow0, tw));
+            }
+        }
+    }
+    let co: Vec<(usize, usize)> = splits(g.cob, t.tco).collect();
+    let mut out = Vec::with_capacity(spatial.len() * co.len());
+    let mk = |s: (usize, usize, usize, usize, usize, usize), c: (usize, usize)| Tile {
+        nb0: s.0,
+        tn: s.1,
+        oh0: s.2,
+        th: s.3,
+        ow0: s.4,
+        tw: s.5,
+        ob0: c.0,
+        tco: c.1,
     };
-    s * c
+    match t.order {
+        LoopOrder::CoOuter => {
+            for &c in &co {
+                for &s in &spatial {
+                    out.push(mk(s, c));
+                }
+            }
+        }
+        LoopOrder::SpatialOuter => {
+            for &s in &spatial {
+                for &c in &co {
+                    out.push(mk(s, c));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Every tiling the search considers for `g`.
