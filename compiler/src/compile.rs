@@ -377,7 +377,7 @@ impl Compiled {
                     LayerReport::Compiled(launch, info) => {
                         let t = match &info.tiling {
                             Some(t) => format!(
-                                "{}x{}x{}x{}x{} {}{}",
+                                "{}x{}x{}x{}x{} {}{}{}",
                                 t.tco,
                                 t.tci,
                                 t.th,
@@ -387,6 +387,7 @@ impl Compiled {
                                     backend::LoopOrder::CoOuter => "co-outer",
                                     backend::LoopOrder::SpatialOuter => "spatial-outer",
                                 },
+                                if t.resident { ", resident" } else { "" },
                                 match info.fold {
                                     None => "",
                                     Some(backend::Fold::Columns) => ", columns folded",

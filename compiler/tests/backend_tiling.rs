@@ -136,6 +136,36 @@ fn resident_weights_and_inputs_are_loaded_once() {
 }
 
 #[test]
+fn a_resident_tiling_loads_each_chunk_once_and_runs_its_loads_ahead() {
+    // ResNet-18's layer3 downsample (1x1, stride 2): its input's used columns and its
+    // weights fit INP and WGT whole, so small channel tiles keep both resident.
+    let cfg = config("default");
+    let layer = ConvSpec::new(1, 128, 28, 256, 1, 2, 0)
+        .per_channel()
+        .relu()
+        .build(&mut Rng::new(5), "ds");
+    let (_, g, t, e) = NetBuilder::plan_conv(&cfg, &layer, None).unwrap();
+    assert!(t.resident && t.col_skip && t.tco < g.cob, "{t:?}");
+    assert_eq!(e.inp_bytes, 14 * 14 * 128, "every used input element once");
+    assert_eq!(e.wgt_bytes, 256 * 128, "every weight once");
+    run_tiled(&cfg, &layer, t, 7, true);
+    // No load waits for the compute module within the layer: no place is overwritten.
+    let mut net = NetBuilder::new(&cfg).unwrap();
+    let x = net.input("x", layer.input_shape);
+    let y = net.conv_tiled(&layer, x, t).unwrap();
+    let lp = net.finish(&[y]).unwrap();
+    let waits = lp
+        .program
+        .insns
+        .iter()
+        .filter(|i| {
+            matches!(i, Insn::Load(m) if m.memory_type != MemType::Acc) && i.deps().pop_next
+        })
+        .count();
+    assert_eq!(waits, 0);
+}
+
+#[test]
 fn the_choice_is_the_cheapest_feasible_tiling() {
     for cfg_name in ["default", "small"] {
         let cfg = config(cfg_name);
@@ -205,6 +235,7 @@ fn loop_order_decides_what_stays_resident() {
         tci: 1,
         order,
         col_skip: false,
+        resident: false,
     };
     let co = tiling::estimate(&b, &g, &mk(LoopOrder::CoOuter)).unwrap();
     let sp = tiling::estimate(&b, &g, &mk(LoopOrder::SpatialOuter)).unwrap();
@@ -360,6 +391,7 @@ fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
             tci: 1,
             order: LoopOrder::CoOuter,
             col_skip: false,
+            resident: false,
         };
         run_tiled(&cfg, &layer, t, 11, true);
         let mut net = NetBuilder::new(&cfg).unwrap();
@@ -397,6 +429,7 @@ fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
         tci: 1,
         order: LoopOrder::CoOuter,
         col_skip: false,
+        resident: false,
     };
     let mut net = NetBuilder::new(&cfg).unwrap();
     let x = net.input("x", layer.input_shape);

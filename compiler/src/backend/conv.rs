@@ -13,6 +13,8 @@
 //! padding), the weight tiles of every output-channel block of the tile, and a GEMM whose
 //! micro-ops enumerate (output-channel block, input-channel block, ky, kx) while its two
 //! hardware loops run over output rows and columns (or whichever two dimensions are largest).
+//! A resident tiling puts each chunk's input and weights in a place of their own instead of
+//! a half (`Places`), loads each once, and lets the loads run ahead.
 //!
 //! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
 //! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
@@ -67,6 +69,40 @@ enum Key {
     },
 }
 
+/// Where a resident tiling ([`super::tiling::Tiling::resident`]) keeps its chunks in one
+/// scratchpad: each distinct chunk the next `size` rows, loaded the first time it is used.
+struct Places {
+    keys: Vec<Key>,
+    size: usize,
+    depth: usize,
+}
+
+impl Places {
+    fn new(size: usize, depth: usize) -> Self {
+        Places {
+            keys: Vec::new(),
+            size,
+            depth,
+        }
+    }
+
+    /// The first row of `key`'s place, and whether it must be loaded there.
+    fn place(&mut self, key: Key) -> Result<(usize, bool), BackendError> {
+        if let Some(k) = self.keys.iter().position(|x| *x == key) {
+            return Ok((k * self.size, false));
+        }
+        let at = self.keys.len() * self.size;
+        if at + self.size > self.depth {
+            return Err(BackendError::Internal(format!(
+                "a resident tiling needs more than the {} rows of its scratchpad",
+                self.depth
+            )));
+        }
+        self.keys.push(key);
+        Ok((at, true))
+    }
+}
+
 fn chunks(g: &ConvGeom, t: &Tiling, tile: &Tile) -> Vec<(usize, usize)> {
     let (lo, hi) = g.union(tile.ob0, tile.tco);
     splits(hi - lo, t.tci)
@@ -100,6 +136,9 @@ fn emit_tiles(
     let tiles = output_tiles(g, t);
     let total_chunks = tiles.iter().map(|tile| chunks(g, t, tile).len()).sum();
     let mut pipe = Pipeline::new(tiles.len(), total_chunks);
+    if t.resident {
+        pipe = pipe.own_places();
+    }
     // Fixed pitches: a tile's channel blocks in ACC, a chunk's channel blocks in INP.
     let acc_ob = t.th * t.tw;
     let acc_cap = if g.pixel {
@@ -116,6 +155,15 @@ fn emit_tiles(
         .count();
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
     let early = early_chunks(ctx, g, t, ep, &tiles, bufs.weights);
+    // A resident tiling's chunks have places of their own in the whole of INP and WGT.
+    let mut places = t.resident.then(|| {
+        let tci = t.tci.min(g.cib);
+        let in_rows = if g.pixel { t.tn } else { inp_pitch };
+        (
+            Places::new(tci * in_rows, 2 * b.inp_half),
+            Places::new(t.tco * tci * g.kh * g.kw, 2 * b.wgt_half),
+        )
+    });
     // The constant rows a tile needs: the whole layer's, or its channel blocks'.
     let tab_key = |tile: &Tile| {
         if whole_tables {
@@ -178,8 +226,6 @@ fn emit_tiles(
             ctx.reset(ab, &reset_dims)?;
         }
         for (j, (c0, c1)) in chunks(g, t, tile).into_iter().enumerate() {
-            let ib = pipe.chunk_half() * b.inp_half;
-            let wb = pipe.chunk_half() * b.wgt_half;
             let inp_key = Key::Inp {
                 nb0: tile.nb0,
                 oh0: tile.oh0,
@@ -197,6 +243,19 @@ fn emit_tiles(
                 c1,
             };
             let (need_inp, need_wgt) = pipe.begin_chunk_loads(ctx, inp_key, wgt_key);
+            let (ib, wb, need_inp, need_wgt) = match places.as_mut() {
+                Some((inp, wgt)) => {
+                    let (ib, need_inp) = inp.place(inp_key)?;
+                    let (wb, need_wgt) = wgt.place(wgt_key)?;
+                    (ib, wb, need_inp, need_wgt)
+                }
+                None => (
+                    pipe.chunk_half() * b.inp_half,
+                    pipe.chunk_half() * b.wgt_half,
+                    need_inp,
+                    need_wgt,
+                ),
+            };
             // Input tile: geometry of its SRAM image.
             let (rs, rows, rstep) = g.row_span(tile.oh0, tile.th);
             let (cs, cols, cstep) = g.col_span(tile.ow0, tile.tw, t.col_skip);

@@ -505,6 +505,9 @@ pub struct Pipeline<K: PartialEq + Clone> {
     tab: [Option<K>; 2],
     /// The next tile's ACC half was waited for already ([`Pipeline::claim_next_half`]).
     next_claimed: bool,
+    /// Chunks share INP and WGT halves, so a chunk's loads wait for the GEMMs of the chunk
+    /// two before; without, every chunk has places of its own ([`Pipeline::own_places`]).
+    shared_halves: bool,
 }
 
 impl<K: PartialEq + Clone> Pipeline<K> {
@@ -518,7 +521,15 @@ impl<K: PartialEq + Clone> Pipeline<K> {
             wgt: [None, None],
             tab: [None, None],
             next_claimed: false,
+            shared_halves: true,
         }
+    }
+
+    /// Every chunk's input and weights have places of their own (a resident tiling): the
+    /// loads never overwrite what a GEMM still reads, so they run ahead without waiting.
+    pub fn own_places(mut self) -> Self {
+        self.shared_halves = false;
+        self
     }
 
     /// ACC half of the current tile.
@@ -570,7 +581,7 @@ impl<K: PartialEq + Clone> Pipeline<K> {
 
     /// Starts the loads of a chunk; returns whether its input and its weights must be loaded.
     pub fn begin_chunk_loads(&mut self, ctx: &mut Ctx, inp_key: K, wgt_key: K) -> (bool, bool) {
-        if self.chunk >= 2 {
+        if self.chunk >= 2 && self.shared_halves {
             ctx.b.dep_pop(Module::Compute, Module::Load);
         }
         let h = self.chunk_half();
@@ -589,7 +600,7 @@ impl<K: PartialEq + Clone> Pipeline<K> {
 
     /// After the chunk's GEMMs: frees its half for the chunk two later.
     pub fn end_chunk(&mut self, ctx: &mut Ctx) {
-        if self.chunk + 2 < self.total_chunks {
+        if self.chunk + 2 < self.total_chunks && self.shared_halves {
             ctx.b.dep_push(Module::Compute, Module::Load);
         }
         self.chunk += 1;
