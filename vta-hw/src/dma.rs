@@ -126,19 +126,30 @@ pub fn unpacker(g: Gear, count_width: u32) -> Module {
             m.output_from("out_valid", in_valid);
             m.output_from("out_data", in_data);
         } else {
-            // Beats shift in from the top; after r beats the first one is at the bottom.
-            let acc = m.reg_noreset("acc", e);
+            // Beats shift in from the top; after r beats the first one is at the bottom. One
+            // register per beat: the same flip-flops, but a simulator updates each from the
+            // next without first copying the whole element aside (as it must for one wide
+            // register assigned from itself).
+            let slots: Vec<Sig> = (0..r)
+                .map(|i| m.reg_noreset(&format!("acc_{i}"), b))
+                .collect();
             let beat = m.reg("beat", log2(r), 0);
             let full = m.reg("full", 1, 0);
             let in_ready = m.output_from("in_ready", !full | out_ready);
             let beat_fire = m.named("beat_fire", in_valid & in_ready);
             let out_fire = m.named("out_fire", full & out_ready);
-            m.next_when(acc, beat_fire, in_data.cat(acc.slice(e - 1, b)));
+            for (i, &slot) in slots.iter().enumerate() {
+                m.next_when(
+                    slot,
+                    beat_fire,
+                    slots.get(i + 1).copied().unwrap_or(in_data),
+                );
+            }
             m.next_when(beat, beat_fire, beat + 1);
             let complete = m.named("complete", beat_fire & beat.eq(r - 1));
             m.next(full, complete | (full & !out_fire));
             m.output_from("out_valid", full);
-            m.output_from("out_data", acc);
+            m.output_from("out_data", m.pack(&slots));
         }
     } else {
         let k = g.elems_per_beat();

@@ -1,9 +1,10 @@
 //! The GEMM array: `BATCH x BLOCK_OUT` dot products of `BLOCK_IN` lanes, fully pipelined.
 //!
 //! Ports: `inp` (one INP element), `wgt` (one WGT element), `en` (the operands belong to a
-//! GEMM micro-op), `dot` (`BATCH * BLOCK_OUT` lanes of [`ExecParams::dot_width`] bits, lane
-//! `b*BLOCK_OUT + n`, signed). Latency: `dot` holds the result for the operands presented
-//! with `en` `3 + tree_stages` cycles earlier.
+//! GEMM micro-op), `dot_<l>` (`BATCH * BLOCK_OUT` lanes of [`ExecParams::dot_width`] bits,
+//! lane `l = b*BLOCK_OUT + n`, signed; a port each, which a simulator reads as they are
+//! instead of assembling a vector of them every cycle). Latency: the lanes hold the result
+//! for the operands presented with `en` `3 + tree_stages` cycles earlier.
 //!
 //! Every pipeline register loads only when the micro-op in front of it is valid (`en`
 //! travels along the pipeline): the DSP and flip-flop clock enables, which cost nothing,
@@ -95,10 +96,18 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
                         prod.as_signed() + (1i64 << (s - 1)),
                         stage(2),
                     );
-                    let lo = m.cat(&[!post.bit(s - 1), post.slice(s - 2, 0)]).as_signed();
-                    let hi = post.slice(2 * s - 1, s).as_signed();
-                    terms[b as usize][n1 as usize][k as usize] = Some(lo.trunc(term_w));
-                    terms[b as usize][n2 as usize][k as usize] = Some(hi.trunc(term_w));
+                    // The two fields, signed, in offset binary (`adder_tree`). The low
+                    // field is `{~post[S-1], post[S-2:0]}`, whose offset form is
+                    // `post[S-1:0]` itself.
+                    let lo = if term_w == s {
+                        post.slice(s - 1, 0)
+                    } else {
+                        let lo = m.cat(&[!post.bit(s - 1), post.slice(s - 2, 0)]);
+                        offset(&m, lo.trunc(term_w))
+                    };
+                    let hi = offset(&m, post.slice(2 * s - 1, s).trunc(term_w));
+                    terms[b as usize][n1 as usize][k as usize] = Some(lo);
+                    terms[b as usize][n2 as usize][k as usize] = Some(hi);
                 }
             } else {
                 for n in 0..bo {
@@ -107,7 +116,7 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
                     let prod = pipe_reg(&m, &format!("m_{tag}"), ak * wk, stage(1));
                     let post = pipe_reg(&m, &format!("p_{tag}"), prod, stage(2));
                     terms[b as usize][n as usize][k as usize] =
-                        Some(post.as_signed().trunc(term_w));
+                        Some(offset(&m, post.trunc(term_w)));
                 }
             }
         }
@@ -125,7 +134,9 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
             lanes.push(sum.resize(p.dot_width).as_unsigned());
         }
     }
-    m.output_from("dot", m.pack(&lanes));
+    for (l, &lane) in lanes.iter().enumerate() {
+        m.output_from(&format!("dot_{l}"), lane);
+    }
     m.finish().expect("the dot-product array is well formed")
 }
 
@@ -140,10 +151,24 @@ fn pipe_reg<'a>(m: &'a ModuleBuilder, name: &str, value: Sig<'a>, en: Sig<'a>) -
     r
 }
 
-/// Sum of signed `terms` (a power of two of them, the outputs of pipeline stage 2), each
-/// level one bit wider up to `cap` bits (wrapping beyond), registered after every
-/// `LEVELS_PER_STAGE` levels and after the last one (stage 3, 4, ...: `stage` gives each
-/// stage's valid bit).
+/// `x` (signed, `n` bits) in offset binary: `x + 2^(n-1)`, unsigned, which is `x` with its
+/// top bit flipped.
+fn offset<'a>(m: &'a ModuleBuilder, x: Sig<'a>) -> Sig<'a> {
+    let n = x.width();
+    x.as_unsigned() ^ m.lit(1 << (n - 1), n)
+}
+
+/// Sum of signed `terms` (a power of two of them, the outputs of pipeline stage 2, given in
+/// offset binary: see [`offset`]), each level one bit wider up to `cap` bits (wrapping
+/// beyond), registered after every `LEVELS_PER_STAGE` levels and after the last one (stage
+/// 3, 4, ...: `stage` gives each stage's valid bit). Returns the signed sum.
+///
+/// Between two registers the terms are added in offset binary, zero-extended, and one
+/// constant takes the offsets out again: `sum(x_i) = sum(x_i + 2^(n-1)) - k * 2^(n-1)`
+/// (modulo `2^w`). The registers hold the same two's-complement sums as a tree of
+/// sign-extending adders, on the same adders (the constant only flips high bits), but a
+/// simulator computes zero extensions for free where each sign extension costs it a shift
+/// and a mask or more (Verilator: 12% of ResNet-18's simulation time).
 fn adder_tree<'a>(
     m: &'a ModuleBuilder,
     name: &str,
@@ -157,22 +182,47 @@ fn adder_tree<'a>(
         terms.len()
     );
     let levels = terms.len().trailing_zeros();
-    let mut s = 3;
-    for level in 0..levels {
-        let w = (terms[0].width() + 1).min(cap);
-        terms = terms
-            .chunks(2)
-            .map(|pair| pair[0].resize(w) + pair[1].resize(w))
-            .collect();
-        if (level + 1) % LEVELS_PER_STAGE == 0 || level + 1 == levels {
-            let en = stage(s);
-            s += 1;
-            terms = terms
-                .iter()
-                .enumerate()
-                .map(|(i, t)| pipe_reg(m, &format!("{name}_l{}_{i}", level + 1), *t, en))
-                .collect();
-        }
+    if levels == 0 {
+        // A single term: back from offset binary (the same flip).
+        return offset(m, terms[0]).as_signed();
     }
-    terms[0]
+    let mut s = 3;
+    let mut level = 0;
+    while level < levels {
+        let step = LEVELS_PER_STAGE.min(levels - level);
+        let n = terms[0].width();
+        let w = (n + step).min(cap);
+        // -(2^step * 2^(n-1)) modulo 2^w: the offsets of a group's 2^step terms.
+        let k = (1u128 << (step + n - 1)) % (1u128 << w);
+        let fix = ((1u128 << w) - k) % (1u128 << w);
+        let en = stage(s);
+        s += 1;
+        level += step;
+        terms = terms
+            .chunks(1 << step)
+            .enumerate()
+            .map(|(i, group)| {
+                let mut sums: Vec<Sig> = group
+                    .iter()
+                    .map(|t| if w >= n { t.zext(w) } else { t.trunc(w) })
+                    .collect();
+                while sums.len() > 1 {
+                    sums = sums.chunks(2).map(|p| p[0] + p[1]).collect();
+                }
+                let sum = if fix == 0 {
+                    sums[0]
+                } else {
+                    sums[0] + m.lit(fix as u64, w)
+                };
+                let r = pipe_reg(m, &format!("{name}_l{level}_{i}"), sum, en);
+                if level < levels {
+                    // The next stage's term: this sum in offset binary.
+                    r ^ m.lit(1 << (w - 1), w)
+                } else {
+                    r
+                }
+            })
+            .collect();
+    }
+    terms[0].as_signed()
 }

@@ -417,11 +417,13 @@ pub(super) fn build(cfg: &HwConfig, p: &ExecParams, role: Role) -> Module {
             dot_inst.connect("inp", inp_rd_data);
             dot_inst.connect("wgt", wgt_rd_data);
             dot_inst.connect("en", m.named("dot_en", v.at(3) & !clear.at(3)));
-            let dot = dot_inst.output("dot");
             // Accumulate, or reset.
             let sums: Vec<Sig> = (0..lanes)
                 .map(|l| {
-                    let d = dot.lane(l, p.dot_width).as_signed().sext(p.acc_width);
+                    let d = dot_inst
+                        .output(&format!("dot_{l}"))
+                        .as_signed()
+                        .sext(p.acc_width);
                     x_op.lane(l, p.acc_width) + d.as_unsigned()
                 })
                 .collect();
