@@ -5,7 +5,7 @@
 mod util;
 
 use compiler::backend::tiling::{self, Budget, ConvGeom};
-use compiler::backend::{self, LoopOrder, NetBuilder, Tiling};
+use compiler::backend::{self, LayerProgram, LoopOrder, NetBuilder, Tiling};
 use compiler::qlayer::{QConv2d, QDense, Requant};
 use isa::{AluOp, HwConfig, Insn, MemType};
 use util::{assert_same, config, requant, run, ConvSpec, Draw, Rng};
@@ -27,7 +27,16 @@ fn sample(cfg: &HwConfig, g: &ConvGeom, want: usize) -> Vec<Tiling> {
     v
 }
 
-fn run_tiled(cfg: &HwConfig, layer: &QConv2d, t: Tiling, seed: u64, exact_estimate: bool) {
+/// Compiles `layer` with tiling `t`, runs it (checking races) and checks it against the
+/// reference and, with `exact_estimate`, its traffic against the cost model's; returns the
+/// program.
+fn run_tiled(
+    cfg: &HwConfig,
+    layer: &QConv2d,
+    t: Tiling,
+    seed: u64,
+    exact_estimate: bool,
+) -> LayerProgram {
     let mut net = NetBuilder::new(cfg).unwrap();
     let x = net.input("x", layer.input_shape);
     let y = net.conv_tiled(layer, x, t).unwrap();
@@ -55,6 +64,7 @@ fn run_tiled(cfg: &HwConfig, layer: &QConv2d, t: Tiling, seed: u64, exact_estima
             );
         }
     }
+    lp
 }
 
 #[test]
@@ -148,12 +158,8 @@ fn a_resident_tiling_loads_each_chunk_once_and_runs_its_loads_ahead() {
     assert!(t.resident && t.col_skip && t.tco < g.cob, "{t:?}");
     assert_eq!(e.inp_bytes, 14 * 14 * 128, "every used input element once");
     assert_eq!(e.wgt_bytes, 256 * 128, "every weight once");
-    run_tiled(&cfg, &layer, t, 7, true);
+    let lp = run_tiled(&cfg, &layer, t, 7, true);
     // No load waits for the compute module within the layer: no place is overwritten.
-    let mut net = NetBuilder::new(&cfg).unwrap();
-    let x = net.input("x", layer.input_shape);
-    let y = net.conv_tiled(&layer, x, t).unwrap();
-    let lp = net.finish(&[y]).unwrap();
     let waits = lp
         .program
         .insns
@@ -393,11 +399,7 @@ fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
             col_skip: false,
             resident: false,
         };
-        run_tiled(&cfg, &layer, t, 11, true);
-        let mut net = NetBuilder::new(&cfg).unwrap();
-        let x = net.input("x", layer.input_shape);
-        let y = net.conv_tiled(&layer, x, t).unwrap();
-        let lp = net.finish(&[y]).unwrap();
+        let lp = run_tiled(&cfg, &layer, t, 11, true);
         let resets = lp
             .program
             .insns
