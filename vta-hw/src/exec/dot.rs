@@ -62,7 +62,8 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
         .collect();
 
     // Stages 2 and 3: products (multiplier register, then post-adder register); terms are
-    // signed, at most ACC_WIDTH bits (sums wrap modulo 2^ACC_WIDTH anyway).
+    // signed, at most ACC_WIDTH bits (sums wrap modulo 2^ACC_WIDTH anyway), handed to the
+    // adder trees in offset binary.
     let pw = iw + ww;
     let term_w = pw.min(p.acc_width);
     let mut terms: Vec<Vec<Vec<Option<Sig>>>> =
@@ -216,8 +217,8 @@ fn adder_tree<'a>(
                 };
                 let r = pipe_reg(m, &format!("{name}_l{level}_{i}"), sum, en);
                 if level < levels {
-                    // The next stage's term: this sum in offset binary.
-                    r ^ m.lit(1 << (w - 1), w)
+                    // The next stage's term.
+                    offset(m, r)
                 } else {
                     r
                 }
