@@ -519,8 +519,9 @@ pub fn whole_tables(
 }
 
 /// Cycles the load engine spends on a one-element DMA row beside its bytes (the input
-/// columns a strided 1x1 convolution skips): 2.8 on the RTL for ResNet-18's layer3
-/// downsample, against about 8 for a row of a longer transfer.
+/// columns a strided 1x1 convolution skips): 2.8 to 3.3 on the RTL for the shape of
+/// ResNet-18's layer3 downsample (its busy cycles less the bytes' bus cycles, per row),
+/// against about 8 for a row of a longer transfer.
 const ELEMENT_ROW_CYCLES: f64 = 3.0;
 
 /// Predicts the cost of `t` for `g`, or `None` when it does not fit the config.
