@@ -356,7 +356,7 @@ impl Compiled {
             let _ = writeln!(s, "accelerator layers: none");
             return s;
         }
-        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs):");
+        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs):");
         let rows: Vec<Vec<String>> = self
             .steps
             .iter()
@@ -387,7 +387,11 @@ impl Compiled {
                                     backend::LoopOrder::CoOuter => "co-outer",
                                     backend::LoopOrder::SpatialOuter => "spatial-outer",
                                 },
-                                if t.resident { ", resident" } else { "" },
+                                match (t.resident, t.taper) {
+                                    (true, true) => ", resident, tapered",
+                                    (true, false) => ", resident",
+                                    _ => "",
+                                },
                                 match info.fold {
                                     None => "",
                                     Some(backend::Fold::Columns) => ", columns folded",

@@ -172,6 +172,68 @@ fn a_resident_tiling_loads_each_chunk_once_and_runs_its_loads_ahead() {
 }
 
 #[test]
+fn tapered_channel_tiles_halve_down_to_an_eighth_of_the_first() {
+    let t = |tco| Tiling {
+        tn: 1,
+        th: 7,
+        tw: 7,
+        tco,
+        tci: 2,
+        order: LoopOrder::CoOuter,
+        col_skip: false,
+        resident: true,
+        taper: true,
+    };
+    let sizes = |cob, tco| -> Vec<usize> {
+        let s = tiling::co_splits(cob, &t(tco));
+        let mut at = 0;
+        for &(ob0, len) in &s {
+            assert_eq!(ob0, at, "contiguous");
+            at += len;
+        }
+        assert_eq!(at, cob, "every block once");
+        s.into_iter().map(|(_, len)| len).collect()
+    };
+    assert_eq!(sizes(32, 14), [14, 7, 4, 2, 2, 2, 1]);
+    assert_eq!(sizes(32, 16), [16, 8, 4, 2, 2]);
+    assert_eq!(sizes(32, 32), [32]);
+    assert_eq!(sizes(5, 4), [4, 1]);
+    assert_eq!(sizes(64, 24), [24, 12, 6, 3, 3, 3, 3, 3, 3, 3, 1]);
+}
+
+#[test]
+fn a_tapered_tiling_is_exact_and_its_model_counts_what_it_emits() {
+    // ResNet-18's layer4 downsample (1x1, stride 2, 256 -> 512 channels on 7x7), which the
+    // tiler runs tapered in ResNet-18 (channel tiles of 11, 6, 3, 2, ... blocks): its first
+    // channel tile needs the whole input, and the GEMMs of a large first tile hide the
+    // input's arrival; the small last ones leave a short epilogue and store.
+    let cfg = config("default");
+    let layer = ConvSpec::new(1, 256, 14, 512, 1, 2, 0).build(&mut Rng::new(6), "ds4");
+    let g = geom(&cfg, &layer);
+    let t = Tiling {
+        tn: 1,
+        th: 7,
+        tw: 7,
+        tco: 11,
+        tci: 2,
+        order: LoopOrder::CoOuter,
+        col_skip: false,
+        resident: true,
+        taper: true,
+    };
+    let e = tiling::estimate(&Budget::new(&cfg), &g, &t).expect("feasible");
+    assert_eq!(e.wgt_bytes, 256 * 512, "every weight once");
+    let lp = run_tiled(&cfg, &layer, t, 4, true);
+    // The cost model puts each tile's reset on the pipeline the emission does.
+    let xv = Rng::new(4).act(layer.input_shape, -128, 127);
+    let (_, report) = run(&cfg, &lp, &[xv.view()]);
+    let est = lp.layers[0].estimate.unwrap();
+    assert_eq!(est.tiles as usize, tiling::co_splits(g.cob, &t).len());
+    assert_eq!(report.get("reset_uops"), Some(est.reset_uops));
+    assert_eq!(report.get("alu_uops"), Some(est.alu_uops));
+}
+
+#[test]
 fn the_choice_is_the_cheapest_feasible_tiling() {
     for cfg_name in ["default", "small"] {
         let cfg = config(cfg_name);
@@ -242,6 +304,7 @@ fn loop_order_decides_what_stays_resident() {
         order,
         col_skip: false,
         resident: false,
+        taper: false,
     };
     let co = tiling::estimate(&b, &g, &mk(LoopOrder::CoOuter)).unwrap();
     let sp = tiling::estimate(&b, &g, &mk(LoopOrder::SpatialOuter)).unwrap();
@@ -398,6 +461,7 @@ fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
             order: LoopOrder::CoOuter,
             col_skip: false,
             resident: false,
+            taper: false,
         };
         let lp = run_tiled(&cfg, &layer, t, 11, true);
         let resets = lp
@@ -432,6 +496,7 @@ fn a_tiles_reset_runs_on_the_alu_beside_the_chunks_of_the_tile_before() {
         order: LoopOrder::CoOuter,
         col_skip: false,
         resident: false,
+        taper: false,
     };
     let mut net = NetBuilder::new(&cfg).unwrap();
     let x = net.input("x", layer.input_shape);

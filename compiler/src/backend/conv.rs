@@ -14,7 +14,8 @@
 //! micro-ops enumerate (output-channel block, input-channel block, ky, kx) while its two
 //! hardware loops run over output rows and columns (or whichever two dimensions are largest).
 //! A resident tiling puts each chunk's input and weights in a place of their own instead of
-//! a half (`Places`), loads each once, and lets the loads run ahead.
+//! a half (`Places`, each as large as its chunk: a tapered tiling's channel tiles shrink),
+//! loads each once, and lets the loads run ahead.
 //!
 //! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
 //! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
@@ -29,7 +30,8 @@ use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{zeroing, EpDst, EpSrc, Epilogue};
 use super::layout::ActLayout;
 use super::tiling::{
-    early_resets, output_tiles, splits, valid_span, whole_tables, ConvGeom, Tile, Tiling,
+    early_resets, output_tiles, splits, tapered_early_resets, valid_span, whole_tables, ConvGeom,
+    Tile, Tiling,
 };
 use super::BackendError;
 
@@ -70,35 +72,37 @@ enum Key {
 }
 
 /// Where a resident tiling ([`super::tiling::Tiling::resident`]) keeps its chunks in one
-/// scratchpad: each distinct chunk the next `size` rows, loaded the first time it is used.
+/// scratchpad: each distinct chunk the next rows, as many as it needs, loaded the first time
+/// it is used.
 struct Places {
-    keys: Vec<Key>,
-    size: usize,
+    keys: Vec<(Key, usize)>,
+    next: usize,
     depth: usize,
 }
 
 impl Places {
-    fn new(size: usize, depth: usize) -> Self {
+    fn new(depth: usize) -> Self {
         Places {
             keys: Vec::new(),
-            size,
+            next: 0,
             depth,
         }
     }
 
-    /// The first row of `key`'s place, and whether it must be loaded there.
-    fn place(&mut self, key: Key) -> Result<(usize, bool), BackendError> {
-        if let Some(k) = self.keys.iter().position(|x| *x == key) {
-            return Ok((k * self.size, false));
+    /// The first row of `key`'s place (of `size` rows), and whether it must be loaded there.
+    fn place(&mut self, key: Key, size: usize) -> Result<(usize, bool), BackendError> {
+        if let Some(&(_, at)) = self.keys.iter().find(|(k, _)| *k == key) {
+            return Ok((at, false));
         }
-        let at = self.keys.len() * self.size;
-        if at + self.size > self.depth {
+        let at = self.next;
+        if at + size > self.depth {
             return Err(BackendError::Internal(format!(
                 "a resident tiling needs more than the {} rows of its scratchpad",
                 self.depth
             )));
         }
-        self.keys.push(key);
+        self.keys.push((key, at));
+        self.next = at + size;
         Ok((at, true))
     }
 }
@@ -156,14 +160,10 @@ fn emit_tiles(
     let whole_tables = whole_tables(&b, g, acc_cap, tiles.len(), per_tile_loads);
     let early = early_chunks(ctx, g, t, ep, &tiles, bufs.weights);
     // A resident tiling's chunks have places of their own in the whole of INP and WGT.
-    let mut places = t.resident.then(|| {
-        let tci = t.tci.min(g.cib);
-        let in_rows = if g.pixel { t.tn } else { inp_pitch };
-        (
-            Places::new(tci * in_rows, 2 * b.inp_half),
-            Places::new(t.tco * tci * g.kh * g.kw, 2 * b.wgt_half),
-        )
-    });
+    let mut places = t
+        .resident
+        .then(|| (Places::new(2 * b.inp_half), Places::new(2 * b.wgt_half)));
+    let inp_place = t.tci.min(g.cib) * if g.pixel { t.tn } else { inp_pitch };
     // The constant rows a tile needs: the whole layer's, or its channel blocks'.
     let tab_key = |tile: &Tile| {
         if whole_tables {
@@ -245,8 +245,8 @@ fn emit_tiles(
             let (need_inp, need_wgt) = pipe.begin_chunk_loads(ctx, inp_key, wgt_key);
             let (ib, wb, need_inp, need_wgt) = match places.as_mut() {
                 Some((inp, wgt)) => {
-                    let (ib, need_inp) = inp.place(inp_key)?;
-                    let (wb, need_wgt) = wgt.place(wgt_key)?;
+                    let (ib, need_inp) = inp.place(inp_key, inp_place)?;
+                    let (wb, need_wgt) = wgt.place(wgt_key, tile.tco * (c1 - c0) * g.kh * g.kw)?;
                     (ib, wb, need_inp, need_wgt)
                 }
                 None => (
@@ -443,6 +443,18 @@ fn early_chunks(
     let Some(first) = tiles.first() else {
         return Vec::new();
     };
+    if t.taper {
+        // Tapered tiles are ungrouped: every channel tile reads the same input blocks.
+        let (lo, hi) = g.union(first.ob0, first.tco);
+        return tapered_early_resets(
+            &ctx.budget,
+            ep.issue_cycles(),
+            tiles,
+            hi - lo,
+            t.tci,
+            g.kh * g.kw,
+        );
+    }
     let chunk_list = chunks(g, t, first);
     let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), weights);
     let chunk_uops = base.len() * dims.iter().map(|d| d.ext).product::<usize>();

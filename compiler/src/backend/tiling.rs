@@ -24,6 +24,14 @@
 //! first channel tile's weights only, and later channel tiles find every input in place
 //! (ResNet-18's layer3 downsample: 35.8 k -> 33.3 k cycles on the RTL).
 //!
+//! A resident tiling may be *tapered* ([`Tiling::taper`], [`co_splits`]): its channel tiles
+//! start at `tco` blocks and halve down to an eighth of that. Where the first channel tile
+//! needs the whole input and the layer's loads take about as long as its GEMMs (ResNet-18's
+//! layer4 downsample), a small first tile leaves the core waiting for the input; a large
+//! one keeps it busy meanwhile, and the small last ones leave a short epilogue and store at
+//! the end (30.2 k instead of 31.6 k cycles on the RTL). Each tile's GEMMs cover the
+//! epilogue and store of the tile before; where they do not, the model counts the wait.
+//!
 //! *Pixel* convolutions (`H = W = 1`, 1x1 kernel, no padding: dense layers and 1x1 convs
 //! after global pooling) tile over sample blocks instead of pixels, so a dense layer is a GEMM
 //! over the batch whose weights are fetched once per batch tile, not per sample.
@@ -41,6 +49,7 @@
 //!             (3 for the one-element rows of skipped columns)
 //! G, E     = gemm_uops + GEMM resets, epilogue_issue_cycles + ALU resets (the two pipelines)
 //! T_compute = max(G, E) + min(G, E) / tiles + 12 * tiles
+//!             (tapered: min(G, E) * last tile's share, and the waits for a half)
 //!           + (ACC and UOP bytes) / (AXI_DATA_WIDTH / 8) + 4 * compute_instructions
 //! fill      = time to load the first tile's chunks, less its GEMMs but the last chunk's
 //!             (at least the first chunk's load), + time to store the last tile
@@ -175,6 +184,51 @@ pub fn early_resets(
     [0, b.drain_cycles(ep_cycles, acc_tile)].map(|wait| early_reset(&chunks, wait, reset))
 }
 
+/// Per tile of a tapered tiling ([`Tiling::taper`]), the chunk of the tile before after which
+/// its accumulators are reset on the ALU pipeline ([`early_reset`] with each tile's own
+/// size: the tile two before drains its rows, the tile before gives its chunks' GEMMs, of
+/// `tci` input-channel blocks each over `union` blocks and `khw` kernel taps).
+pub fn tapered_early_resets(
+    b: &Budget,
+    ep_cycles: usize,
+    tiles: &[Tile],
+    union: usize,
+    tci: usize,
+    khw: usize,
+) -> Vec<Option<usize>> {
+    (0..tiles.len())
+        .map(|i| {
+            let before = &tiles[i.checked_sub(1)?];
+            let chunks: Vec<u64> = splits(union, tci)
+                .map(|(_, len)| (before.rows() * len * khw) as u64)
+                .collect();
+            let wait = match i.checked_sub(2) {
+                Some(k) => b.drain_cycles(ep_cycles, tiles[k].rows()),
+                None => 0,
+            };
+            early_reset(&chunks, wait, (tiles[i].rows() * b.zero_ops) as u64)
+        })
+        .collect()
+}
+
+/// The output-channel tiles of `cob` blocks under `t`, as (first block, blocks): `tco`
+/// blocks each (the last one the rest), or tapered ([`Tiling::taper`]): `tco` blocks, then
+/// each tile half the one before (rounded up), down to an eighth of `tco` (rounded up).
+pub fn co_splits(cob: usize, t: &Tiling) -> Vec<(usize, usize)> {
+    if !t.taper {
+        return splits(cob, t.tco).collect();
+    }
+    let floor = t.tco.div_ceil(8);
+    let (mut out, mut at, mut size) = (Vec::new(), 0, t.tco);
+    while at < cob {
+        let len = size.min(cob - at);
+        out.push((at, len));
+        at += len;
+        size = size.div_ceil(2).max(floor);
+    }
+    out
+}
+
 /// Which tiles are outermost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LoopOrder {
@@ -208,6 +262,11 @@ pub struct Tiling {
     /// is loaded once: the spatial tiles' inputs stay for the later channel tiles, and the
     /// first channel tile starts on its own weights, a fraction of the layer's.
     pub resident: bool,
+    /// With `resident`: output-channel tiles of decreasing size ([`co_splits`]). The first,
+    /// large one keeps the GEMMs busy while the input arrives (its chunks' weights are most
+    /// of what each chunk loads), the small last ones leave a short epilogue and store at
+    /// the end; each tile's GEMMs cover the epilogue and store of the tile before.
+    pub taper: bool,
 }
 
 /// What the cost model predicts for one tiling.
@@ -534,8 +593,11 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     if g.pixel && (th != 1 || tw != 1) || !g.pixel && tn != 1 {
         return None;
     }
+    if t.taper && !(t.resident && co_splits(g.cob, t) != splits(g.cob, tco).collect::<Vec<_>>()) {
+        return None; // tapered only when resident, and when that changes the tiles
+    }
     // Per output-channel tile: the union of input-channel blocks, chunks, weight tiles.
-    let co_tiles: Vec<(usize, usize)> = splits(g.cob, tco).collect();
+    let co_tiles = co_splits(g.cob, t);
     let mut max_u = 0;
     let mut max_w = 0;
     let mut chunk_counts = Vec::with_capacity(co_tiles.len());
@@ -582,13 +644,15 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let tiles = s_tiles * k_tiles;
     let chunk_sum: usize = chunk_counts.iter().sum();
     // A resident tiling's places: one per input chunk (the channel tiles share one input
-    // union) and one per weight chunk, in the whole buffers.
+    // union) and one per weight chunk (its channel tile's weights for the chunk), in the
+    // whole buffers.
     let (inp_places, wgt_places) = (s_tiles * cpt, chunk_sum);
     let (inp_room, wgt_room, halves) = if t.resident {
         if !(uniform_u && uniform_c && g.groups == 1 && t.order == LoopOrder::CoOuter) {
             return None;
         }
-        (inp_places * tci * pitch, wgt_places * max_w, 2)
+        let weights: usize = co_tiles.iter().map(|&(_, len)| len * max_u * khw).sum();
+        (inp_places * tci * pitch, weights, 2)
     } else {
         (tci * pitch, max_w, 1)
     };
@@ -676,7 +740,15 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let wgt_loads = chunk_sum * f_wgt;
     let regular = g.groups == 1;
     let wgt_insns = wgt_loads * if regular { 1 } else { tco };
-    let wgt_rows = wgt_loads * if cpt == 1 && regular { 1 } else { tco };
+    // A chunk's weights: one DMA row per output-channel block of its tile (one in all when
+    // a tile has a single chunk).
+    let wgt_rows = if cpt == 1 && regular {
+        wgt_loads
+    } else if t.taper {
+        co_tiles.iter().map(|&(_, len)| len * cpt).sum::<usize>() * f_wgt
+    } else {
+        wgt_loads * tco
+    };
     // Tables, outputs.
     let (tab_loads, tab_bytes) = if whole_tables(b, g, acc_tile, tiles, k_tiles * f_tab) {
         let loads = tiles.min(2);
@@ -715,14 +787,22 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     // Accumulator resets: on the ALU pipeline for the tiles `early_resets` says, else on
     // the GEMM pipeline.
     let chunk = (acc_tile * tci * khw) as u64;
-    let [second, later] = early_resets(b, g.ep_cycles, acc_tile, chunk, cpt);
-    let early_tiles = usize::from(tiles > 1 && second.is_some())
-        + usize::from(later.is_some()) * tiles.saturating_sub(2);
-    let alu_resets = match early_tiles {
-        0 => 0,
-        1 => output_tiles(g, t).get(1).map_or(0, Tile::rows),
-        // All but the first, a full tile.
-        _ => out_rows_total - acc_tile,
+    let (early_tiles, alu_resets) = if t.taper {
+        let all = output_tiles(g, t);
+        let early = tapered_early_resets(b, g.ep_cycles, &all, max_u, tci, khw);
+        let resets = all.iter().zip(&early).filter(|(_, e)| e.is_some());
+        (resets.clone().count(), resets.map(|(t, _)| t.rows()).sum())
+    } else {
+        let [second, later] = early_resets(b, g.ep_cycles, acc_tile, chunk, cpt);
+        let early_tiles = usize::from(tiles > 1 && second.is_some())
+            + usize::from(later.is_some()) * tiles.saturating_sub(2);
+        let alu_resets = match early_tiles {
+            0 => 0,
+            1 => output_tiles(g, t).get(1).map_or(0, Tile::rows),
+            // All but the first, a full tile.
+            _ => out_rows_total - acc_tile,
+        };
+        (early_tiles, alu_resets)
     };
     let reset_uops = (out_rows_total - alu_resets) as u64;
     let alu_uops = (out_rows_total * g.ep_ops + alu_resets * b.zero_ops) as u64;
@@ -748,7 +828,22 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     } else {
         4
     };
-    let uop_bytes = (kernels * kernel * variants * isa::UOP_BYTES) as u64;
+    let uop_bytes = if t.taper {
+        // A kernel per chunk; a tile's kernel runs over its own channel blocks.
+        let per_tile: usize = co_tiles
+            .iter()
+            .map(|&(_, len)| {
+                let mut d = [len, th, tw];
+                d.sort_unstable();
+                cpt * (d[0] * pairs).min(b.kernel_limit())
+            })
+            .sum();
+        let spatial_variants =
+            1 + usize::from(h_tiles.len() * th != g.oh) + usize::from(w_tiles.len() * tw != g.ow);
+        (s_tiles * per_tile * spatial_variants * isa::UOP_BYTES) as u64
+    } else {
+        (kernels * kernel * variants * isa::UOP_BYTES) as u64
+    };
     let gemm_insns = tiles
         * if uniform_c {
             cpt
@@ -793,8 +888,30 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         + ELEMENT_ROW_CYCLES * element_rows as f64;
     let alu_cycles = (out_rows_total * g.ep_cycles + alu_resets * b.zero_ops) as f64;
     let gemm_cycles = (gemm_uops + reset_uops) as f64;
+    // The last tile's rows (its epilogue and store are not hidden), and for tapered tiles
+    // the GEMM pipeline's waits for a half whose epilogue and store take longer than the
+    // GEMMs of the tile between.
+    let (last_rows, tail_share, taper_waits) = if t.taper {
+        let rows: Vec<usize> = co_tiles.iter().map(|&(_, len)| len * th * tw).collect();
+        let waits: u64 = rows
+            .windows(2)
+            .map(|w| {
+                let gemms = (w[1] * max_u * khw) as u64;
+                b.drain_cycles(g.ep_cycles, w[0]).saturating_sub(gemms)
+            })
+            .sum();
+        let last = rows[rows.len() - 1];
+        (
+            last,
+            last as f64 / out_rows_total as f64,
+            s_tiles as f64 * waits as f64,
+        )
+    } else {
+        (acc_tile, 1.0 / tiles as f64, 0.0)
+    };
     e.t_compute = gemm_cycles.max(alu_cycles)
-        + gemm_cycles.min(alu_cycles) / tiles as f64
+        + gemm_cycles.min(alu_cycles) * tail_share
+        + taper_waits
         + 12.0 * tiles as f64
         + ((tab_bytes + short_bytes) as u64 + uop_bytes) as f64 / b.bus_bytes
         + 4.0 * compute_insns as f64;
@@ -808,7 +925,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
             0.0
         };
     let first_tile = first_chunk + (cpt - 1) as f64 * (first_chunk - chunk as f64).max(0.0);
-    let last_store = (acc_tile * b.out_eb) as f64 / b.bus_bytes;
+    let last_store = (last_rows * b.out_eb) as f64 / b.bus_bytes;
     e.cycles = e.t_mem.max(e.t_compute) + first_tile + last_store;
     e.score = e.cycles + 0.5 * e.t_mem;
     Some(e)
@@ -849,7 +966,7 @@ pub fn output_tiles(g: &ConvGeom, t: &Tiling) -> Vec<Tile> {
             }
         }
     }
-    let co: Vec<(usize, usize)> = splits(g.cob, t.tco).collect();
+    let co = co_splits(g.cob, t);
     let mut out = Vec::with_capacity(spatial.len() * co.len());
     let mk = |s: (usize, usize, usize, usize, usize, usize), c: (usize, usize)| Tile {
         nb0: s.0,
@@ -905,10 +1022,11 @@ pub fn search_space(g: &ConvGeom) -> Vec<Tiling> {
                 for &tw in &tws {
                     for &tn in &tns {
                         for &col_skip in skips {
-                            for (order, resident) in [
-                                (LoopOrder::CoOuter, false),
-                                (LoopOrder::SpatialOuter, false),
-                                (LoopOrder::CoOuter, true),
+                            for (order, resident, taper) in [
+                                (LoopOrder::CoOuter, false, false),
+                                (LoopOrder::SpatialOuter, false, false),
+                                (LoopOrder::CoOuter, true, false),
+                                (LoopOrder::CoOuter, true, true),
                             ] {
                                 out.push(Tiling {
                                     tn,
@@ -919,6 +1037,7 @@ pub fn search_space(g: &ConvGeom) -> Vec<Tiling> {
                                     order,
                                     col_skip,
                                     resident,
+                                    taper,
                                 });
                             }
                         }
