@@ -593,11 +593,13 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     if g.pixel && (th != 1 || tw != 1) || !g.pixel && tn != 1 {
         return None;
     }
-    if t.taper && !(t.resident && co_splits(g.cob, t) != splits(g.cob, tco).collect::<Vec<_>>()) {
-        return None; // tapered only when resident, and when that changes the tiles
-    }
     // Per output-channel tile: the union of input-channel blocks, chunks, weight tiles.
     let co_tiles = co_splits(g.cob, t);
+    if t.taper && !(t.resident && co_tiles != splits(g.cob, tco).collect::<Vec<_>>()) {
+        return None; // tapered only when resident, and when that changes the tiles
+    }
+    // A tapered tiling's tiles differ in size: the model follows them one by one.
+    let tapered = t.taper.then(|| output_tiles(g, t));
     let mut max_u = 0;
     let mut max_w = 0;
     let mut chunk_counts = Vec::with_capacity(co_tiles.len());
@@ -787,9 +789,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     // Accumulator resets: on the ALU pipeline for the tiles `early_resets` says, else on
     // the GEMM pipeline.
     let chunk = (acc_tile * tci * khw) as u64;
-    let (early_tiles, alu_resets) = if t.taper {
-        let all = output_tiles(g, t);
-        let early = tapered_early_resets(b, g.ep_cycles, &all, max_u, tci, khw);
+    let (early_tiles, alu_resets) = if let Some(all) = &tapered {
+        let early = tapered_early_resets(b, g.ep_cycles, all, max_u, tci, khw);
         let resets = all.iter().zip(&early).filter(|(_, e)| e.is_some());
         (resets.clone().count(), resets.map(|(t, _)| t.rows()).sum())
     } else {
@@ -891,21 +892,18 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     // The last tile's rows (its epilogue and store are not hidden), and for tapered tiles
     // the GEMM pipeline's waits for a half whose epilogue and store take longer than the
     // GEMMs of the tile between.
-    let (last_rows, tail_share, taper_waits) = if t.taper {
-        let rows: Vec<usize> = co_tiles.iter().map(|&(_, len)| len * th * tw).collect();
-        let waits: u64 = rows
+    let (last_rows, tail_share, taper_waits) = if let Some(all) = &tapered {
+        // Tile i + 2 waits for tile i's half while tile i + 1's GEMMs do not cover its drain.
+        let waits: u64 = all
             .windows(2)
             .map(|w| {
-                let gemms = (w[1] * max_u * khw) as u64;
-                b.drain_cycles(g.ep_cycles, w[0]).saturating_sub(gemms)
+                let gemms = (w[1].rows() * max_u * khw) as u64;
+                b.drain_cycles(g.ep_cycles, w[0].rows())
+                    .saturating_sub(gemms)
             })
             .sum();
-        let last = rows[rows.len() - 1];
-        (
-            last,
-            last as f64 / out_rows_total as f64,
-            s_tiles as f64 * waits as f64,
-        )
+        let last = all.last().map_or(acc_tile, Tile::rows);
+        (last, last as f64 / out_rows_total as f64, waits as f64)
     } else {
         (acc_tile, 1.0 / tiles as f64, 0.0)
     };
