@@ -9,7 +9,10 @@
 //!   assignment of exactly the product's width, or of the width of a part-select of its low
 //!   bits that is at least as wide as both factors);
 //! * all operands of an operator have the width the IR gave them, so no implicit extension
-//!   or truncation happens anywhere;
+//!   or truncation happens anywhere, except inside the factors of a signed product: sign
+//!   extensions, and sums of them that provably cannot overflow, print in the product's
+//!   signed context (`$signed(a) * (($signed(w1) << 16) + $signed(w0))`, see
+//!   `signed_product`), under a `lint_off WIDTH` of their own;
 //! * a subexpression used more than once, a product inside a larger expression, and the
 //!   operand of a part-select that is not a plain name are printed once into a generated
 //!   wire named after the signal being computed (`<name>_t<k>`);
@@ -30,6 +33,8 @@ use std::sync::Arc;
 use crate::bits::Bits;
 use crate::check::describe_bits;
 use crate::ir::*;
+
+mod signed_product;
 
 /// A design: the top module and, through its instances, every module below it.
 #[derive(Clone, Debug)]
@@ -246,8 +251,9 @@ struct Printer<'a> {
     temps: Vec<Temp>,
     /// Bits read so far, per declared name.
     used: HashMap<String, Vec<bool>>,
-    /// `assign` statements in print order, each with the generated signal it drives.
-    assigns: Vec<(Option<usize>, String)>,
+    /// `assign` statements in print order, each with the generated signal it drives and
+    /// whether it needs [`signed_product::width_waived`].
+    assigns: Vec<(Option<usize>, String, bool)>,
     /// Who is reading the names used now.
     reader: Reader,
     /// The id of each generated signal's name.
@@ -392,7 +398,7 @@ impl<'a> Printer<'a> {
         let id = self.temp_readers.len();
         self.temp_readers.push(vec![]);
         let outer = std::mem::replace(&mut self.reader, Reader::Temp(id));
-        let rhs = self.rhs(n, hint);
+        let (rhs, waive) = self.rhs(n, hint);
         self.reader = outer;
         let width = self.def.nodes[n].width;
         self.used.insert(name.clone(), vec![false; width as usize]);
@@ -403,7 +409,7 @@ impl<'a> Printer<'a> {
         });
         self.temp_index.insert(name.clone(), id);
         // In dependency order: the signals its value reads come first.
-        self.assigns.push((Some(id), format!("{name} = {rhs};")));
+        self.assigns.push((Some(id), format!("{name} = {rhs};"), waive));
         self.ident.insert(n, name.clone());
         name
     }
@@ -449,25 +455,29 @@ impl<'a> Printer<'a> {
     }
 
     /// Text for the whole right-hand side of an assignment whose target has exactly the
-    /// width of `n` (the one place a product may appear).
-    fn rhs(&mut self, n: NodeId, hint: &str) -> String {
+    /// width of `n` (the one place a product may appear), and whether the statement needs
+    /// [`signed_product::width_waived`].
+    fn rhs(&mut self, n: NodeId, hint: &str) -> (String, bool) {
         if let Some(name) = self.ident.get(&n).cloned() {
             self.use_all(&name);
-            return name;
+            return (name, false);
         }
         let product = self.truncated_product(n).unwrap_or(n);
         if let Op::Mul { a, b, signed } = self.def.nodes[product].op {
+            if signed {
+                let width = self.def.nodes[n].width;
+                let (x, wide_x) = self.signed_factor(a, width, hint);
+                let (y, wide_y) = self.signed_factor(b, width, hint);
+                return (format!("{x} * {y}"), wide_x || wide_y);
+            }
             // The operands of `*` take the width of the product (context-determined), so an
             // operand that is itself an operation (`-x`, `a ^ b`, ...) would be computed at
             // the wrong width: only names, part-selects of names and constants go inline.
             let x = self.mul_operand(a, hint);
             let y = self.mul_operand(b, hint);
-            if signed {
-                return format!("$signed({x}) * $signed({y})");
-            }
-            return format!("{x} * {y}");
+            return (format!("{x} * {y}"), false);
         }
-        self.inline(n, hint).0
+        (self.inline(n, hint).0, false)
     }
 
     /// The product `n` is the low bits of, if `n` is such a part-select, the only reader of
@@ -492,11 +502,11 @@ impl<'a> Printer<'a> {
 
     /// Root of a register's next value, a wire's or an output's driver: like `rhs`, and for
     /// a shared node whose value the target will hold, later uses read the target.
-    fn root(&mut self, n: NodeId, hint: &str, alias: Option<&str>) -> String {
+    fn root(&mut self, n: NodeId, hint: &str, alias: Option<&str>) -> (String, bool) {
         let shared = self.fanout[n] > 1 && !self.trivial(n);
         if alias.is_none() && shared {
             // Used elsewhere too: print it once, into a wire.
-            return self.expr(n, hint).0;
+            return (self.expr(n, hint).0, false);
         }
         let text = self.rhs(n, hint);
         if let Some(a) = alias {
@@ -769,8 +779,8 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     // Continuous assignments of wires and outputs.
     for a in &def.assigns {
         let name = def.signals[a.target].name.clone();
-        let rhs = p.root(a.value, &name, Some(&name));
-        p.assigns.push((None, format!("{name} = {rhs};")));
+        let (rhs, waive) = p.root(a.value, &name, Some(&name));
+        p.assigns.push((None, format!("{name} = {rhs};"), waive));
     }
 
     // Register next values (printed later inside always blocks).
@@ -778,6 +788,8 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         name: String,
         reset: Option<Bits>,
         value: String,
+        /// The value needs [`signed_product::width_waived`].
+        waive: bool,
         enable: Option<String>,
         /// Generated signals computed only for this register (name, width, assignment), in
         /// dependency order.
@@ -788,7 +800,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         let sig = &def.signals[n.reg];
         let hint = format!("{}_next", sig.name);
         p.reader = Reader::Reg(k);
-        let value = p.root(n.value, &hint, None);
+        let (value, waive) = p.root(n.value, &hint, None);
         p.reader = Reader::Other;
         let enable = n.enable.map(|e| p.expr(e, &hint).0);
         let reset = match &sig.kind {
@@ -799,6 +811,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
             name: sig.name.clone(),
             reset,
             value,
+            waive,
             enable,
             locals: vec![],
         });
@@ -936,13 +949,21 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         .iter()
         .map(|t| (t.id, (t.name.clone(), t.width)))
         .collect();
-    for (id, text) in std::mem::take(&mut p.assigns) {
+    for (id, text, waive) in std::mem::take(&mut p.assigns) {
+        // Locals and assignments are printed two spaces in.
+        let waived = |line: String| {
+            if waive {
+                signed_product::width_waived(&line, "  ")
+            } else {
+                line
+            }
+        };
         match id.and_then(|id| owners[id].map(|k| (id, k))) {
             Some((id, k)) => {
                 let (name, width) = width_of[&id].clone();
-                reg_stmts[k].locals.push((name, width, text));
+                reg_stmts[k].locals.push((name, width, waived(text)));
             }
-            None => assigns.push(format!("assign {text}")),
+            None => assigns.push(waived(format!("assign {text}"))),
         }
     }
 
@@ -1057,6 +1078,16 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         }
     };
     let stmt = |r: &RegStmt, indent: &str| -> String {
+        // The assignment line (with the enable when it needs no block), under its own WIDTH
+        // waiver if it has one.
+        let line = |prefix: &str, indent: &str| -> String {
+            let line = format!("{prefix}{} <= {};", r.name, r.value);
+            if r.waive {
+                format!("{indent}{}\n", signed_product::width_waived(&line, indent))
+            } else {
+                format!("{indent}{line}\n")
+            }
+        };
         match &r.enable {
             Some(e) if !r.locals.is_empty() => {
                 let mut s = format!("{indent}if ({e}) begin\n");
@@ -1066,12 +1097,12 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
                     let _ = writeln!(s, "{indent}  {l}");
                 }
                 let _ = writeln!(s, "{indent}  /* verilator lint_on BLKSEQ */");
-                let _ = writeln!(s, "{indent}  {} <= {};", r.name, r.value);
+                s.push_str(&line("", &format!("{indent}  ")));
                 let _ = writeln!(s, "{indent}end");
                 s
             }
-            Some(e) => format!("{indent}if ({e}) {} <= {};\n", r.name, r.value),
-            None => format!("{indent}{} <= {};\n", r.name, r.value),
+            Some(e) => line(&format!("if ({e}) "), indent),
+            None => line("", indent),
         }
     };
     if !with_reset.is_empty() {

@@ -84,6 +84,37 @@ fn enabled_register_locals_verilog() {
     }
 }
 
+/// Signed products whose factors print in the product's signed context (a packed pair of
+/// weights, a difference of extensions, both under a WIDTH waiver), next to factors that
+/// could overflow their own width and so are computed apart (no waiver); the shift keeps
+/// only the low 6 bits of `w1`, which the printer sign-extends from there.
+fn signed_products() -> Module {
+    let m = ModuleBuilder::new("signed_products");
+    let en = m.input("en", 1);
+    let a = m.input_signed("a", 8);
+    let w1 = m.input_signed("w1", 8);
+    let w2 = m.input_signed("w2", 8);
+    let packed = (w2.sext(25) << 16) + w1.sext(25);
+    let q = m.reg_noreset("q", 32);
+    m.next_when(q, en, (a * packed).trunc(32).as_unsigned());
+    m.output_from("packed_product", q);
+    m.output_from("difference_product", a * (w1.sext(9) - w2.sext(9)));
+    m.output_from("wrapping_product", a * (w1 + w2));
+    m.output_from("truncated_shift", a * (w1.sext(10) << 4));
+    m.finish().unwrap()
+}
+
+#[test]
+fn signed_products_verilog() {
+    let d = Design::new(signed_products());
+    insta::assert_snapshot!(d.verilog(""));
+    // The implicit extensions are waived locally: -Wall stays silent.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("printer-products");
+    if let Err(e) = hdl::verilator::lint(&d, &dir) {
+        panic!("lint failed:\n{e}");
+    }
+}
+
 #[test]
 fn counter_verilog() {
     let d = Design::new(counter());

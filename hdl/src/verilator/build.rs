@@ -47,6 +47,27 @@ pub fn sim_verilog(design: &Design) -> (String, String) {
     (v, wrapper)
 }
 
+/// C++ that precedes a model's generated code in every translation unit (not Verilator's
+/// runtime): a sign extension compilers see through.
+///
+/// Verilator sign-extends with `VL_EXTENDS_II`, `-(x & sign_bit) | x`, which C++ compilers
+/// compile as written (three dependent instructions per use); as a left shift and an
+/// arithmetic right shift it is what they emit for a sign extension, one `movsx` for a
+/// byte. The bits are the same for the operands Verilator passes it, which have nothing
+/// set above `lbits` (Verilator's own form would be wrong otherwise). The GEMM array's
+/// packed products sign-extend all three factors of each multiply (see the Verilog
+/// printer's signed products): ResNet-18 simulates about 8% faster with the prelude than
+/// without. (Converting an out-of-range unsigned value to `int32_t` wraps, and shifting a
+/// negative one right is arithmetic, in GCC and Clang, the compilers models are built with.)
+pub fn sim_prelude() -> &'static str {
+    r#"// Prelude of `hdl`: included before Verilator's generated code.
+#include "verilated.h"
+#undef VL_EXTENDS_II
+#define VL_EXTENDS_II(obits, lbits, lhs) \
+    ((IData)((int32_t)((IData)(lhs) << (32 - (lbits))) >> (32 - (lbits))))
+"#
+}
+
 pub(super) fn cxx_flags(t: &Tools, trace: bool) -> Vec<String> {
     let inc = t.verilator_root.join("include");
     let tr = if trace { "1" } else { "0" };
@@ -238,6 +259,7 @@ pub(super) fn build_library(
         for (k, g) in groups.iter().enumerate() {
             let unit = tmp.join(format!("unit{k}.cpp"));
             let mut text = String::from("#define VL_INCLUDE_OPT include\n");
+            text.push_str(sim_prelude());
             for f in g {
                 let _ = writeln!(text, "#include \"{}\"", f.display());
             }

@@ -43,7 +43,7 @@ use build::{build_library, cxx_flags};
 use shim::{storage, Storage};
 use tools::{cache_key, run, tools, unique_suffix, FileLock, Slot, Tools};
 
-pub use build::{sim_verilog, verilator_args};
+pub use build::{sim_prelude, sim_verilog, verilator_args};
 pub use model::{Model, PortId, StaticShim};
 pub use shim::{rust_port_table, shim_cpp};
 pub use tools::{lint, preferred_cxx, verilator_version};

@@ -156,6 +156,7 @@ impl Model {
             vargs.join(" ").as_bytes(),
             verilog.as_bytes(),
             shim.as_bytes(),
+            sim_prelude().as_bytes(),
             &ABI_VERSION.to_le_bytes(),
         ]);
         let model_dir = cache_dir.join(format!("model-{}", &model_key[..24]));

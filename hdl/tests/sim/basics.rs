@@ -228,6 +228,62 @@ fn truncated_products_match_rust_semantics() {
     }
 }
 
+/// Products whose factors the printer writes in the product's signed context (sums and
+/// differences of sign extensions, shifted ones, a register with an enable), next to ones
+/// it must not (a sum that wraps at its own width, a zero extension), against Rust.
+#[test]
+fn signed_product_factors_match_rust_semantics() {
+    let m = ModuleBuilder::new("signed_factors");
+    let a = m.input_signed("a", 8);
+    let w1 = m.input_signed("w1", 8);
+    let w2 = m.input_signed("w2", 8);
+    let u = m.input("u", 6);
+    let q = m.reg_noreset("q", 32);
+    m.next(q, (a * ((w2.sext(25) << 16) + w1.sext(25))).trunc(32).as_unsigned());
+    m.output_from("pair", q);
+    m.output_from("difference", a * (w1.sext(9) - w2.sext(9)));
+    m.output_from("wrapping", a * (w1 + w2));
+    m.output_from("shifted", a * ((w1.sext(12) << 3) - w2.sext(12)));
+    m.output_from("low_bits", a * (w1.sext(10) << 4));
+    m.output_from("zero_extended", a * u.zext(7).as_signed());
+    let mut sim = build(m.finish().unwrap());
+    let ins: Vec<_> = ["a", "w1", "w2", "u"].iter().map(|n| sim.port(n)).collect();
+    let outs: Vec<_> = ["pair", "difference", "wrapping", "shifted", "low_bits"]
+        .iter()
+        .chain(&["zero_extended"])
+        .map(|n| (n.to_string(), sim.port(n)))
+        .collect();
+    let mut rng = Rng::new(29);
+    for _ in 0..5_000 {
+        let [a, w1, w2] = [0; 3].map(|_| rng.bits(8) as u8 as i8 as i64);
+        let u = rng.bits(6) as i64;
+        sim.set_signed(ins[0], a);
+        sim.set_signed(ins[1], w1);
+        sim.set_signed(ins[2], w2);
+        sim.set(ins[3], u as u64);
+        sim.tick();
+        let bits = |v: i64, w: u32| (v as u64) & ((1u64 << w) - 1);
+        let expect = |name: &str| -> u64 {
+            match name {
+                "pair" => bits(a * (w2 * 65536 + w1), 32),
+                "difference" => bits(a * (w1 - w2), 17),
+                "wrapping" => bits(a * ((w1 + w2) as i8 as i64), 16),
+                "shifted" => bits(a * (w1 * 8 - w2), 20),
+                "low_bits" => bits(a * ((((w1 << 2) as i8) as i64) << 2), 18),
+                "zero_extended" => bits(a * u, 15),
+                _ => unreachable!(),
+            }
+        };
+        for (name, port) in &outs {
+            assert_eq!(
+                sim.get(*port),
+                expect(name),
+                "`{name}` for a={a} w1={w1} w2={w2} u={u}"
+            );
+        }
+    }
+}
+
 /// Values wider than 64 bits through ports, registers, arithmetic and slices.
 #[test]
 fn wide_values() {

@@ -45,20 +45,16 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
         valid[s]
     };
 
-    // Stage 1: operand registers (INP lane b*BI + k, WGT lane n*BI + k).
+    // Stage 1: operand registers, one per operand (INP lane b*BI + k, WGT lane n*BI + k):
+    // the same flip-flops as a register per lane, and a simulator copies the operands a
+    // word at a time instead of storing each lane on its own.
+    let inp_q = pipe_reg(&m, "inp_q", inp, en);
+    let wgt_q = pipe_reg(&m, "wgt_q", wgt, en);
     let a: Vec<Vec<Sig>> = (0..bsz)
-        .map(|b| {
-            (0..bi)
-                .map(|k| pipe_reg(&m, &format!("a_b{b}_k{k}"), inp.lane(b * bi + k, iw), en))
-                .collect()
-        })
+        .map(|b| (0..bi).map(|k| inp_q.lane(b * bi + k, iw)).collect())
         .collect();
     let w: Vec<Vec<Sig>> = (0..bo)
-        .map(|n| {
-            (0..bi)
-                .map(|k| pipe_reg(&m, &format!("w_n{n}_k{k}"), wgt.lane(n * bi + k, ww), en))
-                .collect()
-        })
+        .map(|n| (0..bi).map(|k| wgt_q.lane(n * bi + k, ww)).collect())
         .collect();
 
     // Stages 2 and 3: products (multiplier register, then post-adder register); terms are

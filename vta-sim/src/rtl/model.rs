@@ -93,7 +93,9 @@ fn from_linked(cfg: &HwConfig, design: &hdl::Design) -> Option<Result<Model, Rtl
     }
     let (verilog, _) = hdl::verilator::sim_verilog(design);
     let shim = hdl::verilator::shim_cpp(design);
-    if isa::container::fnv1a_parts(&[verilog.as_bytes(), shim.as_bytes()]) != linked::SOURCE_HASH {
+    let prelude = hdl::verilator::sim_prelude();
+    let sources = [verilog.as_bytes(), shim.as_bytes(), prelude.as_bytes()];
+    if isa::container::fnv1a_parts(&sources) != linked::SOURCE_HASH {
         return None;
     }
     // SAFETY: build.rs compiled these functions from exactly this design (same config, same
