@@ -330,6 +330,13 @@ impl Module {
         &self.0.ports
     }
 
+    /// Whether no output depends on an input combinationally: every output is a function
+    /// of registers alone, so between two clock edges it keeps the value the last edge gave
+    /// it whatever the inputs do (a simulator may read it without evaluating them).
+    pub fn outputs_registered(&self) -> bool {
+        self.0.comb_paths.iter().all(|inputs| inputs.is_empty())
+    }
+
     /// The port called `name`.
     pub fn port(&self, name: &str) -> Option<&PortInfo> {
         self.0.ports.iter().find(|p| p.name == name)

@@ -164,4 +164,15 @@ mod tests {
         let regs: serde_json::Value = serde_json::from_str(&g.regs_json).unwrap();
         assert_eq!(regs["config_string"], cfg.config_string());
     }
+
+    /// The RTL simulator's harness samples `vta_top`'s outputs before it evaluates the
+    /// cycle's inputs (`vta_sim::rtl::Accelerator::cycle`): they must be registered.
+    #[test]
+    fn outputs_are_registered() {
+        for (name, _, _) in isa::PRESETS {
+            let cfg = HwConfig::preset(name).unwrap();
+            let g = generate(&cfg).unwrap();
+            assert!(g.design.top().outputs_registered(), "{name}");
+        }
+    }
 }

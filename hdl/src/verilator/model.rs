@@ -524,8 +524,11 @@ impl Model {
         unsafe { (self.lib.fns.eval)(self.handle) }
     }
 
-    /// One clock cycle: clock low, eval, clock high, eval (registers update on the rising
-    /// edge). Panics if the module has no clock.
+    /// One clock cycle: clock low, then high (registers update on the rising edge; the
+    /// logic that depends on the inputs is evaluated with it). Without a waveform being
+    /// written that is one evaluation, the falling edge being only noted (nothing acts on
+    /// it; see the shim); with one, each edge is evaluated and recorded. Panics if the
+    /// module has no clock.
     #[track_caller]
     #[inline]
     pub fn tick(&mut self) {

@@ -24,6 +24,41 @@ pub(super) fn storage(width: u32) -> Storage {
     }
 }
 
+/// `clock_fell(root, 0)`: makes Verilator take the clock `clk` (a port of the wrapper) as
+/// low without an evaluation, if this Verilator's generated code shows how (else false).
+///
+/// Verilator evaluates a rising edge when the clock it sees high was low at its previous
+/// evaluation, and every register of an `hdl` module acts on the rising edge: in a design
+/// without external modules nothing happens on the falling one. A tick that records no
+/// waveform (after the model's first evaluation, which initializes it) therefore needs no
+/// evaluation with the clock low, only Verilator's remembered clock value set low: one
+/// evaluation per cycle instead of two (the logic that depends on the inputs is evaluated
+/// with the rising edge; the outputs after a tick are the same). Verilator 5 names that
+/// value `__Vtrigrprev__TOP__<clk>` (5.006) or `__Vtrigprevexpr___TOP__<clk>__0` (later
+/// 5.x); overload resolution picks whichever the root class has, and a version with
+/// neither falls back to evaluating the falling edge.
+fn clock_fell_cpp(clk: &str) -> String {
+    format!(
+        r#"namespace {{
+template <typename R>
+auto clock_fell(R* r, int) -> decltype(r->__Vtrigrprev__TOP__{clk} = 0, true) {{
+    r->__Vtrigrprev__TOP__{clk} = 0;
+    return true;
+}}
+template <typename R>
+auto clock_fell(R* r, long) -> decltype(r->__Vtrigprevexpr___TOP__{clk}__0 = 0, true) {{
+    r->__Vtrigprevexpr___TOP__{clk}__0 = 0;
+    return true;
+}}
+template <typename R>
+bool clock_fell(R*, ...) {{
+    return false;
+}}
+}}  // namespace
+"#
+    )
+}
+
 /// The C++ shim for the design's top module: the C ABI that [`Model`] loads. Port indices
 /// are positions in `design.top().ports()`. It drives the wrapper of [`sim_verilog`], whose
 /// ports are the top's ports prefixed with `io_`.
@@ -39,6 +74,7 @@ pub fn shim_cpp(design: &Design) -> String {
     s.push_str(
         r#"#include "verilated.h"
 #include "Vtop.h"
+#include "Vtop___024root.h"
 #if VM_TRACE
 #include "verilated_vcd_c.h"
 #endif
@@ -55,6 +91,9 @@ struct HdlModel {
 #endif
     uint64_t time = 0;
     uint64_t half_period_ps = 5;
+    // Evaluated at least once: Verilator's first evaluation initializes the model, the
+    // remembered clock value included, so the first falling edge is always evaluated.
+    bool evaluated = false;
 };
 inline HdlModel* M(void* p) { return static_cast<HdlModel*>(p); }
 inline void dump(HdlModel* m) {
@@ -63,6 +102,14 @@ inline void dump(HdlModel* m) {
 #endif
     m->time += m->half_period_ps;
     m->ctx.time(m->time);
+}
+inline bool tracing(HdlModel* m) {
+#if VM_TRACE
+    return m->vcd != nullptr;
+#else
+    (void)m;
+    return false;
+#endif
 }
 }  // namespace
 
@@ -115,17 +162,30 @@ HDL_API void hdl_free(void* p) {
     delete m->top;
     delete m;
 }
-HDL_API void hdl_eval(void* p) { M(p)->top->eval(); }
+HDL_API void hdl_eval(void* p) { M(p)->top->eval(); M(p)->evaluated = true; }
 "#,
     );
     // tick
     let clock = ports.iter().find(|p| p.role == PortRole::Clock);
+    // `hdl`'s own modules act on the rising edge alone; an external module's Verilog may
+    // act on the falling one (e.g. a memory chip clocked by the inverted clock).
+    let rising_only = design
+        .definitions()
+        .iter()
+        .all(|d| d.module.0.verbatim.is_none());
+    let fall = match clock {
+        Some(c) if rising_only => {
+            s.push_str(&clock_fell_cpp(&format!("io_{}", c.name)));
+            "if (tracing(m) || !m->evaluated || !clock_fell(m->top->rootp, 0)) "
+        }
+        _ => "",
+    };
     s.push_str("HDL_API void hdl_tick(void* p, uint64_t n) {\n    HdlModel* m = M(p);\n");
     match clock {
         Some(c) => {
             let _ = writeln!(
                 s,
-                "    for (uint64_t i = 0; i < n; i++) {{\n        m->top->io_{0} = 0; m->top->eval(); dump(m);\n        m->top->io_{0} = 1; m->top->eval(); dump(m);\n    }}",
+                "    for (uint64_t i = 0; i < n; i++) {{\n        {fall}{{ m->top->io_{0} = 0; m->top->eval(); }}\n        dump(m);\n        m->top->io_{0} = 1; m->top->eval(); dump(m);\n        m->evaluated = true;\n    }}",
                 c.name
             );
         }

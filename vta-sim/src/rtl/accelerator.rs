@@ -152,19 +152,12 @@ impl RunResult {
 }
 
 /// Watches every clock cycle of an [`Accelerator`] (instruction traces, hang detection,
-/// waveform windows). [`Monitor::cycle`] is called once per cycle, after the model has
-/// evaluated the cycle's inputs and the handshakes were sampled, just before the clock edge.
+/// waveform windows). [`Monitor::cycle`] is called once per cycle, after the cycle's inputs
+/// were driven and the handshakes were sampled, just before the clock edge.
 pub trait Monitor {
     /// `cycle` counts cycles since the accelerator was created; `model` may be read (its
     /// outputs show the cycle's state) or have a waveform opened or closed.
     fn cycle(&mut self, cycle: u64, model: &mut Model, mem: &AxiMemory);
-
-    /// Whether a waveform is being written: the clock then advances through
-    /// [`Model::tick`], which records both clock edges (otherwise the accelerator drives the
-    /// clock port itself and saves an evaluation per cycle).
-    fn waveform(&self) -> bool {
-        false
-    }
 }
 
 /// The Verilated `vta_top` with its DRAM and host, watched by a [`Monitor`] `M`.
@@ -179,8 +172,6 @@ pub struct Accelerator<M: Monitor> {
     /// write none of the control port's inputs.
     lite_valids: Option<(bool, bool, bool)>,
     cycle: u64,
-    /// The clock port.
-    clk: PortId,
     monitor: M,
 }
 
@@ -195,12 +186,7 @@ impl<M: Monitor> Accelerator<M> {
         );
         let axi = AxiPorts::new(&model, "m_axi_");
         let lite_ports = LitePorts::new(&model);
-        let clk = (0..model.ports().len())
-            .map(PortId)
-            .find(|&i| model.info(i).role == hdl::PortRole::Clock)
-            .expect("vta_top has a clock");
         let mut a = Accelerator {
-            clk,
             model,
             mem,
             axi,
@@ -281,19 +267,17 @@ impl<M: Monitor> Accelerator<M> {
         self.cycle
     }
 
-    /// One clock cycle: memory and host drive their outputs, the model evaluates, the
-    /// handshakes of this cycle complete, the monitor looks, the clock ticks.
+    /// One clock cycle: memory and host drive their outputs, the handshakes of this cycle
+    /// complete, the monitor looks, the clock ticks.
     ///
-    /// Without a waveform the falling clock edge is evaluated together with the new inputs
-    /// (nothing in the design acts on it), then the rising edge: two evaluations per cycle
-    /// instead of [`Model::tick`]'s two after the inputs' own.
+    /// The handshakes are sampled without evaluating the cycle's inputs first: `vta_top`'s
+    /// outputs are registered (no output depends on an input combinationally; `vta-hw`'s
+    /// tests hold it to that), so they still show what the last clock edge made them, and
+    /// the inputs are evaluated with the next edge ([`Model::tick`]: one evaluation per
+    /// cycle without a waveform).
     pub fn cycle(&mut self) {
         let now = self.cycle;
-        let waveform = self.monitor.waveform();
         let (m, mem) = (&mut self.model, &mut self.mem);
-        if !waveform {
-            m.set(self.clk, 0);
-        }
         let offered = mem.drive(m, &self.axi, now);
 
         // ---- drive the host's AXI-Lite outputs --------------------------------------------
@@ -318,8 +302,6 @@ impl<M: Monitor> Accelerator<M> {
             m.set(l[10], arv as u64);
             self.lite_valids = Some((awv, wv, arv));
         }
-
-        m.eval();
 
         // ---- sample and complete handshakes ------------------------------------------------
         mem.sample(m, &self.axi, offered);
@@ -351,12 +333,7 @@ impl<M: Monitor> Accelerator<M> {
         }
 
         self.monitor.cycle(now, m, mem);
-        if waveform || self.monitor.waveform() {
-            m.tick();
-        } else {
-            m.set(self.clk, 1);
-            m.eval();
-        }
+        m.tick();
         self.cycle += 1;
     }
 

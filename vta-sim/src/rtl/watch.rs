@@ -485,10 +485,6 @@ fn core_event(tr: &Track, i: u32, start: u64, end: u64) -> TraceEvent {
 }
 
 impl Monitor for Watch {
-    fn waveform(&self) -> bool {
-        self.vcd.as_ref().is_some_and(|v| v.open && !v.done)
-    }
-
     #[inline]
     fn cycle(&mut self, cycle: u64, model: &mut Model, mem: &AxiMemory) {
         let st = model.get(self.state_port);
