@@ -6,10 +6,10 @@
 //! a C++ shim ([`shim_cpp`]: `extern "C"` functions to create and free a model, get a
 //! pointer to each port's storage, set/get a port as little-endian 32-bit words, eval,
 //! clock ticks, optional VCD tracing), runs `verilator --cc -O3 --x-assign fast
-//! --x-initial fast --noassert --output-split-cfuncs 5000`, compiles the generated C++ with
-//! `-O3 -fwrapv -fPIC` in parallel (at most one compiler per CPU in the process; `clang++` where
-//! installed, else `g++`, or `$CXX`: see [`preferred_cxx`]), links `lib.so`
-//! and loads it with `libloading`. Port reads and writes go straight to the model's memory,
+//! --x-initial fast --noassert --output-split-cfuncs 5000`, compiles the generated C++
+//! (after a prelude with a faster sign extension, [`sim_prelude`]) with `-O3 -fwrapv -fPIC`
+//! in parallel (at most one compiler per CPU in the process; `clang++` where installed, else
+//! `g++`, or `$CXX`: see [`preferred_cxx`]), links `lib.so` and loads it with `libloading`. Port reads and writes go straight to the model's memory,
 //! not through a call.
 //!
 //! Everything is cached in a directory the caller chooses (see [`default_cache_dir`]):
