@@ -409,7 +409,8 @@ impl<'a> Printer<'a> {
         });
         self.temp_index.insert(name.clone(), id);
         // In dependency order: the signals its value reads come first.
-        self.assigns.push((Some(id), format!("{name} = {rhs};"), waive));
+        self.assigns
+            .push((Some(id), format!("{name} = {rhs};"), waive));
         self.ident.insert(n, name.clone());
         name
     }

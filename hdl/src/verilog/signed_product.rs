@@ -39,7 +39,10 @@ enum Term {
     /// A name or a part-select of one: `$signed(x)`.
     Leaf,
     /// `x` sign-extended and shifted left by `shift` (`{{k{x[msb]}}, x, s'd0}`).
-    Extended { x: NodeId, shift: u32 },
+    Extended {
+        x: NodeId,
+        shift: u32,
+    },
     /// The same value under another signedness.
     Reinterpret(NodeId),
     Add(NodeId, NodeId),
@@ -93,9 +96,8 @@ impl Printer<'_> {
         let (&x, fill) = body.split_last()?;
         let (sig, lo) = self.leaf_bits(x)?;
         let msb = lo + self.def.nodes[x].width - 1;
-        let sign_bit = |p: NodeId| {
-            self.def.nodes[p].width == 1 && self.leaf_bits(p) == Some((sig, msb))
-        };
+        let sign_bit =
+            |p: NodeId| self.def.nodes[p].width == 1 && self.leaf_bits(p) == Some((sig, msb));
         let all_sign = fill.iter().all(|&p| match self.def.nodes[p].op {
             Op::Repeat(b, _) => sign_bit(b),
             _ => sign_bit(p),

@@ -239,7 +239,12 @@ fn signed_product_factors_match_rust_semantics() {
     let w2 = m.input_signed("w2", 8);
     let u = m.input("u", 6);
     let q = m.reg_noreset("q", 32);
-    m.next(q, (a * ((w2.sext(25) << 16) + w1.sext(25))).trunc(32).as_unsigned());
+    m.next(
+        q,
+        (a * ((w2.sext(25) << 16) + w1.sext(25)))
+            .trunc(32)
+            .as_unsigned(),
+    );
     m.output_from("pair", q);
     m.output_from("difference", a * (w1.sext(9) - w2.sext(9)));
     m.output_from("wrapping", a * (w1 + w2));
