@@ -73,15 +73,20 @@ fn enabled_locals() -> Module {
     m.finish().unwrap()
 }
 
-#[test]
-fn enabled_register_locals_verilog() {
-    let d = Design::new(enabled_locals());
-    insta::assert_snapshot!(d.verilog(""));
-    // The blocking assignments are waived locally: -Wall stays silent.
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("printer-locals");
+/// `m`'s Verilog against the golden `name`, and `verilator -Wall` silent on it (what the
+/// printer writes beyond plain Verilog is waived locally).
+fn golden_and_lint_clean(name: &str, m: Module) {
+    let d = Design::new(m);
+    insta::assert_snapshot!(name, d.verilog(""));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     if let Err(e) = hdl::verilator::lint(&d, &dir) {
         panic!("lint failed:\n{e}");
     }
+}
+
+#[test]
+fn enabled_register_locals_verilog() {
+    golden_and_lint_clean("enabled_register_locals_verilog", enabled_locals());
 }
 
 /// Signed products whose factors print in the product's signed context (a packed pair of
@@ -106,13 +111,7 @@ fn signed_products() -> Module {
 
 #[test]
 fn signed_products_verilog() {
-    let d = Design::new(signed_products());
-    insta::assert_snapshot!(d.verilog(""));
-    // The implicit extensions are waived locally: -Wall stays silent.
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("printer-products");
-    if let Err(e) = hdl::verilator::lint(&d, &dir) {
-        panic!("lint failed:\n{e}");
-    }
+    golden_and_lint_clean("signed_products_verilog", signed_products());
 }
 
 #[test]
