@@ -9,8 +9,8 @@
 //! --x-initial fast --noassert --output-split-cfuncs 5000`, compiles the generated C++
 //! (after a prelude with a faster sign extension, [`sim_prelude`]) with `-O3 -fwrapv -fPIC`
 //! in parallel (at most one compiler per CPU in the process; `clang++` where installed, else
-//! `g++`, or `$CXX`: see [`preferred_cxx`]), links `lib.so` and loads it with `libloading`. Port reads and writes go straight to the model's memory,
-//! not through a call.
+//! `g++`, or `$CXX`: see [`preferred_cxx`]), links `lib.so` and loads it with `libloading`.
+//! Port reads and writes go straight to the model's memory, not through a call.
 //!
 //! Everything is cached in a directory the caller chooses (see [`default_cache_dir`]):
 //! * the Verilator runtime (`verilated.cpp`, `verilated_threads.cpp`, and the VCD writer

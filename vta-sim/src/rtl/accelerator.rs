@@ -272,9 +272,9 @@ impl<M: Monitor> Accelerator<M> {
     ///
     /// The handshakes are sampled without evaluating the cycle's inputs first: `vta_top`'s
     /// outputs are registered (no output depends on an input combinationally; `vta-hw`'s
-    /// tests hold it to that), so they still show what the last clock edge made them, and
-    /// the inputs are evaluated with the next edge ([`Model::tick`]: one evaluation per
-    /// cycle without a waveform).
+    /// tests hold it to that, and `model::instance` refuses a design that is not), so they
+    /// still show what the last clock edge made them, and the inputs are evaluated with the
+    /// next edge ([`Model::tick`]: one evaluation per cycle without a waveform).
     pub fn cycle(&mut self) {
         let now = self.cycle;
         let (m, mem) = (&mut self.model, &mut self.mem);

@@ -84,6 +84,10 @@ pub enum RtlError {
     /// The waveform could not be written.
     #[error("VCD trace: {0}")]
     Vcd(String),
+    /// The generated design breaks an assumption of the simulation harness (a bug in
+    /// `vta-hw`, not in the config).
+    #[error("the RTL harness cannot simulate this design: {0}")]
+    Harness(String),
 }
 
 /// How to build an [`RtlSim`].

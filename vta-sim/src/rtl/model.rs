@@ -150,6 +150,13 @@ pub fn instance(
         return Ok((m.new_instance(), p.origin.clone()));
     }
     let g = vta_hw::generate(cfg)?;
+    // `Accelerator::cycle` samples the outputs without evaluating the cycle's inputs.
+    if !g.design.top().outputs_registered() {
+        return Err(RtlError::Harness(format!(
+            "an output of vta_top for {cfg} depends combinationally on an input, and the \
+             harness samples the outputs before it evaluates the inputs; please report it"
+        )));
+    }
     let linked = if traced {
         None
     } else {
