@@ -212,6 +212,8 @@ pub(crate) struct Memory {
     pub addr_width: u32,
     pub writes: Vec<WritePort>,
     pub reads: Vec<ReadPort>,
+    /// Printed with `(* ram_style = "distributed" *)` ([`crate::Mem::distributed`]).
+    pub distributed: bool,
     pub loc: Loc,
 }
 

@@ -1017,9 +1017,14 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         if let SigKind::MemData { mem, port } = sig.kind {
             if port == 0 {
                 let m = &def.mems[mem];
+                let style = if m.distributed {
+                    "(* ram_style = \"distributed\" *) "
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     decls,
-                    "  reg {}{} [0:{}];",
+                    "  {style}reg {}{} [0:{}];",
                     range_sp(m.width),
                     m.name,
                     m.depth - 1

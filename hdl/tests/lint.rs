@@ -1,5 +1,6 @@
 //! Gates on the generated Verilog: `verilator --lint-only -Wall` is silent for every widget,
-//! and yosys infers memories as memory cells (block RAM candidates).
+//! yosys infers memories as memory cells (block RAM candidates), and a memory asked to be
+//! distributed becomes LUT-RAM.
 //!
 //! These tests need `verilator` and `yosys` (`apt-get install verilator yosys`); without
 //! them they fail with a message saying so.
@@ -81,16 +82,18 @@ fn axi4_master_lint_clean() {
     }
 }
 
-/// Runs yosys' memory inference on `m` and returns how many memory cells it reports.
-fn yosys_memories(m: Module) -> usize {
+/// Runs `pass` (a yosys script after reading `m`'s Verilog) and returns the cell counts of
+/// the last `stat`, by cell type.
+fn yosys_cells(m: Module, pass: &str) -> Vec<(String, usize)> {
     let name = m.name().to_string();
     let dir = work_dir(&format!("yosys_{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{name}.v"));
     std::fs::write(&path, Design::new(m).verilog("yosys")).unwrap();
     let script = format!(
-        "read_verilog {}; hierarchy -top {name}; proc; opt; memory -nomap; stat",
-        path.display()
+        "read_verilog {}; {}; stat",
+        path.display(),
+        pass.replace("{top}", &name)
     );
     let out = match std::process::Command::new("yosys")
         .arg("-p")
@@ -111,13 +114,21 @@ fn yosys_memories(m: Module) -> usize {
         .rfind("Number of cells")
         .expect("yosys printed no statistics")..];
     stat.lines()
-        .filter_map(|l| {
+        .skip(1)
+        .map_while(|l| {
             let mut f = l.split_whitespace();
-            match (f.next(), f.next()) {
-                (Some("$mem_v2" | "$mem"), Some(n)) => n.parse::<usize>().ok(),
-                _ => None,
-            }
+            let (cell, n) = (f.next()?, f.next()?.parse::<usize>().ok()?);
+            Some((cell.to_string(), n))
         })
+        .collect()
+}
+
+/// How many memory cells yosys' memory inference makes of `m`.
+fn yosys_memories(m: Module) -> usize {
+    yosys_cells(m, "hierarchy -top {top}; proc; opt; memory -nomap")
+        .iter()
+        .filter(|(c, _)| c == "$mem_v2" || c == "$mem")
+        .map(|(_, n)| n)
         .sum()
 }
 
@@ -142,4 +153,51 @@ fn yosys_infers_memories() {
     assert_eq!(yosys_memories(lanes), 1, "byte-lane memory");
     // The small FIFO keeps its entries in registers.
     assert_eq!(yosys_memories(widgets::small_fifo(8, 4)), 0, "small_fifo");
+}
+
+/// A memory marked [`hdl::Mem::distributed`] prints its `ram_style` and becomes LUT-RAM
+/// where the same memory unmarked becomes block RAM (yosys for a 7-series part).
+#[test]
+fn distributed_memory_maps_to_lut_ram() {
+    let table = |name: &str, distributed: bool| {
+        let m = hdl::ModuleBuilder::new(name);
+        let wa = m.input("wa", 8);
+        let ra = m.input("ra", 8);
+        let we = m.input("we", 1);
+        let re = m.input("re", 1);
+        let wd = m.input("wd", 32);
+        let mem = m.mem("words", 32, 256);
+        if distributed {
+            mem.distributed();
+        }
+        mem.write(we, wa, wd);
+        m.output_from("rd", mem.read_en(re, ra));
+        m.finish().unwrap()
+    };
+    let lut = table("lut_table", true);
+    let text = Design::new(lut.clone()).verilog("");
+    assert!(
+        text.contains("(* ram_style = \"distributed\" *) reg [31:0] words [0:255];"),
+        "{text}"
+    );
+    lint(lut.clone());
+    // (block RAMs, LUT-RAMs) after synthesis.
+    let rams = |m: Module| {
+        let cells = yosys_cells(m, "synth_xilinx -family xc7 -top {top}");
+        let count = |is: &dyn Fn(&str) -> bool| -> usize {
+            cells.iter().filter(|(c, _)| is(c)).map(|(_, n)| n).sum()
+        };
+        (
+            count(&|c| c.starts_with("RAMB")),
+            count(&|c| c.starts_with("RAM") && !c.starts_with("RAMB")),
+        )
+    };
+    let (bram, lutram) = rams(lut);
+    assert_eq!(bram, 0, "block RAM in the distributed table");
+    assert!(lutram > 0, "no LUT-RAM in the distributed table");
+    let (bram, lutram) = rams(table("bram_table", false));
+    assert!(
+        bram > 0 && lutram == 0,
+        "the unmarked table: {bram} block RAMs, {lutram} LUT-RAMs"
+    );
 }

@@ -285,6 +285,7 @@ impl ModuleBuilder {
             addr_width: addr_bits(depth as u64),
             writes: vec![],
             reads: vec![],
+            distributed: false,
             loc: Location::caller(),
         });
         Mem {

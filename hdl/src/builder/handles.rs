@@ -23,6 +23,14 @@ impl<'a> Mem<'a> {
         self.with(|m| m.addr_width)
     }
 
+    /// Asks synthesis for distributed (LUT) RAM instead of block RAM, whatever the size: the
+    /// declaration carries `(* ram_style = "distributed" *)`, which Vivado and yosys honor
+    /// (a registered read port then takes the LUT-RAM's asynchronous read into a register).
+    /// Simulators ignore it.
+    pub fn distributed(&self) {
+        self.m.d.borrow_mut().mems[self.idx].distributed = true;
+    }
+
     #[track_caller]
     fn check_addr(&self, addr: Sig<'a>, what: &str) {
         self.m.own(addr, what);
