@@ -70,15 +70,20 @@ pub(crate) fn event_counter<'a>(
     c
 }
 
-/// Entries of one storage bank of [`lutram_fifo`]: 64 is one LUT-RAM primitive deep
-/// (RAM64M), so synthesis keeps each bank in distributed RAM instead of block RAM.
-pub const LUTRAM_BANK_DEPTH: u32 = 64;
+/// Deepest [`lutram_fifo`] storage that synthesis keeps in distributed RAM unasked: one
+/// LUT-RAM primitive deep (RAM64M).
+const LUTRAM_NATIVE_DEPTH: u32 = 64;
 
 /// A FIFO of `depth` (power of two, 2 or more) entries of `width` bits whose storage is
-/// split into banks of at most [`LUTRAM_BANK_DEPTH`] entries, so that synthesis maps it to
 /// distributed (LUT) RAM rather than block RAM: the command queues are the only large
 /// memories that are not scratchpads, and block RAM is the resource a Zynq-7020 runs out of
-/// first. Module name `lutram_fifo_w<width>_d<depth>`.
+/// first. A storage deeper than one Xilinx LUT-RAM primitive asks for it with `ram_style`
+/// ([`hdl::Mem::distributed`]); shallower ones are left to synthesis, which keeps them in
+/// LUT-RAM on Xilinx parts (the open-flow boards' queues are all this shallow). One memory rather than banks of
+/// primitives: synthesis builds the same LUT-RAMs and read multiplexer with one output
+/// register instead of one per bank (yosys, 512 x 128 bits: 1066 -> 128 flip-flops, the
+/// same 344 RAM64M), and a simulator tests one write and one read enable per cycle instead
+/// of one per bank. Module name `lutram_fifo_w<width>_d<depth>`.
 ///
 /// Ports and timing are those of `hdl::widgets::sync_fifo`: `in_valid`, `in_ready`,
 /// `in_data`, `out_valid`, `out_ready`, `out_data`, `count`; a word written at cycle t is
@@ -91,10 +96,6 @@ pub fn lutram_fifo(width: u32, depth: u32) -> Module {
     let m = ModuleBuilder::new(&format!("lutram_fifo_w{width}_d{depth}"));
     let aw = log2(depth);
     let cw = count_bits(depth as u64);
-    let bank_depth = depth.min(LUTRAM_BANK_DEPTH);
-    let banks = depth / bank_depth;
-    let bw = log2(bank_depth); // address bits inside a bank
-    let kw = aw - bw; // bank-select bits
 
     let in_valid = m.input("in_valid", 1);
     let in_data = m.input("in_data", width);
@@ -111,25 +112,12 @@ pub fn lutram_fifo(width: u32, depth: u32) -> Module {
     let pop = m.named("pop", out_valid & out_ready);
     let fetch = m.named("fetch", stored.ne(0) & (!out_valid | out_ready));
 
-    let out_data = if banks == 1 {
-        let mem = m.mem("entries", width, depth);
-        mem.write(push, wptr, in_data);
-        mem.read_en(fetch, rptr)
-    } else {
-        let wbank = wptr.slice(aw - 1, bw);
-        let rbank = rptr.slice(aw - 1, bw);
-        // The bank the output register was last loaded from.
-        let sel = m.reg("out_bank", kw, 0);
-        m.next_when(sel, fetch, rbank);
-        let outs: Vec<Sig> = (0..banks)
-            .map(|b| {
-                let mem = m.mem(&format!("bank{b}"), width, bank_depth);
-                mem.write(push & wbank.eq(b), wptr.slice(bw - 1, 0), in_data);
-                mem.read_en(fetch & rbank.eq(b), rptr.slice(bw - 1, 0))
-            })
-            .collect();
-        m.index(sel, &outs)
-    };
+    let mem = m.mem("entries", width, depth);
+    if depth > LUTRAM_NATIVE_DEPTH {
+        mem.distributed();
+    }
+    mem.write(push, wptr, in_data);
+    let out_data = mem.read_en(fetch, rptr);
 
     m.next_when(wptr, push, wptr + 1);
     m.next_when(rptr, fetch, rptr + 1);
