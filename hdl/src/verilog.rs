@@ -23,6 +23,9 @@
 //!   (Verilator evaluates every continuous assignment on every clock edge, and does not
 //!   move one read twice into the clocked block), and synthesis sees the same logic (the
 //!   default is never read);
+//! * registers in a row whose enables are `outer & inner` with the same named `outer` (a
+//!   register file's write-enable and address decode) print under one `if (outer)`, each
+//!   with its own `if (inner)`, which Verilator tests once while `outer` is low;
 //! * logic nothing reads was dropped when the module was finished; a signal some of whose
 //!   bits are unread is wrapped in a commented `lint_off UNUSEDSIGNAL`.
 
@@ -792,6 +795,9 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         /// The value needs [`signed_product::width_waived`].
         waive: bool,
         enable: Option<String>,
+        /// An enable `outer & inner` whose `outer` is a named signal, printed apart: see
+        /// `guarded_runs`.
+        split: Option<(String, String)>,
         /// Generated signals computed only for this register (name, width, assignment), in
         /// dependency order.
         locals: Vec<(String, u32, String)>,
@@ -803,7 +809,20 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
         p.reader = Reader::Reg(k);
         let (value, waive) = p.root(n.value, &hint, None);
         p.reader = Reader::Other;
+        // `outer & inner` with `outer` a named signal, unless the AND is itself shared
+        // (then it prints as a wire of its own).
+        let split = n.enable.and_then(|e| match p.def.nodes[e].op {
+            Op::Bin(BinOp::And, a, b)
+                if p.fanout[e] == 1
+                    && !p.ident.contains_key(&e)
+                    && matches!(p.def.nodes[a].op, Op::Ref(_)) =>
+            {
+                Some((a, b))
+            }
+            _ => None,
+        });
         let enable = n.enable.map(|e| p.expr(e, &hint).0);
+        let split = split.map(|(a, b)| (p.expr(a, &hint).0, p.expr(b, &hint).0));
         let reset = match &sig.kind {
             SigKind::Reg { reset } => reset.clone(),
             _ => unreachable!(),
@@ -814,6 +833,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
             value,
             waive,
             enable,
+            split,
             locals: vec![],
         });
     }
@@ -1083,17 +1103,18 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
             format!("{indent}/* verilator lint_off BLKSEQ */\n{s}{indent}/* verilator lint_on BLKSEQ */\n")
         }
     };
+    // The assignment line (with the enable when it needs no block), under its own WIDTH
+    // waiver if it has one.
+    let line = |r: &RegStmt, prefix: &str, indent: &str| -> String {
+        let line = format!("{prefix}{} <= {};", r.name, r.value);
+        if r.waive {
+            format!("{indent}{}\n", signed_product::width_waived(&line, indent))
+        } else {
+            format!("{indent}{line}\n")
+        }
+    };
     let stmt = |r: &RegStmt, indent: &str| -> String {
-        // The assignment line (with the enable when it needs no block), under its own WIDTH
-        // waiver if it has one.
-        let line = |prefix: &str, indent: &str| -> String {
-            let line = format!("{prefix}{} <= {};", r.name, r.value);
-            if r.waive {
-                format!("{indent}{}\n", signed_product::width_waived(&line, indent))
-            } else {
-                format!("{indent}{line}\n")
-            }
-        };
+        let line = |prefix: &str, indent: &str| line(r, prefix, indent);
         match &r.enable {
             Some(e) if !r.locals.is_empty() => {
                 let mut s = format!("{indent}if ({e}) begin\n");
@@ -1111,6 +1132,48 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
             None => line("", indent),
         }
     };
+    // Registers in a row whose enables are `outer & inner_k` with the same named `outer`
+    // print under one `if (outer)`: the same logic, and Verilator then tests `outer` once
+    // per cycle instead of every `outer & inner_k` (a register-file FIFO's entries: one
+    // test instead of one per entry while nothing is pushed).
+    // With `own_defaults`, each other register's locals get their defaults right before it.
+    let guarded_runs = |regs: &[&RegStmt], indent: &str, own_defaults: bool| -> String {
+        let outer = |r: &RegStmt| {
+            r.split
+                .as_ref()
+                .filter(|_| r.locals.is_empty())
+                .map(|s| s.0.clone())
+        };
+        let mut s = String::new();
+        let mut i = 0;
+        while i < regs.len() {
+            let run = outer(regs[i]).map_or(1, |o| {
+                regs[i..]
+                    .iter()
+                    .take_while(|r| outer(r).as_ref() == Some(&o))
+                    .count()
+            });
+            if run >= 2 {
+                let (o, _) = regs[i]
+                    .split
+                    .as_ref()
+                    .expect("a run shares an outer enable");
+                let _ = writeln!(s, "{indent}if ({o}) begin");
+                for r in &regs[i..i + run] {
+                    let (_, inner) = r.split.as_ref().expect("a run shares an outer enable");
+                    s.push_str(&line(r, &format!("if ({inner}) "), &format!("{indent}  ")));
+                }
+                let _ = writeln!(s, "{indent}end");
+            } else {
+                if own_defaults {
+                    s.push_str(&defaults(&[regs[i]], indent));
+                }
+                s.push_str(&stmt(regs[i], indent));
+            }
+            i += run;
+        }
+        s
+    };
     if !with_reset.is_empty() {
         let mut s = String::new();
         let _ = writeln!(s, "  always @(posedge {}) begin", def.cr.clock);
@@ -1125,9 +1188,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
             );
         }
         let _ = writeln!(s, "    end else begin");
-        for r in &with_reset {
-            s.push_str(&stmt(r, "      "));
-        }
+        s.push_str(&guarded_runs(&with_reset, "      ", false));
         let _ = writeln!(s, "    end");
         let _ = writeln!(s, "  end");
         sections.push(s);
@@ -1135,10 +1196,7 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     if !without.is_empty() {
         let mut s = String::new();
         let _ = writeln!(s, "  always @(posedge {}) begin", def.cr.clock);
-        for r in &without {
-            s.push_str(&defaults(&[r], "    "));
-            s.push_str(&stmt(r, "    "));
-        }
+        s.push_str(&guarded_runs(&without, "    ", true));
         let _ = writeln!(s, "  end");
         sections.push(s);
     }

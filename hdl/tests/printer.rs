@@ -114,6 +114,45 @@ fn signed_products_verilog() {
     golden_and_lint_clean("signed_products_verilog", signed_products());
 }
 
+/// Registers whose enables share a named first conjunct (a register file's write enable
+/// and address decode): a run of them without reset and a run with reset each print under
+/// one `if`; one alone with its first conjunct, and one whose whole enable is shared with
+/// an output (printed as a wire), print as before.
+fn guarded_runs() -> Module {
+    let m = ModuleBuilder::new("guarded_runs");
+    let we = m.input("we", 1);
+    let addr = m.input("addr", 2);
+    let d = m.input("d", 8);
+    for i in 0..4 {
+        let r = m.reg_noreset(&format!("r{i}"), 8);
+        m.next_when(r, we & addr.eq(i), d);
+        m.output_from(&format!("r{i}_out"), r);
+    }
+    let flags: Vec<_> = (0..2)
+        .map(|i| {
+            let f = m.reg(&format!("flag{i}"), 1, 0);
+            m.next_when(f, we & addr.bit(i), !f);
+            f
+        })
+        .collect();
+    m.output_from("flags", m.cat(&[flags[1], flags[0]]));
+    let go = m.input("go", 1);
+    let lone = m.reg_noreset("lone", 8);
+    m.next_when(lone, go & addr.eq(3), d + 1);
+    let shared = we & addr.ne(0);
+    let s = m.reg_noreset("s", 8);
+    m.next_when(s, shared, d);
+    m.output_from("lone_out", lone);
+    m.output_from("s_out", s);
+    m.output_from("shared_out", shared);
+    m.finish().unwrap()
+}
+
+#[test]
+fn guarded_runs_verilog() {
+    golden_and_lint_clean("guarded_runs_verilog", guarded_runs());
+}
+
 #[test]
 fn counter_verilog() {
     let d = Design::new(counter());
