@@ -64,49 +64,58 @@ pub(super) fn dot_module(p: &ExecParams) -> Module {
     let term_w = pw.min(p.acc_width);
     let mut terms: Vec<Vec<Vec<Option<Sig>>>> =
         vec![vec![vec![None; bi as usize]; bo as usize]; bsz as usize];
-    for b in 0..bsz {
-        for k in 0..bi {
-            let ak = a[b as usize][k as usize].as_signed();
-            if p.packed {
-                // P = a * (w2 * 2^S + w1) + 2^(S-1): one multiplier for output channels
-                // 2j and 2j+1 (see the module docs of `exec`).
-                let s = pw;
-                let pk_w = iw + 2 * ww + 1;
-                for j in 0..bo / 2 {
-                    let (n1, n2) = (2 * j, 2 * j + 1);
-                    let w1 = w[n1 as usize][k as usize].as_signed().sext(pk_w);
-                    let w2 = w[n2 as usize][k as usize].as_signed().sext(pk_w);
+    if p.packed {
+        // P = a * (w2 * 2^S + w1) + 2^(S-1): one multiplier for output channels 2j and 2j+1
+        // (see the module docs of `exec`). Every multiplier register is declared before
+        // every post-adder register, each set in (b, j, k) order: a simulator then keeps
+        // each set in consecutive words, the post-adders' additions read and write them in
+        // order (which a C++ compiler vectorizes), and a lane's terms are consecutive too.
+        let s = pw;
+        let pk_w = iw + 2 * ww + 1;
+        let mut prods = vec![];
+        for b in 0..bsz {
+            for j in 0..bo / 2 {
+                for k in 0..bi {
+                    let ak = a[b as usize][k as usize].as_signed();
+                    let w1 = w[2 * j as usize][k as usize].as_signed().sext(pk_w);
+                    let w2 = w[2 * j as usize + 1][k as usize].as_signed().sext(pk_w);
                     let packed = (w2 << s) + w1;
-                    let tag = format!("b{b}_k{k}_j{j}");
                     // Only the low 2S bits of the product are ever read (both fields);
                     // registering just those keeps every later stage within 32 bits for
                     // int8 operands, which a simulator computes in one machine word.
                     let prod = pipe_reg(
                         &m,
-                        &format!("m_{tag}"),
+                        &format!("m_b{b}_k{k}_j{j}"),
                         (ak * packed).trunc(2 * s),
                         stage(1),
                     );
-                    let post = pipe_reg(
-                        &m,
-                        &format!("p_{tag}"),
-                        prod.as_signed() + (1i64 << (s - 1)),
-                        stage(2),
-                    );
-                    // The two fields, signed, in offset binary (`adder_tree`). The low
-                    // field is `{~post[S-1], post[S-2:0]}`, whose offset form is
-                    // `post[S-1:0]` itself.
-                    let lo = if term_w == s {
-                        post.slice(s - 1, 0)
-                    } else {
-                        let lo = m.cat(&[!post.bit(s - 1), post.slice(s - 2, 0)]);
-                        offset(&m, lo.trunc(term_w))
-                    };
-                    let hi = offset(&m, post.slice(2 * s - 1, s).trunc(term_w));
-                    terms[b as usize][n1 as usize][k as usize] = Some(lo);
-                    terms[b as usize][n2 as usize][k as usize] = Some(hi);
+                    prods.push((b, j, k, prod));
                 }
+            }
+        }
+        for (b, j, k, prod) in prods {
+            let post = pipe_reg(
+                &m,
+                &format!("p_b{b}_k{k}_j{j}"),
+                prod.as_signed() + (1i64 << (s - 1)),
+                stage(2),
+            );
+            // The two fields, signed, in offset binary (`adder_tree`). The low field is
+            // `{~post[S-1], post[S-2:0]}`, whose offset form is `post[S-1:0]` itself.
+            let lo = if term_w == s {
+                post.slice(s - 1, 0)
             } else {
+                let lo = m.cat(&[!post.bit(s - 1), post.slice(s - 2, 0)]);
+                offset(&m, lo.trunc(term_w))
+            };
+            let hi = offset(&m, post.slice(2 * s - 1, s).trunc(term_w));
+            terms[b as usize][2 * j as usize][k as usize] = Some(lo);
+            terms[b as usize][2 * j as usize + 1][k as usize] = Some(hi);
+        }
+    } else {
+        for b in 0..bsz {
+            for k in 0..bi {
+                let ak = a[b as usize][k as usize].as_signed();
                 for n in 0..bo {
                     let wk = w[n as usize][k as usize].as_signed();
                     let tag = format!("b{b}_n{n}_k{k}");
