@@ -716,21 +716,24 @@ impl AxiMemory {
             },
         };
         let last = self.driven.replace(next);
-        macro_rules! put {
-            ($port:expr, $field:ident) => {
-                if last.is_none_or(|l| l.$field != next.$field) {
-                    m.set($port, next.$field as u64);
-                }
-            };
+        // Most cycles drive what the last one did.
+        if last != Some(next) {
+            macro_rules! put {
+                ($port:expr, $field:ident) => {
+                    if last.is_none_or(|l| l.$field != next.$field) {
+                        m.set($port, next.$field as u64);
+                    }
+                };
+            }
+            put!(p.ar[1], ar_ready);
+            put!(p.aw[1], aw_ready);
+            put!(p.w[1], w_ready);
+            put!(p.r[0], r_valid);
+            put!(p.r[4], r_last);
+            put!(p.r[3], r_resp);
+            put!(p.b[0], b_valid);
+            put!(p.b[2], b_resp);
         }
-        put!(p.ar[1], ar_ready);
-        put!(p.aw[1], aw_ready);
-        put!(p.w[1], w_ready);
-        put!(p.r[0], r_valid);
-        put!(p.r[4], r_last);
-        put!(p.r[3], r_resp);
-        put!(p.b[0], b_valid);
-        put!(p.b[2], b_resp);
         if let Some(b) = r_burst {
             if !self.r_data_driven {
                 let addr = b.addr + (b.done as u64) * self.bus_bytes as u64;
@@ -762,8 +765,9 @@ impl AxiMemory {
             self.stats.read_bursts += 1;
             self.reads.push_back(b);
         }
-        self.r_hold = o.r_valid && !m.get_bool(p.r[1]);
-        if o.r_valid && m.get_bool(p.r[1]) {
+        let r_taken = o.r_valid && m.get_bool(p.r[1]);
+        self.r_hold = o.r_valid && !r_taken;
+        if r_taken {
             self.stats.read_beats += 1;
             self.r_data_driven = false;
             let b = self.reads.front_mut().unwrap();
@@ -803,8 +807,9 @@ impl AxiMemory {
             self.writes.push_back(b);
         }
         let wbeat = self.sample_w(m, p, o);
-        self.b_hold = o.b_valid && !m.get_bool(p.b[1]);
-        if o.b_valid && m.get_bool(p.b[1]) {
+        let b_taken = o.b_valid && m.get_bool(p.b[1]);
+        self.b_hold = o.b_valid && !b_taken;
+        if b_taken {
             if let Some((_, Some(mut e))) = self.bresp.pop_front() {
                 e.cycle = now;
                 self.record_error(e);
