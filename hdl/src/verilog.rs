@@ -1135,8 +1135,8 @@ fn print_body(def: &ModuleDef, child_names: &[String]) -> String {
     // Registers in a row whose enables are `outer & inner_k` with the same named `outer`
     // print under one `if (outer)`: the same logic, and Verilator then tests `outer` once
     // per cycle instead of every `outer & inner_k` (a register-file FIFO's entries: one
-    // test instead of one per entry while nothing is pushed).
-    // With `own_defaults`, each other register's locals get their defaults right before it.
+    // test instead of one per entry while nothing is pushed). With `own_defaults`, each
+    // other register's locals get their defaults right before it.
     let guarded_runs = |regs: &[&RegStmt], indent: &str, own_defaults: bool| -> String {
         let outer = |r: &RegStmt| {
             r.split

@@ -79,11 +79,11 @@ const LUTRAM_NATIVE_DEPTH: u32 = 64;
 /// memories that are not scratchpads, and block RAM is the resource a Zynq-7020 runs out of
 /// first. A storage deeper than one Xilinx LUT-RAM primitive asks for it with `ram_style`
 /// ([`hdl::Mem::distributed`]); shallower ones are left to synthesis, which keeps them in
-/// LUT-RAM on Xilinx parts (the open-flow boards' queues are all this shallow). One memory rather than banks of
-/// primitives: synthesis builds the same LUT-RAMs and read multiplexer with one output
-/// register instead of one per bank (yosys, 512 x 128 bits: 1066 -> 128 flip-flops, the
-/// same 344 RAM64M), and a simulator tests one write and one read enable per cycle instead
-/// of one per bank. Module name `lutram_fifo_w<width>_d<depth>`.
+/// LUT-RAM on Xilinx parts (the open-flow boards' queues are all this shallow). One memory
+/// rather than banks of primitives: synthesis builds the same LUT-RAMs and read multiplexer
+/// with one output register instead of one per bank (yosys, 512 x 128 bits: 1066 -> 128
+/// flip-flops, the same 344 RAM64M), and a simulator tests one write and one read enable
+/// per cycle instead of one per bank. Module name `lutram_fifo_w<width>_d<depth>`.
 ///
 /// Ports and timing are those of `hdl::widgets::sync_fifo`: `in_valid`, `in_ready`,
 /// `in_data`, `out_valid`, `out_ready`, `out_data`, `count`; a word written at cycle t is
