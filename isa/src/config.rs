@@ -458,7 +458,7 @@ impl HwConfig {
 
         // Elements must be whole bytes: DRAM addresses count elements of each buffer.
         for m in [MemType::Inp, MemType::Wgt, MemType::Acc, MemType::Out] {
-            if self.elem_bits(m) % 8 != 0 {
+            if !self.elem_bits(m).is_multiple_of(8) {
                 return Err(format!(
                     "a {} element is {} bits, not a whole number of bytes; widen the block \
                      (LOG_BATCH/LOG_BLOCK) or the data width",

@@ -637,7 +637,7 @@ impl Codec {
 
     /// Decodes a raw stream of 16-byte instructions; errors name the instruction index.
     pub fn decode_stream(&self, bytes: &[u8]) -> Result<Vec<Insn>, StreamError> {
-        if bytes.len() % INSN_BYTES != 0 {
+        if !bytes.len().is_multiple_of(INSN_BYTES) {
             return Err(StreamError::Length {
                 len: bytes.len(),
                 unit: INSN_BYTES,
@@ -668,7 +668,7 @@ impl Codec {
 
     /// Decodes a raw stream of 4-byte micro-ops.
     pub fn decode_uop_stream(&self, bytes: &[u8]) -> Result<Vec<Uop>, StreamError> {
-        if bytes.len() % UOP_BYTES != 0 {
+        if !bytes.len().is_multiple_of(UOP_BYTES) {
             return Err(StreamError::Length {
                 len: bytes.len(),
                 unit: UOP_BYTES,

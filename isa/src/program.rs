@@ -193,7 +193,7 @@ impl Program {
     /// physical byte address `base` (which must be a multiple of [`Program::dram_align`]).
     pub fn relocated(&self, base: u64) -> Result<Vec<Insn>, String> {
         let align = Self::dram_align(&self.config);
-        if base % align != 0 {
+        if !base.is_multiple_of(align) {
             return Err(format!(
                 "DRAM region base {base:#x} is not aligned to {align} bytes"
             ));

@@ -185,7 +185,7 @@ impl RtlArgs {
         }
         if let Some(b) = self.mem_bytes_per_cycle {
             let bus = cfg.axi_data_width / 8;
-            if b == 0 || b > bus || bus % b != 0 {
+            if b == 0 || b > bus || !bus.is_multiple_of(b) {
                 let ok: Vec<String> = (0..=bus.trailing_zeros())
                     .map(|i| (1u32 << i).to_string())
                     .collect();

@@ -88,7 +88,7 @@ pub fn parse_header(bit: &[u8], what: &str) -> Result<BitHeader, BoardError> {
              {have} after it (truncated or corrupted copy?)"
         )));
     }
-    if data_len % 4 != 0 {
+    if !data_len.is_multiple_of(4) {
         return Err(bad(format!(
             "{data_len} bytes of configuration data is not whole 32-bit words"
         )));

@@ -88,7 +88,7 @@ impl Mapping {
 
     fn check_word(&self, offset: usize) {
         assert!(
-            offset % 4 == 0 && offset + 4 <= self.len,
+            offset.is_multiple_of(4) && offset + 4 <= self.len,
             "register offset {offset:#x} outside the {}-byte window",
             self.len
         );

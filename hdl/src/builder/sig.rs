@@ -87,7 +87,7 @@ impl<'a> Sig<'a> {
     /// All lanes of `lane_width` bits (the width must be a multiple), lane 0 first.
     #[track_caller]
     pub fn lanes(self, lane_width: u32) -> Vec<Sig<'a>> {
-        if lane_width == 0 || self.width % lane_width != 0 {
+        if lane_width == 0 || !self.width.is_multiple_of(lane_width) {
             panic!(
                 "module `{}`: `{}` ({} bits) does not split into {lane_width}-bit lanes",
                 self.m.name,

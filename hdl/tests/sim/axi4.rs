@@ -246,7 +246,7 @@ fn run(cfg: AxiMasterConfig, seed: u64, requests: usize, errors: Option<(u64, u6
         // client offers a request or data or takes read data, the chance that each bus
         // channel is held back in a cycle (not ready, or a due response not shown yet), and
         // the memory's latencies.
-        if cycle % 300 == 0 {
+        if cycle.is_multiple_of(300) {
             for k in [&mut p_req, &mut p_rdy, &mut p_data] {
                 *k = [10, 40, 70, 95, 100][rng.below(5) as usize];
             }

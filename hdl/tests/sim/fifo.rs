@@ -36,7 +36,7 @@ fn check_fifo(module: Module, width: u32, depth: usize, latency: u32, seed: u64)
         // A valid input holds its data until taken.
         if next_in.is_none() && rng.chance(p_in) {
             let mut v: Vec<u32> = (0..words).map(|_| rng.next_u64() as u32).collect();
-            if width % 32 != 0 {
+            if !width.is_multiple_of(32) {
                 v[words - 1] &= (1u32 << (width % 32)) - 1;
             }
             next_in = Some(v);

@@ -147,11 +147,11 @@ pub fn blocked_gemm(
     ops: GemmOperands,
 ) -> Result<Program, BuildError> {
     let (bb, bi, bo) = (cfg.batch(), cfg.block_in(), cfg.block_out());
-    if !(blk % bi == 0
-        && blk % bo == 0
-        && blk % bb == 0
-        && channels % (blk * vt) == 0
-        && batch % blk == 0)
+    if !(blk.is_multiple_of(bi)
+        && blk.is_multiple_of(bo)
+        && blk.is_multiple_of(bb)
+        && channels.is_multiple_of(blk * vt)
+        && batch.is_multiple_of(blk))
     {
         return Err(BuildError::Program(format!(
             "blocked GEMM: the block ({blk}) must be a multiple of the GEMM tile \

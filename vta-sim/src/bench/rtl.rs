@@ -167,9 +167,9 @@ pub fn rtl(
     let tile = cfg.batch().max(cfg.block_in()).max(cfg.block_out());
     let b = bench;
     if b.block == 0
-        || b.block % tile != 0
-        || b.batch % b.block != 0
-        || b.channels % (2 * b.block) != 0
+        || !b.block.is_multiple_of(tile)
+        || !b.batch.is_multiple_of(b.block)
+        || !b.channels.is_multiple_of(2 * b.block)
     {
         return Err(RtlError::Program(format!(
             "blocked GEMM: the block ({}) must be a multiple of the GEMM tile ({tile}) and \

@@ -46,7 +46,7 @@ impl Wide16 for i16 {
 /// Whether [`gemm`] handles `sh`: output blocks of whole 8-lane vectors, input channels in
 /// pairs.
 pub(super) fn supports(sh: &Shape) -> bool {
-    matches!(sh.block_out, 8 | 16 | 32 | 64) && sh.block_in % 2 == 0
+    matches!(sh.block_out, 8 | 16 | 32 | 64) && sh.block_in.is_multiple_of(2)
 }
 
 /// `acc[dst] += inp[src] . wgt[wgt]^T` for every micro-op of the loop.

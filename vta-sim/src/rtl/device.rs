@@ -40,7 +40,7 @@ impl RtlDevice {
         progress: &mut dyn FnMut(&str),
     ) -> Result<RtlDevice, DeviceError> {
         assert!(
-            opts.mem_base % PAGE_SIZE == 0 && opts.mem_size % PAGE_SIZE == 0,
+            opts.mem_base.is_multiple_of(PAGE_SIZE) && opts.mem_size.is_multiple_of(PAGE_SIZE),
             "memory must be whole pages"
         );
         let sim = RtlSim::new(cfg, opts, progress).map_err(|e| DeviceError::Unavailable {

@@ -443,7 +443,7 @@ impl RtlSim {
     /// Reads and decodes the instruction stream (the driver refuses what it cannot decode).
     fn read_stream(&self, insn_addr: u64, insn_count: u32) -> Result<Vec<Insn>, RtlError> {
         let mem = self.acc.memory();
-        if insn_addr % INSN_BYTES as u64 != 0 || insn_addr > u32::MAX as u64 {
+        if !insn_addr.is_multiple_of(INSN_BYTES as u64) || insn_addr > u32::MAX as u64 {
             return Err(RtlError::Program(format!(
                 "instruction address {insn_addr:#x} is not a {INSN_BYTES}-byte aligned 32-bit \
                  address"

@@ -10,7 +10,7 @@
 //! and that VALID stays high with a stable payload until its handshake, and records every
 //! violation instead of stopping the simulation.
 //!
-//! It can also inject faults ([`faults`]: random stalls on every channel, SLVERR/DECERR
+//! It can also inject faults ([`MemFaults`]: random stalls on every channel, SLVERR/DECERR
 //! responses, a memory that stops answering), set with [`AxiMemory::set_faults`].
 
 mod faults;
@@ -693,7 +693,7 @@ impl AxiMemory {
             .as_mut()
             .map_or(Held::default(), StallGen::cycle);
         let hung = self.hung(now);
-        let beat_slot = t.beat_interval == 1 || now % t.beat_interval as u64 == 0;
+        let beat_slot = t.beat_interval == 1 || now.is_multiple_of(t.beat_interval as u64);
         let r_valid = self.r_hold
             || (!hung
                 && !held.r
