@@ -425,23 +425,64 @@ fn error_raw_stream_of_17_bytes() {
     );
 }
 
+/// A disassembler lists every encodable instruction and marks what the config refuses (here
+/// an unknown opcode and a LOAD beyond its buffer); the listing does not assemble back.
 #[test]
-fn error_unknown_opcode() {
-    let dir = scratch("opcode");
+fn disasm_lists_invalid_instructions_and_marks_them() {
+    let dir = scratch("invalid");
     let mut bytes = raw_stream(&HwConfig::default());
     bytes[2 * 16] = (bytes[2 * 16] & !7) | 6;
-    std::fs::write(dir.join("op.bin"), bytes).unwrap();
-    for json in [false, true] {
-        let mut args = vec!["disasm", "op.bin"];
-        if json {
-            args.push("--json");
-        }
-        let err = fails(vta_in(&dir, &args));
-        assert!(
-            err.contains("op.bin") && err.contains("instruction 2") && err.contains("opcode 6"),
-            "{err}"
-        );
-    }
+    let codec = Codec::new(&HwConfig::default());
+    let beyond = Insn::Load(mem(MemType::Acc, 0, 0, 1));
+    let mut word = u128::from_le_bytes(codec.encode(&beyond).unwrap());
+    let sram = codec.mem.slot(isa::Field::SramBase);
+    word |= ((1u128 << sram.width) - 1) << sram.lsb;
+    bytes.extend(word.to_le_bytes());
+    std::fs::write(dir.join("op.bin"), &bytes).unwrap();
+    let n = bytes.len() / 16;
+
+    let out = vta_in(&dir, &["disasm", "op.bin"]);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let text = ok(out);
+    assert_eq!(text.lines().count(), n, "{text}");
+    let line2 = text.lines().nth(2).unwrap();
+    assert!(
+        line2.starts_with(".word 0x") && line2.contains("; #2 invalid: unknown opcode 6"),
+        "{text}"
+    );
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("load  acc")
+            && last.contains("invalid: sram_base")
+            && last.contains("beyond the ACC buffer"),
+        "{text}"
+    );
+    let marked = text.lines().filter(|l| l.contains("invalid:")).count();
+    assert_eq!(marked, 2, "{text}");
+    assert!(
+        err.contains(&format!("2 of {n} instructions are invalid")),
+        "{err}"
+    );
+
+    let json = ok(vta_in(&dir, &["disasm", "op.bin", "--json"]));
+    let rows: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), n);
+    assert_eq!(rows[2]["opcode"], 6);
+    assert!(rows[2]["invalid"]
+        .as_str()
+        .unwrap()
+        .contains("unknown opcode 6"));
+    assert_eq!(rows[n - 1]["opcode"], "LOAD");
+    assert_eq!(rows[n - 1]["sram_base"], (1u64 << sram.width) - 1);
+    assert!(rows.iter().filter(|r| r.get("invalid").is_some()).count() == 2);
+
+    // The listing does not assemble back: the assembler refuses what the simulator would.
+    std::fs::write(dir.join("op.vasm"), format!(".config default\n{text}")).unwrap();
+    let err = fails(vta_in(&dir, &["asm", "op.vasm", "-o", "op.vtab"]));
+    assert!(err.contains(".word"), "{err}");
 }
 
 #[test]

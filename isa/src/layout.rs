@@ -397,6 +397,16 @@ impl IsaError {
     }
 }
 
+/// One instruction of a raw stream as a disassembler lists it: its bytes, the instruction
+/// its fields spell (none when a field holds a value no instruction has, such as an unknown
+/// opcode) and why it is invalid under the config, if it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedInsn {
+    pub word: [u8; INSN_BYTES],
+    pub insn: Option<Insn>,
+    pub problem: Option<IsaError>,
+}
+
 /// Encoder and decoder for one config: the four layouts plus the limits they check.
 #[derive(Debug, Clone)]
 pub struct Codec {
@@ -554,9 +564,20 @@ impl Codec {
         }
     }
 
-    /// Decodes VTA's 16 little-endian bytes. Bits outside every field of the format (VTA's
-    /// gaps, and everything after the header of FINISH) are ignored, as the hardware does.
+    /// Decodes VTA's 16 little-endian bytes into a valid instruction: [`Codec::decode_fields`]
+    /// and then [`Codec::check`].
     pub fn decode(&self, bytes: &[u8; INSN_BYTES]) -> Result<Insn, IsaError> {
+        let insn = self.decode_fields(bytes)?;
+        self.check(&insn)?;
+        Ok(insn)
+    }
+
+    /// Decodes VTA's 16 little-endian bytes field by field, without [`Codec::check`]: the
+    /// only errors are values no [`Insn`] can hold (an unknown opcode, memory type or ALU
+    /// operation). Bits outside every field of the format (VTA's gaps, and everything after
+    /// the header of FINISH) are ignored, as the hardware does. For listings, which show
+    /// encodable but invalid instructions too; everything that runs a stream uses `decode`.
+    pub fn decode_fields(&self, bytes: &[u8; INSN_BYTES]) -> Result<Insn, IsaError> {
         let w = u128::from_le_bytes(*bytes);
         let opcode_bits = self.finish.get(w, Field::Opcode);
         let op = Opcode::from_bits(opcode_bits).ok_or(IsaError::UnknownOpcode(opcode_bits))?;
@@ -612,8 +633,37 @@ impl Codec {
             }
             Opcode::Finish => Insn::Finish(deps),
         };
-        self.check(&insn)?;
         Ok(insn)
+    }
+
+    /// Every instruction of a raw stream as a listing shows it, valid or not (see
+    /// [`ListedInsn`]); only a length that is not a whole number of instructions is an error.
+    pub fn list_stream(&self, bytes: &[u8]) -> Result<Vec<ListedInsn>, StreamError> {
+        if !bytes.len().is_multiple_of(INSN_BYTES) {
+            return Err(StreamError::Length {
+                len: bytes.len(),
+                unit: INSN_BYTES,
+                what: "instruction",
+            });
+        }
+        Ok(bytes
+            .chunks_exact(INSN_BYTES)
+            .map(|c| {
+                let word: [u8; INSN_BYTES] = c.try_into().expect("an instruction's bytes");
+                match self.decode_fields(&word) {
+                    Ok(insn) => ListedInsn {
+                        word,
+                        problem: self.check(&insn).err(),
+                        insn: Some(insn),
+                    },
+                    Err(e) => ListedInsn {
+                        word,
+                        insn: None,
+                        problem: Some(e),
+                    },
+                }
+            })
+            .collect())
     }
 
     /// Encodes a micro-op as 4 little-endian bytes.
@@ -684,18 +734,30 @@ impl Codec {
     /// The instruction as a JSON object with VTA's field names, in layout order. `opcode` is
     /// the name ("LOAD", ...); `imm` is signed; every other field is its unsigned value.
     pub fn to_vta_json(&self, insn: &Insn) -> Result<Value, IsaError> {
-        let w = self.encode_word(insn)?;
-        let layout = self.layout_of(insn.opcode());
+        Ok(self.word_to_vta_json(&self.encode(insn)?))
+    }
+
+    /// A raw instruction word as a JSON object with VTA's field names, in its format's
+    /// layout order, whether or not the instruction is valid: the same object as
+    /// [`Codec::to_vta_json`] for a valid one. A word whose opcode is unknown has only its
+    /// numeric `opcode`.
+    pub fn word_to_vta_json(&self, bytes: &[u8; INSN_BYTES]) -> Value {
+        let w = u128::from_le_bytes(*bytes);
+        let opcode_bits = self.finish.get(w, Field::Opcode);
+        let Some(op) = Opcode::from_bits(opcode_bits) else {
+            return serde_json::json!({ "opcode": opcode_bits });
+        };
+        let layout = self.layout_of(op);
         let mut obj = Map::new();
         for &(f, _) in &layout.fields {
             let v = match f {
-                Field::Opcode => Value::from(insn.opcode().name()),
+                Field::Opcode => Value::from(op.name()),
                 Field::Imm => Value::from(layout.get_signed(w, f)),
                 _ => Value::from(layout.get(w, f)),
             };
             obj.insert(f.name().to_string(), v);
         }
-        Ok(Value::Object(obj))
+        Value::Object(obj)
     }
 
     /// The micro-op as a JSON object with VTA's field names.

@@ -20,6 +20,6 @@ pub use config::{ConfigError, HwConfig, PRESETS};
 pub use insn::{
     AluInsn, AluOp, DepFlags, GemmInsn, Insn, MemInsn, MemType, Module, Opcode, Uop, UopLoop,
 };
-pub use layout::{Codec, Field, IsaError, StreamError, INSN_BYTES, UOP_BYTES};
+pub use layout::{Codec, Field, IsaError, ListedInsn, StreamError, INSN_BYTES, UOP_BYTES};
 pub use program::{DType, Program, Role, Segment};
 pub use tokens::{DepFlag, Queue};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use isa::asm::{print_insns, print_program, print_uops};
+use isa::asm::{print_listing, print_program, print_uops};
 use isa::{container, Codec, HwConfig, Insn, StreamError};
 
 #[derive(Args)]
@@ -65,8 +65,9 @@ pub fn run(a: DisasmArgs) -> Result<String> {
         };
     }
     let cfg = super::load_config(a.config.as_deref())?;
-    let insns = Codec::new(&cfg)
-        .decode_stream(&bytes)
+    let codec = Codec::new(&cfg);
+    let listed = codec
+        .list_stream(&bytes)
         .map_err(|e| match e {
             StreamError::Length { len, .. } if len % 4 == 0 => {
                 anyhow::anyhow!("{e} (if it is a micro-op stream, use --uops)")
@@ -74,11 +75,28 @@ pub fn run(a: DisasmArgs) -> Result<String> {
             e => e.into(),
         })
         .with_context(|| format!("{name} (raw instruction stream, config {cfg})"))?;
-    if a.json {
-        json_lines(&cfg, &insns)
-    } else {
-        Ok(print_insns(&cfg, &insns))
+    // A listing shows what the bytes say, valid or not; the count goes to stderr so that
+    // the listing itself stays clean (`vta sim` refuses such a stream).
+    let invalid = listed.iter().filter(|l| l.problem.is_some()).count();
+    if invalid > 0 {
+        eprintln!(
+            "warning: {name}: {invalid} of {} instructions are invalid under config {cfg} \
+             (marked `invalid:`); `vta sim` refuses to run the stream",
+            listed.len()
+        );
     }
+    if !a.json {
+        return Ok(print_listing(&listed));
+    }
+    let mut out = String::new();
+    for l in &listed {
+        let mut v = codec.word_to_vta_json(&l.word);
+        if let (Some(e), Some(obj)) = (&l.problem, v.as_object_mut()) {
+            obj.insert("invalid".into(), e.to_string().into());
+        }
+        writeln!(out, "{v}")?;
+    }
+    Ok(out)
 }
 
 fn json_lines(cfg: &HwConfig, insns: &[Insn]) -> Result<String> {

@@ -149,6 +149,7 @@ use std::path::PathBuf;
 
 use crate::config::HwConfig;
 use crate::insn::{Insn, Uop};
+use crate::layout::ListedInsn;
 use crate::program::Program;
 
 /// Where a source text comes from and which config to assemble it for.
@@ -242,6 +243,16 @@ pub fn print_program(p: &Program) -> String {
 /// no segments.
 pub fn print_insns(cfg: &HwConfig, insns: &[Insn]) -> String {
     print::print_insns(cfg, insns)
+}
+
+/// A raw stream as [`Codec::list_stream`](crate::Codec::list_stream) lists it: like
+/// [`print_insns`], with `invalid: WHY` after the index of every instruction the config
+/// refuses, and a word whose fields spell no instruction (an unknown opcode, memory type or
+/// ALU operation) as `.word 0x...`, which the assembler refuses, as it refuses every
+/// invalid instruction. A listing with no invalid instruction is exactly `print_insns`'
+/// text.
+pub fn print_listing(listed: &[ListedInsn]) -> String {
+    print::print_listing(listed)
 }
 
 /// Micro-ops, one `uop dst=.. src=.. wgt=..` line each.

@@ -7,7 +7,7 @@ use super::lex::{is_ident_char, is_ident_start};
 use super::syntax::{self, Kind, UOP_MNEMONIC, UOP_OPERANDS};
 use crate::config::{HwConfig, PRESETS};
 use crate::insn::{Insn, MemInsn, Uop};
-use crate::layout::{Codec, Field};
+use crate::layout::{Codec, Field, ListedInsn};
 use crate::program::{DType, Program, Segment};
 
 /// Values per line of an inline initializer.
@@ -124,6 +124,27 @@ pub(super) fn print_insns(_cfg: &HwConfig, insns: &[Insn]) -> String {
     out
 }
 
+pub(super) fn print_listing(listed: &[ListedInsn]) -> String {
+    let lines: Vec<String> = listed
+        .iter()
+        .map(|l| match &l.insn {
+            Some(i) => insn_text(i, &|m: &MemInsn| m.dram_base.to_string()),
+            // Not assembly the parser accepts: reassembling the listing fails on it.
+            None => format!(".word {:#034x}", u128::from_le_bytes(l.word)),
+        })
+        .collect();
+    let notes: Vec<String> = listed
+        .iter()
+        .map(|l| match &l.problem {
+            Some(e) => format!(" invalid: {e}"),
+            None => String::new(),
+        })
+        .collect();
+    let mut out = String::new();
+    push_numbered_with(&mut out, &lines, &notes);
+    out
+}
+
 pub(super) fn print_uops(_cfg: &HwConfig, uops: &[Uop]) -> String {
     let mut out = String::new();
     for u in uops {
@@ -157,9 +178,14 @@ fn config_line(cfg: &HwConfig) -> String {
 
 /// Lines followed by aligned `; #index` comments.
 fn push_numbered(out: &mut String, lines: &[String]) {
+    push_numbered_with(out, lines, &vec![String::new(); lines.len()]);
+}
+
+/// Lines followed by aligned `; #index` comments, each followed by its note.
+fn push_numbered_with(out: &mut String, lines: &[String], notes: &[String]) {
     let width = lines.iter().map(String::len).max().unwrap_or(0);
-    for (i, line) in lines.iter().enumerate() {
-        let _ = writeln!(out, "{line:<width$}  ; #{i}");
+    for (i, (line, note)) in lines.iter().zip(notes).enumerate() {
+        let _ = writeln!(out, "{line:<width$}  ; #{i}{note}");
     }
 }
 
