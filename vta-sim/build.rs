@@ -7,7 +7,8 @@
 //!
 //! Without `verilator` or a C++ compiler (or with `VTA_RTL_NO_STATIC` set) the build still
 //! succeeds: it says so in a warning, and the default model is built on first use, like
-//! every other config's.
+//! every other config's. The next build after the tools are installed runs this script
+//! again and links the model in.
 //!
 //! Without the `rtl` feature there is no RTL backend and nothing to build.
 
@@ -45,11 +46,29 @@ mod rtl {
         let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
         match build(&out) {
             Ok(()) => println!("cargo:rustc-cfg=vta_rtl_linked"),
-            Err(why) => println!(
-                "cargo:warning=the default config's RTL model is not compiled in ({why}); it will \
-                 be built on first use of the RTL backend (which needs verilator and a C++ \
-                 compiler: apt-get install verilator clang)"
-            ),
+            Err(why) => {
+                println!(
+                    "cargo:warning=the default config's RTL model is not compiled in ({why}); it \
+                     will be built on first use of the RTL backend (which needs verilator and a \
+                     C++ compiler: apt-get install verilator clang)"
+                );
+                watch_path_for_tools();
+            }
+        }
+    }
+
+    /// After a build without the tools, runs this script again once they may have appeared:
+    /// when `PATH` changes or an entry is added to one of its directories (installing
+    /// Verilator or a compiler adds one; cargo compares a directory's contents' times with
+    /// the last run). A missing file cannot be watched instead: cargo reruns the script on
+    /// every build while a watched file is missing.
+    fn watch_path_for_tools() {
+        println!("cargo:rerun-if-env-changed=PATH");
+        println!("cargo:rerun-if-env-changed=VERILATOR_ROOT");
+        for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+            if dir.is_absolute() && dir.is_dir() {
+                println!("cargo:rerun-if-changed={}", dir.display());
+            }
         }
     }
 
