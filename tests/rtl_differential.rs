@@ -595,6 +595,16 @@ fn random_programs_wide_bus() {
     differential("wide-bus", 200);
 }
 
+/// 2-bit lanes on both backends: the small preset with int2 inputs and weights and 16-bit
+/// accumulators, where four lanes share a byte and ACC arithmetic wraps at 16 bits.
+#[test]
+fn random_programs_int2() {
+    let mut cfg = HwConfig::preset("small").unwrap();
+    (cfg.log_inp_width, cfg.log_wgt_width, cfg.log_acc_width) = (1, 1, 4);
+    cfg.validate().unwrap();
+    differential_on("small, int2 x int2 -> int16", &cfg, 300);
+}
+
 /// Random configs within the valid ranges (`HwConfig::random`), each built into a Verilator
 /// model on demand: `VTA_DIFF_CONFIGS` of them (default 2), 100 programs each (times
 /// `VTA_DIFF_PROGRAMS`). A failure names the config seed and prints the config's JSON.

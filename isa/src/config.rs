@@ -39,7 +39,7 @@ pub const ALU_IMM_BITS: u32 = 16;
 pub const LUT_ENTRIES: u32 = 256;
 
 /// The ranges [`HwConfig::validate`] accepts (further constraints tie the fields together).
-pub const LOG_DATA_WIDTH_RANGE: RangeInclusive<u32> = 2..=4;
+pub const LOG_DATA_WIDTH_RANGE: RangeInclusive<u32> = 1..=4;
 pub const LOG_ACC_WIDTH_RANGE: RangeInclusive<u32> = 4..=5;
 pub const LOG_BATCH_RANGE: RangeInclusive<u32> = 0..=4;
 pub const LOG_BLOCK_RANGE: RangeInclusive<u32> = 0..=6;
@@ -384,13 +384,13 @@ impl HwConfig {
             "LOG_INP_WIDTH",
             self.log_inp_width,
             LOG_DATA_WIDTH_RANGE,
-            "int4, int8 or int16 inputs",
+            "int2, int4, int8 or int16 inputs",
         )?;
         range(
             "LOG_WGT_WIDTH",
             self.log_wgt_width,
             LOG_DATA_WIDTH_RANGE,
-            "int4, int8 or int16 weights",
+            "int2, int4, int8 or int16 weights (bipolar +-1 weights use int2)",
         )?;
         range(
             "LOG_ACC_WIDTH",

@@ -3,9 +3,16 @@
 //! each byte, multi-byte lanes little-endian; lanes are signed two's complement. The widths
 //! are those a validated [`crate::HwConfig`] can have; any other is a caller bug and panics.
 
-/// Unpacks `out.len()` signed lanes of `bits` (4, 8 or 16) from `bytes`.
+/// Unpacks `out.len()` signed lanes of `bits` (2, 4, 8 or 16) from `bytes`.
 pub fn unpack_i16(bytes: &[u8], bits: u32, out: &mut [i16]) {
     match bits {
+        2 => {
+            for (quad, &b) in out.chunks_exact_mut(4).zip(bytes) {
+                for (k, o) in quad.iter_mut().enumerate() {
+                    *o = i16::from(((b << (6 - 2 * k)) as i8) >> 6);
+                }
+            }
+        }
         4 => {
             for (pair, &b) in out.chunks_exact_mut(2).zip(bytes) {
                 pair[0] = i16::from(((b << 4) as i8) >> 4);
@@ -48,9 +55,17 @@ pub fn unpack_i32(bytes: &[u8], bits: u32, out: &mut [i32]) {
     }
 }
 
-/// Packs the low `bits` (4, 8 or 16) of each lane of `lanes` into `out`.
+/// Packs the low `bits` (2, 4, 8 or 16) of each lane of `lanes` into `out`.
 pub fn pack_low(lanes: &[i32], bits: u32, out: &mut [u8]) {
     match bits {
+        2 => {
+            for (o, quad) in out.iter_mut().zip(lanes.chunks_exact(4)) {
+                *o = quad
+                    .iter()
+                    .enumerate()
+                    .fold(0, |b, (k, &v)| b | ((v as u8 & 3) << (2 * k)));
+            }
+        }
         4 => {
             for (o, pair) in out.iter_mut().zip(lanes.chunks_exact(2)) {
                 *o = (pair[0] as u8 & 0x0f) | ((pair[1] as u8) << 4);
@@ -82,6 +97,20 @@ mod tests {
         let mut back = [0u8; 2];
         pack_low(&[-1, -8, 1, 7], 4, &mut back);
         assert_eq!(back, [0x8f, 0x71]);
+    }
+
+    #[test]
+    fn int2_lane_zero_is_the_lowest_pair_of_bits() {
+        // 0b01_00_11_10: lanes 2 (-2), 3 (-1), 0, 1 from the least significant bits up.
+        let mut out = [0i16; 8];
+        unpack_i16(&[0b0100_1110, 0b1110_0100], 2, &mut out);
+        assert_eq!(out, [-2, -1, 0, 1, 0, 1, -2, -1]);
+        let mut back = [0u8; 2];
+        pack_low(&[-2, -1, 0, 1, 0, 1, -2, -1], 2, &mut back);
+        assert_eq!(back, [0b0100_1110, 0b1110_0100]);
+        // Only the low two bits of a lane are stored.
+        pack_low(&[6, -5, 4, 1], 2, &mut back[..1]);
+        assert_eq!(back[0], 0b01_00_11_10);
     }
 
     #[test]

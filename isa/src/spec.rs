@@ -15,7 +15,7 @@
 //! ## 1. Numbers
 //!
 //! - `INP` lanes are signed two's-complement integers of `INP_WIDTH` bits, `WGT` lanes of
-//!   `WGT_WIDTH` bits (4, 8 or 16 each, independently), `ACC` lanes of `ACC_WIDTH` bits
+//!   `WGT_WIDTH` bits (2, 4, 8 or 16 each, independently), `ACC` lanes of `ACC_WIDTH` bits
 //!   (16 or 32). `OUT` lanes have `OUT_WIDTH = INP_WIDTH` bits.
 //! - `wrap(v)` is `v` reduced modulo `2^ACC_WIDTH` into the signed range
 //!   `[-2^(ACC_WIDTH-1), 2^(ACC_WIDTH-1))`. **All ACC arithmetic wraps**: no operation
@@ -38,8 +38,9 @@
 //!
 //! Packing: lane `l` of width `w` occupies bits `[l*w, (l+1)*w)` of the element, where bit `j`
 //! of the element is bit `j mod 8` of byte `j div 8`. Hence lanes are little-endian in order,
-//! two int4 lanes share a byte with lane 0 in the low nibble, and multi-byte lanes are
-//! little-endian. An element occupies `elem_bytes(m)` bytes
+//! two int4 lanes share a byte with lane 0 in the low nibble, four int2 lanes share a byte with
+//! lane 0 in the two lowest bits, and multi-byte lanes are little-endian. An element occupies
+//! `elem_bytes(m)` bytes
 //! ([`crate::HwConfig::elem_bytes`]; always whole bytes), so element address `e` of memory
 //! type `m` is byte address `e * elem_bytes(m)` (computed exactly; no wrap). A byte address
 //! outside the memory is an error.

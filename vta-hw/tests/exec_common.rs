@@ -52,6 +52,20 @@ pub fn extra_configs() -> Vec<(String, HwConfig)> {
                "LOG_BLOCK_IN":0,"LOG_BLOCK_OUT":1,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
                "LOG_WGT_BUFF_SIZE":9,"LOG_ACC_BUFF_SIZE":12"#,
         ),
+        // 2-bit inputs and weights (four lanes a byte), 16-bit ACC, BLOCK_IN 16.
+        (
+            "i2w2a16",
+            r#""LOG_INP_WIDTH":1,"LOG_WGT_WIDTH":1,"LOG_ACC_WIDTH":4,"LOG_BATCH":0,
+               "LOG_BLOCK_IN":4,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
+        ),
+        // int8 x int2 (bipolar-capable weights), 32-bit ACC, batch 2.
+        (
+            "i8w2a32",
+            r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":1,"LOG_ACC_WIDTH":5,"LOG_BATCH":1,
+               "LOG_BLOCK_IN":2,"LOG_BLOCK_OUT":3,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":10,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":11"#,
+        ),
         // The activation table (ALU_LUT) with 16-bit ACC and 8 lanes, ACC of 128 rows (fewer
         // than the table's 256 entries).
         (

@@ -376,7 +376,7 @@ mod tests {
             let batch = 1usize << rng.below(3);
             let block_in = 1usize << rng.below(7);
             let block_out = 1usize << rng.below(7);
-            let width = [4, 8, 16][rng.below(3) as usize];
+            let width = [2, 4, 8, 16][rng.below(4) as usize];
             let acc_bits = [16u32, 32][rng.below(2) as usize];
             let sh = Shape {
                 block_in,

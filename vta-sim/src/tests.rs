@@ -514,6 +514,21 @@ fn gemm_matches_reference_odd_shapes_and_int16() {
             r#""LOG_INP_WIDTH":2,"LOG_WGT_WIDTH":3,"LOG_ACC_WIDTH":4,"LOG_BATCH":1,
                "LOG_BLOCK":2"#,
         ),
+        (
+            "int2 x int2",
+            r#""LOG_INP_WIDTH":1,"LOG_WGT_WIDTH":1,"LOG_ACC_WIDTH":5,"LOG_BATCH":0,
+               "LOG_BLOCK":3"#,
+        ),
+        (
+            "int8 x int2, acc16",
+            r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":1,"LOG_ACC_WIDTH":4,"LOG_BATCH":0,
+               "LOG_BLOCK":2"#,
+        ),
+        (
+            "int2 x int4, batch 2",
+            r#""LOG_INP_WIDTH":1,"LOG_WGT_WIDTH":2,"LOG_ACC_WIDTH":4,"LOG_BATCH":1,
+               "LOG_BLOCK":2"#,
+        ),
     ] {
         gemm_matches_reference(HwConfig::from_json_str(&json(extra), name).unwrap());
     }
