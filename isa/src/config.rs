@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::insn::MemType;
 
 mod random;
+mod widths;
 pub use random::SampleBounds;
 
 /// Targets a config may name: VTA's, plus the boards we add.
@@ -149,7 +150,8 @@ pub enum ConfigError {
     #[error("config {origin}: {problem}")]
     Invalid { origin: String, problem: String },
     #[error(
-        "'{name}' is neither a config file nor a preset; presets: {}",
+        "'{name}' is neither a config file nor a preset (nor a preset's width variant such as \
+         i4w4 or small:i8w2a16); presets: {}",
         PRESETS.iter().map(|p| p.0).collect::<Vec<_>>().join(", ")
     )]
     UnknownPreset { name: String },
@@ -219,7 +221,8 @@ impl HwConfig {
         Self::from_json_str(json, &format!("preset '{name}'"))
     }
 
-    /// Loads a config file, or a preset when `spec` names no file but a preset.
+    /// Loads a config file, or a preset when `spec` names no file but a preset, or a preset's
+    /// width variant (`i4w4`, `small:i8w2a16`: see [`HwConfig::with_widths`]).
     pub fn load(spec: &str) -> Result<Self, ConfigError> {
         let path = Path::new(spec);
         if path.exists() {
@@ -230,6 +233,8 @@ impl HwConfig {
             Self::from_json_str(&text, spec)
         } else if PRESETS.iter().any(|p| p.0 == spec) {
             Self::preset(spec)
+        } else if let Some(variant) = Self::width_variant(spec) {
+            variant
         } else if spec.ends_with(".json") || spec.contains('/') {
             Err(ConfigError::Io {
                 path: spec.into(),
