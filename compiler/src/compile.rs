@@ -14,7 +14,7 @@ use vta_runtime::model::Model;
 use crate::backend::{self, BackendError, LayerInfo};
 use crate::frontend::{import_graph_shaped, FrontendError, FrontendOptions};
 use crate::graph::plan::{StepKind, ValueId};
-use crate::graph::{Support, SupportTable};
+use crate::graph::{Layer, Support, SupportTable};
 use crate::{launches, quant};
 
 /// How the back end groups accelerator steps into launches.
@@ -349,7 +349,47 @@ impl Compiled {
         s
     }
 
-    /// The accelerator layers: shapes, tiling, program size.
+    /// The lanes a GEMM layer's values need: `w4 x i4 -> o4` for weights, inputs and outputs
+    /// that fit 4-bit lanes (from the weights, the input's range and the output clamp);
+    /// `-` for other layers.
+    fn widths(&self, step: usize) -> String {
+        let bits = |lo: i32, hi: i32| {
+            [2u32, 4, 8]
+                .into_iter()
+                .find(|&b| {
+                    let (min, max) = backend::lane_range(b);
+                    lo >= min && hi <= max
+                })
+                .unwrap_or(8)
+        };
+        let st = &self.plan.steps[step];
+        let span = |lo: i32, hi: i32, &w: &i8| (lo.min(i32::from(w)), hi.max(i32::from(w)));
+        let ((wlo, whi), requant) = match &st.kind {
+            StepKind::Accel(Layer::Conv2d(l)) => (
+                l.weight.iter().fold((0, 0), |(a, b), w| span(a, b, w)),
+                &l.requant,
+            ),
+            StepKind::Accel(Layer::Dense(l)) => (
+                l.weight.iter().fold((0, 0), |(a, b), w| span(a, b, w)),
+                &l.requant,
+            ),
+            _ => return "-".into(),
+        };
+        let input = st
+            .inputs
+            .iter()
+            .find(|&&v| self.plan.values[v].constant.is_none())
+            .and_then(|&v| self.plan.values[v].range)
+            .unwrap_or((i8::MIN, i8::MAX));
+        format!(
+            "w{} x i{} -> o{}",
+            bits(wlo, whi),
+            bits(input.0.into(), input.1.into()),
+            bits(requant.lo.into(), requant.hi.into())
+        )
+    }
+
+    /// The accelerator layers: shapes, lane widths, tiling, program size.
     pub fn layer_report(&self) -> String {
         let mut s = String::new();
         if self.steps.is_empty() {
@@ -420,6 +460,7 @@ impl Compiled {
                     a.name.clone(),
                     a.kind.clone(),
                     io,
+                    self.widths(a.step),
                     launch,
                     tiling,
                     tiles,
@@ -428,9 +469,9 @@ impl Compiled {
             })
             .collect();
         let head = [
-            "step", "layer", "kind", "shape", "launch", "tiling", "tiles", "insns",
+            "step", "layer", "kind", "shape", "widths", "launch", "tiling", "tiles", "insns",
         ];
-        let right = [true, false, false, false, false, false, true, true];
+        let right = [true, false, false, false, false, false, false, true, true];
         s.push_str(&vta_runtime::report::columns(&head, &rows, &right));
         let (real, device) = self.macs();
         if real > 0 {

@@ -71,6 +71,28 @@ fn tensor_inputs(plan: &Plan, step: usize) -> impl Iterator<Item = ValueId> + '_
         .filter(|&v| plan.values[v].constant.is_none())
 }
 
+/// Checks that every tensor input of step `k` fits the core's input lanes (a value of
+/// unknown range is taken as all of int8).
+fn check_input_ranges(cfg: &HwConfig, plan: &Plan, k: usize) -> Result<(), BackendError> {
+    let (min, max) = crate::backend::lane_range(cfg.inp_width());
+    for v in tensor_inputs(plan, k) {
+        let (lo, hi) = plan.values[v].range.unwrap_or((i8::MIN, i8::MAX));
+        if i32::from(lo) < min || i32::from(hi) > max {
+            return Err(BackendError::Unsupported {
+                layer: plan.steps[k].name.clone(),
+                config: cfg.config_string(),
+                reason: format!(
+                    "its input '{}' spans [{lo}, {hi}] and the core's {}-bit input lanes hold \
+                     [{min}, {max}]",
+                    plan.values[v].name,
+                    cfg.inp_width()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A convolution step and the residual add step after it that can run in its epilogue.
 #[derive(Clone, Copy)]
 struct Fusion<'p> {
@@ -120,6 +142,10 @@ fn fusable_add<'p>(plan: &'p Plan, k: usize, readers: &[Vec<usize>]) -> Option<F
 /// output without covering another input.
 fn plan_slots(plan: &Plan, cfg: &HwConfig) -> HashMap<ValueId, Slot> {
     let bo = cfg.block_out() as usize;
+    if cfg.inp_width() != 8 {
+        // The back end refuses concatenations there (they copy through ACC8 loads).
+        return HashMap::new();
+    }
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     for (k, s) in plan.steps.iter().enumerate() {
         for &v in &s.outputs {
@@ -265,6 +291,7 @@ impl Open {
         slots: &HashMap<ValueId, Slot>,
     ) -> Result<(), BackendError> {
         let step = &plan.steps[k];
+        check_input_ranges(self.net.config(), plan, k)?;
         let out_home = step
             .outputs
             .first()

@@ -56,7 +56,7 @@ fn rtl(cfg: &isa::HwConfig) -> RtlDevice {
 }
 
 fn on_rtl(preset: &str, digits: usize) {
-    let cfg = isa::HwConfig::preset(preset).unwrap();
+    let cfg = isa::HwConfig::load(preset).unwrap();
     let m = compile(&cfg);
     let mut fsim = FsimDevice::checking_races(&cfg);
     let mut dev = rtl(&cfg);
@@ -104,4 +104,11 @@ fn tiny_cnn_on_rtl_default() {
 #[test]
 fn tiny_cnn_on_rtl_batched() {
     on_rtl("batched", 3);
+}
+
+/// Post-training quantized to 4-bit inputs and weights: the convolutions and the dense layer
+/// on the 4-bit core, identical on fsim and rtl, device-resident too.
+#[test]
+fn tiny_cnn_on_rtl_i4w4() {
+    on_rtl("i4w4", 3);
 }

@@ -345,12 +345,12 @@ fn compiled_model_file_rejects_bad_files() {
     );
     // A newer format version is refused before anything else is read; versions 1 (which
     // rebuilt the plan from a stored ONNX model), 2 (a program per layer), 3 (no element-wise
-    // layers), 4 (no folded input layouts), 5 (no accumulator clamp) and 6 (no tensor views)
-    // ask for a recompile.
+    // layers), 4 (no folded input layouts), 5 (no accumulator clamp), 6 (no tensor views)
+    // and 7 (no lane widths) ask for a recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&8u32.to_le_bytes());
-    assert!(err(&b).contains("format version 8 is newer"), "{}", err(&b));
-    for old in [1u32, 2, 3, 4, 5, 6] {
+    b[8..12].copy_from_slice(&9u32.to_le_bytes());
+    assert!(err(&b).contains("format version 9 is newer"), "{}", err(&b));
+    for old in [1u32, 2, 3, 4, 5, 6, 7] {
         b[8..12].copy_from_slice(&old.to_le_bytes());
         let e = err(&b);
         assert!(
@@ -564,4 +564,73 @@ fn an_old_embedded_container_asks_to_recompile_the_model() {
             && !e.contains("vta asm"),
         "{e}"
     );
+}
+
+/// The default config with other input and weight widths (`log` = log2 of the bits) and
+/// as many INP and WGT elements (scratchpads of fewer bytes).
+fn narrow(log_inp: u32, log_wgt: u32) -> isa::HwConfig {
+    let mut cfg = isa::HwConfig::default();
+    (cfg.log_inp_width, cfg.log_wgt_width) = (log_inp, log_wgt);
+    cfg.log_inp_buff_size -= 3 - log_inp;
+    cfg.log_wgt_buff_size -= 3 - log_wgt;
+    cfg.validate().unwrap();
+    cfg
+}
+
+/// Post-training quantization to a core's narrower widths: the convolutions and the dense
+/// layer run on the accelerator with weights (and activations) packed at those widths,
+/// bit-exact with the integer reference; layers reading activations through 8-bit ACC
+/// loads run on the CPU when activations are narrower. The weights of every accelerator
+/// layer fit the lanes, and so does every activation that crosses the host boundary.
+#[test]
+fn low_bit_configs_run_convolutions_on_the_accelerator_bit_exact() {
+    let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
+    let bytes = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
+    let labels = labels();
+    for (log_inp, log_wgt, min_accel) in [(3, 2, 8), (3, 1, 8), (2, 2, 4), (1, 2, 4), (2, 1, 4)] {
+        let cfg = narrow(log_inp, log_wgt);
+        let c = Compiled::compile(
+            bytes.clone(),
+            "tiny_cnn.onnx",
+            &calib,
+            &cfg,
+            &FrontendOptions::default(),
+        )
+        .unwrap();
+        let report = c.compile_report();
+        let m = Model::from_bytes(&c.to_bytes().unwrap(), "tiny_cnn.vtab").unwrap();
+        let wmax = (1i32 << ((1 << log_wgt) - 1)) - 1;
+        let amax = (1i32 << ((1 << log_inp) - 1)) - 1;
+        for l in m.plan.layers() {
+            if let Layer::Conv2d(conv) = l {
+                assert!(
+                    conv.weight.iter().all(|&w| i32::from(w).abs() <= wmax),
+                    "{}",
+                    conv.name
+                );
+                assert!(i32::from(conv.requant.hi) <= amax, "{}", conv.name);
+            }
+        }
+        let kinds: Vec<String> = m
+            .accel
+            .iter()
+            .filter(|a| a.launch().is_some())
+            .map(|a| m.plan.steps[a.step].kind_name())
+            .collect();
+        assert!(kinds.len() >= min_accel, "{cfg}: {kinds:?}\n{report}");
+        assert!(
+            kinds.iter().any(|k| k == "QDense"),
+            "{cfg}: {kinds:?}\n{report}"
+        );
+        let scores = run_checked(&m, 30);
+        let right = scores
+            .iter()
+            .zip(&labels)
+            .filter(|(p, &l)| argmax(p) == l)
+            .count();
+        println!(
+            "tiny CNN {cfg}: {} layers on the accelerator, {right}/30 right",
+            kinds.len()
+        );
+    }
 }

@@ -1,5 +1,6 @@
 //! The packed DRAM layout of activation tensors, and packing between it and NCHW int8 tensors
-//! on the host.
+//! on the host (lanes of 8 bits, or of 4 or 2 bits on a core with narrower inputs: the
+//! tensor's int8 values must then fit those lanes).
 //!
 //! # Activations: `NCHW{b}n{c}c`
 //!
@@ -7,8 +8,8 @@
 //! `c` lanes (`c = BLOCK_IN` for tensors read by a convolution or dense layer through INP
 //! loads, `c = BLOCK_OUT` for tensors written by STORE or read by ACC8 loads). Element
 //! `(nb, cb, h, w)` holds samples `nb*b .. nb*b + b` and channels `cb*c .. cb*c + c` of pixel
-//! `(h, w)`, lane `bi*c + ci` (the lane order of INP/OUT elements, `isa::spec` section 2), and
-//! sits at element index
+//! `(h, w)`, lane `bi*c + ci` (the lane order and sub-byte packing of INP/OUT elements,
+//! `isa::spec` section 2), and sits at element index
 //!
 //! ```text
 //! ((nb * CB + cb) * H + h) * W + w          CB = ceil(C / c), NB = ceil(N / b)
@@ -50,6 +51,8 @@ pub struct ActLayout {
     pub block: usize,
     /// A convolution window folded into the channel axis (see the module documentation).
     pub fold: Option<WindowFold>,
+    /// Bits per lane: 8, or the 4 or 2 of a core's narrower inputs and outputs.
+    pub bits: usize,
 }
 
 /// A window of the input folded into the channel axis of each element (see the module
@@ -93,7 +96,13 @@ impl ActLayout {
             batch,
             block,
             fold: None,
+            bits: 8,
         }
+    }
+
+    /// `self` with lanes of `bits` (2, 4 or 8) bits.
+    pub fn with_bits(self, bits: usize) -> Self {
+        ActLayout { bits, ..self }
     }
 
     /// `self` with window `fold` folded into the channel axis.
@@ -120,6 +129,12 @@ impl ActLayout {
         if self.batch == 0 || self.block == 0 || self.shape.contains(&0) {
             return Err(format!("an empty layout {self:?}"));
         }
+        if ![2, 4, 8].contains(&self.bits) || (self.batch * self.block * self.bits) % 8 != 0 {
+            return Err(format!(
+                "layout {self:?}: lanes of {} bits (2, 4 or 8) that fill whole bytes",
+                self.bits
+            ));
+        }
         let too_big = || format!("layout {self:?} describes more than 2^64 bytes");
         let [n, c, h, w] = self.shape;
         let (c, h, w) = match self.fold {
@@ -132,7 +147,7 @@ impl ActLayout {
                 (taps.checked_mul(c).ok_or_else(too_big)?, f.rows, f.cols)
             }
         };
-        [
+        let lanes = [
             n.div_ceil(self.batch),
             c.div_ceil(self.block),
             h,
@@ -142,17 +157,27 @@ impl ActLayout {
         ]
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
-        .ok_or_else(too_big)
+        .ok_or_else(too_big)?;
+        Ok(lanes / 8 * self.bits as u64 + lanes % 8 * self.bits as u64 / 8)
     }
 
-    /// The layout an INP load reads (`BATCH x BLOCK_IN` elements).
+    /// The layout an INP load reads (`BATCH x BLOCK_IN` lanes of `INP_WIDTH`).
     pub fn inp(cfg: &HwConfig, shape: [usize; 4]) -> Self {
         Self::new(shape, cfg.batch() as usize, cfg.block_in() as usize)
+            .with_bits(cfg.inp_width() as usize)
     }
 
-    /// The layout STORE writes and ACC8 loads read (`BATCH x BLOCK_OUT` elements).
+    /// The layout STORE writes (`BATCH x BLOCK_OUT` lanes of `OUT_WIDTH = INP_WIDTH`) and
+    /// ACC8 loads read (on a core with 8-bit inputs).
     pub fn out(cfg: &HwConfig, shape: [usize; 4]) -> Self {
         Self::new(shape, cfg.batch() as usize, cfg.block_out() as usize)
+            .with_bits(cfg.inp_width() as usize)
+    }
+
+    /// The values one lane holds.
+    pub fn lane_range(&self) -> (i8, i8) {
+        let half = 1i16 << (self.bits - 1);
+        ((-half) as i8, (half - 1) as i8)
     }
 
     /// Sample blocks `NB = ceil(N / BATCH)`.
@@ -177,9 +202,9 @@ impl ActLayout {
         self.n_blocks() * self.c_blocks() * self.plane()
     }
 
-    /// Bytes of one element (int8 lanes).
+    /// Bytes of one element.
     pub fn elem_bytes(&self) -> usize {
-        self.batch * self.block
+        self.batch * self.block * self.bits / 8
     }
 
     /// Bytes of the whole packed tensor.
@@ -193,37 +218,62 @@ impl ActLayout {
         ((nb * self.c_blocks() + cb) * ph + h) * pw + w
     }
 
-    /// Byte offset of value `(n, c, h, w)` of the packed shape (for a plain layout, the
-    /// logical value).
-    pub fn byte_offset(&self, n: usize, c: usize, h: usize, w: usize) -> usize {
+    /// Lane index of value `(n, c, h, w)` of the packed shape (for a plain layout, the
+    /// logical value) in the whole tensor: its bits start at bit `lane * bits`.
+    pub fn lane_index(&self, n: usize, c: usize, h: usize, w: usize) -> usize {
         let e = self.elem_index(n / self.batch, c / self.block, h, w);
-        e * self.elem_bytes() + (n % self.batch) * self.block + c % self.block
+        e * self.batch * self.block + (n % self.batch) * self.block + c % self.block
     }
 
-    /// The DRAM segment's shape: `[NB, CB, H, W, BATCH, block]` (of the packed shape).
-    pub fn segment_shape(&self) -> Vec<usize> {
+    /// Offset of the byte holding value `(n, c, h, w)` (see [`ActLayout::lane_index`]).
+    pub fn byte_offset(&self, n: usize, c: usize, h: usize, w: usize) -> usize {
+        self.lane_index(n, c, h, w) * self.bits / 8
+    }
+
+    /// The DRAM segment's shape and lane type: `[NB, CB, H, W, BATCH, block]` int8 lanes, or
+    /// `[NB, CB, H, W, element bytes]` bytes for narrower lanes (of the packed shape).
+    pub fn segment_shape(&self) -> (isa::DType, Vec<usize>) {
         let [_, _, h, w] = self.packed_shape();
-        vec![
-            self.n_blocks(),
-            self.c_blocks(),
-            h,
-            w,
-            self.batch,
-            self.block,
-        ]
+        let (nb, cb) = (self.n_blocks(), self.c_blocks());
+        if self.bits == 8 {
+            (isa::DType::I8, vec![nb, cb, h, w, self.batch, self.block])
+        } else {
+            (isa::DType::U8, vec![nb, cb, h, w, self.elem_bytes()])
+        }
+    }
+
+    fn put(&self, out: &mut [u8], lane: usize, v: i8) {
+        let bit = lane * self.bits;
+        let mask = ((1u16 << self.bits) - 1) as u8;
+        let b = &mut out[bit / 8];
+        *b = (*b & !(mask << (bit % 8))) | (((v as u8) & mask) << (bit % 8));
+    }
+
+    fn get(&self, bytes: &[u8], lane: usize) -> i8 {
+        let bit = lane * self.bits;
+        let up = (8 - self.bits - bit % 8) as u32;
+        ((bytes[bit / 8] << up) as i8) >> (8 - self.bits)
     }
 
     /// Packs an NCHW tensor (padding lanes are zero; a folded layout gets every window).
+    /// Fails, naming the first, when a value does not fit the lanes.
     ///
     /// # Panics
     /// When `x` does not have [`ActLayout::shape`].
-    pub fn pack(&self, x: ArrayView4<i8>) -> Vec<u8> {
+    pub fn pack(&self, x: ArrayView4<i8>) -> Result<Vec<u8>, String> {
         assert_eq!(x.shape(), &self.shape, "tensor shape vs layout");
+        let (lo, hi) = self.lane_range();
+        if let Some((at, v)) = x.indexed_iter().find(|(_, &v)| v < lo || v > hi) {
+            return Err(format!(
+                "value {v} at {at:?} does not fit the core's {}-bit lanes [{lo}, {hi}]",
+                self.bits
+            ));
+        }
         let mut out = vec![0u8; self.bytes()];
         match self.fold {
             None => {
                 for ((n, c, h, w), &v) in x.indexed_iter() {
-                    out[self.byte_offset(n, c, h, w)] = v as u8;
+                    self.put(&mut out, self.lane_index(n, c, h, w), v);
                 }
             }
             Some(f) => {
@@ -234,7 +284,8 @@ impl ActLayout {
                         for y in 0..rows {
                             for q in 0..cols {
                                 if let Some([ch, ih, iw]) = f.source(c, v, y, q, [h, w]) {
-                                    out[self.byte_offset(b, v, y, q)] = x[[b, ch, ih, iw]] as u8;
+                                    let lane = self.lane_index(b, v, y, q);
+                                    self.put(&mut out, lane, x[[b, ch, ih, iw]]);
                                 }
                             }
                         }
@@ -242,7 +293,7 @@ impl ActLayout {
                 }
             }
         }
-        out
+        Ok(out)
     }
 
     /// Unpacks the logical NCHW tensor, ignoring padding lanes. A folded layout gives each
@@ -256,7 +307,7 @@ impl ActLayout {
         let [n, c, h, w] = self.shape;
         match self.fold {
             None => Array4::from_shape_fn((n, c, h, w), |(n, c, h, w)| {
-                bytes[self.byte_offset(n, c, h, w)] as i8
+                self.get(bytes, self.lane_index(n, c, h, w))
             }),
             Some(f) => {
                 let mut x = Array4::zeros((n, c, h, w));
@@ -270,7 +321,7 @@ impl ActLayout {
                                     if !seen[[b, ch, ih, iw]] {
                                         seen[[b, ch, ih, iw]] = true;
                                         x[[b, ch, ih, iw]] =
-                                            bytes[self.byte_offset(b, v, y, q)] as i8;
+                                            self.get(bytes, self.lane_index(b, v, y, q));
                                     }
                                 }
                             }
@@ -313,7 +364,7 @@ mod tests {
         for fold in [whole, columns] {
             let l = ActLayout::new([2, 3, 9, 8], 1, 16).folded(fold);
             assert_eq!(l.packed_shape(), [2, fold.kh * 7 * 3, fold.rows, 4]);
-            let bytes = l.pack(x.view());
+            let bytes = l.pack(x.view()).unwrap();
             assert_eq!(bytes.len(), l.bytes());
             for (y, q, ky, kx, c) in [(0, 0, 3, 3, 0), (2, 1, 0, 6, 2), (4, 3, 2, 0, 1)] {
                 let ky = if fold.kh == 1 { 0 } else { ky };
@@ -333,5 +384,33 @@ mod tests {
         }
         let empty = ActLayout::new([1, 3, 9, 8], 1, 16).folded(WindowFold { kh: 0, ..whole });
         assert!(empty.checked_bytes().is_err());
+    }
+
+    /// Sub-byte lanes: values round-trip at 4 and 2 bits, lane 0 in the lowest bits, and a
+    /// value beyond the lanes is refused by name.
+    #[test]
+    fn narrow_lanes_pack_and_unpack() {
+        for (bits, lo, hi) in [(4usize, -8i8, 7i8), (2, -2, 1)] {
+            let x = Array4::from_shape_fn((3, 5, 2, 3), |(n, c, h, w)| {
+                let span = (hi as i32 - lo as i32 + 1) as usize;
+                (lo as i32 + ((n * 7 + c * 3 + h * 5 + w) % span) as i32) as i8
+            });
+            let l = ActLayout::new([3, 5, 2, 3], 2, 4).with_bits(bits);
+            assert_eq!(l.lane_range(), (lo, hi));
+            let bytes = l.pack(x.view()).unwrap();
+            assert_eq!(bytes.len(), l.bytes());
+            assert_eq!(l.bytes(), l.elems() * 2 * 4 * bits / 8);
+            assert_eq!(l.checked_bytes(), Ok(l.bytes() as u64));
+            assert_eq!(l.unpack(&bytes), x);
+            let first = x[[0, 0, 0, 0]] as u8 & ((1u8 << bits) - 1);
+            assert_eq!(bytes[0] & ((1u8 << bits) - 1), first);
+            let mut wide = x.clone();
+            wide[[2, 4, 1, 2]] = hi + 1;
+            let e = l.pack(wide.view()).unwrap_err();
+            assert!(
+                e.contains(&format!("{}", hi + 1)) && e.contains("(2, 4, 1, 2)"),
+                "{e}"
+            );
+        }
     }
 }

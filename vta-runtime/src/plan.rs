@@ -2,7 +2,8 @@
 //! identified by [`ValueId`].
 //!
 //! - [`StepKind::Quantize`]: float32 in, int8 out (the model's input quantization):
-//!   `q = saturate(round_half_even(x / scale) + zero_point)`;
+//!   `q = clamp(round_half_even(x / scale) + zero_point, lo, hi)`, `[lo, hi]` the int8 range
+//!   or the narrower one of a core's lanes;
 //! - [`StepKind::Accel`]: one accelerator layer of [`crate::qlayer`] on int8 tensors, with
 //!   the exact semantics of its `reference` function;
 //! - [`StepKind::Cpu`]: a fallback op run on the CPU with exact ONNX semantics (integer ops
@@ -43,6 +44,10 @@ pub struct PlanValue {
     pub quant: Option<QuantParams>,
     /// Compile-time constant (weights or parameters of CPU steps).
     pub constant: Option<Arc<Tensor>>,
+    /// For int8 values, where known: bounds every element lies within (the clamp of the
+    /// step producing it). A core whose lanes are narrower than 8 bits reads a value only
+    /// when these bounds fit its lanes.
+    pub range: Option<(i8, i8)>,
 }
 
 /// One accelerator layer.
@@ -284,8 +289,8 @@ pub struct CpuOp {
 /// What a step does.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone)]
 pub enum StepKind {
-    /// float32 -> int8: `q = saturate(round_half_even(x / scale) + zero_point)`.
-    Quantize(QuantParams),
+    /// float32 -> int8: `q = clamp(round_half_even(x / scale) + zero_point, lo, hi)`.
+    Quantize { q: QuantParams, lo: i8, hi: i8 },
     /// int8 -> float32: `x = (q - zero_point) * scale`.
     Dequantize(QuantParams),
     /// An accelerator layer.
@@ -309,7 +314,7 @@ impl Step {
     /// `"Quantize"`, `"Dequantize"`, the layer kind, or `"Cpu:<op>"`.
     pub fn kind_name(&self) -> String {
         match &self.kind {
-            StepKind::Quantize(_) => "Quantize".into(),
+            StepKind::Quantize { .. } => "Quantize".into(),
             StepKind::Dequantize(_) => "Dequantize".into(),
             StepKind::Accel(l) => l.kind().into(),
             StepKind::Cpu(c) => format!("Cpu:{}", c.op.op().op_type()),
@@ -347,6 +352,7 @@ impl Plan {
             fact,
             quant,
             constant: None,
+            range: None,
         });
         self.values.len() - 1
     }
@@ -358,6 +364,7 @@ impl Plan {
             fact: t.fact(),
             quant: None,
             constant: Some(t),
+            range: None,
         });
         self.values.len() - 1
     }
@@ -455,7 +462,10 @@ impl Plan {
         let ins: Vec<&Fact> = st.inputs.iter().map(|&v| fact(v)).collect();
         let out = fact(st.outputs[0]);
         match &st.kind {
-            StepKind::Quantize(_) | StepKind::Dequantize(_) => {
+            StepKind::Quantize { lo, hi, .. } if lo > hi => {
+                Err(format!("saturates to an empty range [{lo}, {hi}]"))
+            }
+            StepKind::Quantize { .. } | StepKind::Dequantize(_) => {
                 let x = ins.first().ok_or("no input")?;
                 if x.shape != out.shape {
                     return Err(format!("maps {x} to {out}"));
@@ -519,8 +529,16 @@ impl fmt::Display for Plan {
                 .collect();
             let outs: Vec<String> = s.outputs.iter().map(v).collect();
             let extra = match &s.kind {
-                StepKind::Quantize(q) | StepKind::Dequantize(q) => {
+                StepKind::Quantize {
+                    q,
+                    lo: -128,
+                    hi: 127,
+                }
+                | StepKind::Dequantize(q) => {
                     format!(" scale {} zp {}", q.scale, q.zero_point)
+                }
+                StepKind::Quantize { q, lo, hi } => {
+                    format!(" scale {} zp {} to [{lo}, {hi}]", q.scale, q.zero_point)
                 }
                 StepKind::Cpu(c) => {
                     let sm = c.op.op().summary();

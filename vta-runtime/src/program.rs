@@ -55,6 +55,8 @@ pub enum RunError {
         expected: [usize; 4],
         got: Vec<usize>,
     },
+    #[error("input '{name}': {reason}")]
+    InputValue { name: String, reason: String },
     #[error(transparent)]
     Device(#[from] drivers::DeviceError),
     #[error("the run returned no output segment '{0}'")]
@@ -85,7 +87,14 @@ impl DeviceProgram {
                     got: x.shape().to_vec(),
                 });
             }
-            data.push((seg.name.clone(), seg.layout.pack(x.view())));
+            let bytes = seg
+                .layout
+                .pack(x.view())
+                .map_err(|reason| RunError::InputValue {
+                    name: seg.name.clone(),
+                    reason,
+                })?;
+            data.push((seg.name.clone(), bytes));
         }
         let run = run_program(dev, &self.program, &data, timeout)?;
         let outs = self
@@ -149,7 +158,7 @@ impl DeviceProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use isa::{DType, HwConfig, Role};
+    use isa::{HwConfig, Role};
 
     #[test]
     fn only_internal_tensors_may_be_views_inside_a_segment() {
@@ -161,13 +170,8 @@ mod tests {
             insns: Vec::new(),
             segments: Vec::new(),
         };
-        program.push_segment(
-            "cat",
-            DType::I8,
-            whole.segment_shape(),
-            Role::default(),
-            None,
-        );
+        let (dtype, shape) = whole.segment_shape();
+        program.push_segment("cat", dtype, shape, Role::default(), None);
         let p = DeviceProgram {
             program,
             inputs: Vec::new(),

@@ -144,10 +144,11 @@ pub fn eval_step(step: &Step, values: &[Option<Tensor>]) -> Result<Vec<Tensor>, 
             .ok_or_else(|| format!("value %{v} is not computed"))
     };
     match &step.kind {
-        StepKind::Quantize(q) => {
+        StepKind::Quantize { q, lo, hi } => {
             let x = get(step.inputs[0])?.as_f32()?;
+            let (lo, hi) = (i32::from(*lo), i32::from(*hi));
             Ok(vec![Tensor::I8(x.mapv(|v| {
-                quantize_value(v, q.scale, q.zero_point, -128, 127) as i8
+                quantize_value(v, q.scale, q.zero_point, lo, hi) as i8
             }))])
         }
         StepKind::Dequantize(q) => {

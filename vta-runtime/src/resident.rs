@@ -304,7 +304,10 @@ impl<'a> Resident<'a> {
                 .view()
                 .into_shape_with_order(up.layout.shape)
                 .map_err(|e| e.to_string())?;
-            let bytes = up.layout.pack(a4);
+            let bytes = up
+                .layout
+                .pack(a4)
+                .map_err(|e| format!("input '{}': {e}", plan.values[up.value].name))?;
             let arena = arena.ok_or("an upload without an arena")?;
             dev.copy_to_device(arena, up.offset, &bytes)
                 .map_err(|e| e.to_string())?;

@@ -129,6 +129,7 @@ impl NetBuilder {
         home: Option<Home>,
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let bo = cfg.block_out() as usize;
         let shapes: Vec<[usize; 4]> = xs.iter().map(|&x| self.shape(x)).collect();
         let refs: Vec<&[usize]> = shapes.iter().map(|s| s.as_slice()).collect();
@@ -202,6 +203,7 @@ impl NetBuilder {
     /// segment, else a copy.
     pub fn slice_channels(&mut self, layer: &QSlice, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let bo = cfg.block_out() as usize;
         let shape = self.shape(x);
         if layer.len == 0 || layer.start + layer.len > shape[1] {

@@ -82,7 +82,8 @@ use crate::qlayer::QConv2d;
 pub fn applies(cfg: &isa::HwConfig, layer: &QConv2d) -> bool {
     let c = layer.input_shape[1];
     let o = layer.weight.shape().first().copied().unwrap_or(0);
-    cfg.alu_mul && layer.groups > 1 && layer.groups == c && o == c
+    // The ALU reads the input through 8-bit ACC loads.
+    cfg.alu_mul && cfg.inp_width() == 8 && layer.groups > 1 && layer.groups == c && o == c
 }
 
 /// The tiling of a depthwise convolution: `kp` channel planes x `th` output rows x `tw`

@@ -231,6 +231,7 @@ pub fn plan(
     channels: usize,
 ) -> Result<Epilogue, BackendError> {
     check_requant(layer, r, channels)?;
+    super::check_out_range(cfg, layer, r.lo.into(), r.hi.into())?;
     let mut ep = Epilogue::default();
     let bias = bias.filter(|b| b.iter().any(|&v| v != 0));
     // Without a pre-shift the bias moves behind the multiplication and takes the rounding

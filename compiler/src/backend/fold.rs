@@ -166,7 +166,7 @@ mod tests {
                 let layout = ActLayout::new(l.input_shape, 1, 16).folded(window);
                 assert_eq!(layout.packed_shape(), folded.input_shape);
                 // the folded tensor as the plain layout of the folded shape
-                let bytes = layout.pack(x.view());
+                let bytes = layout.pack(x.view()).unwrap();
                 let plain = ActLayout::new(folded.input_shape, 1, 16);
                 let xf = plain.unpack(&bytes);
                 assert_eq!(folded.reference(xf.view()), want, "{f:?} {c} {k} {s}");

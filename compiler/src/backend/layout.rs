@@ -5,7 +5,8 @@
 //!
 //! Convolution weights `[O, C/groups, KH, KW]` become WGT tiles of `BLOCK_OUT x BLOCK_IN` lanes
 //! (lane `n*BLOCK_IN + k`: row `n` = output channel, column `k` = input channel), in the order
-//! `[ob][cb][kh][kw]`. A grouped convolution is stored block-diagonally: output-channel block
+//! `[ob][cb][kh][kw]`, each tile's lanes packed at the config's weight width (`isa::spec`
+//! section 2: two int4 or four int2 lanes a byte). A grouped convolution is stored block-diagonally: output-channel block
 //! `ob` keeps only the input-channel blocks its groups touch (a contiguous range
 //! [`WeightLayout::cb_range`]), and lanes pairing channels of different groups are zero. For
 //! `groups == 1` this is exactly `[O/bo][I/bi][KH][KW]`.
@@ -35,6 +36,8 @@ pub struct WeightLayout {
     pub ob_offset: Vec<usize>,
     /// Tiles in all.
     pub tiles: usize,
+    /// Bits per lane (`WGT_WIDTH`).
+    pub bits: usize,
 }
 
 impl WeightLayout {
@@ -64,6 +67,7 @@ impl WeightLayout {
             cb_range,
             ob_offset,
             tiles,
+            bits: cfg.wgt_width() as usize,
         }
     }
 
@@ -74,26 +78,47 @@ impl WeightLayout {
         self.ob_offset[ob] + ((cb - lo) * self.kh + ky) * self.kw + kx
     }
 
-    /// Bytes of one tile (int8 lanes).
-    pub fn tile_bytes(&self) -> usize {
+    /// Lanes of one tile.
+    pub fn tile_lanes(&self) -> usize {
         self.block_out * self.block_in
     }
 
-    /// Packs OIHW weights of a convolution with `groups` groups.
+    /// Bytes of one tile (a validated config's WGT elements are whole bytes).
+    pub fn tile_bytes(&self) -> usize {
+        self.tile_lanes() * self.bits / 8
+    }
+
+    /// The DRAM segment's shape: `[tiles, BLOCK_OUT, BLOCK_IN]` int8 lanes, or `[tiles,
+    /// tile_bytes]` bytes for sub-byte lanes.
+    pub fn segment_shape(&self) -> (isa::DType, Vec<usize>) {
+        if self.bits == 8 {
+            (
+                isa::DType::I8,
+                vec![self.tiles, self.block_out, self.block_in],
+            )
+        } else {
+            (isa::DType::U8, vec![self.tiles, self.tile_bytes()])
+        }
+    }
+
+    /// Packs OIHW weights of a convolution with `groups` groups. Each weight must fit in
+    /// [`WeightLayout::bits`] ([`super::check_weights`] says so before a layer is planned).
     pub fn pack(&self, weight: ArrayView4<i8>, groups: usize) -> Vec<u8> {
         let (o, cg, kh, kw) = weight.dim();
         assert_eq!((kh, kw), (self.kh, self.kw), "kernel size vs layout");
         let og = o / groups;
-        let tb = self.tile_bytes();
-        let mut out = vec![0u8; self.tiles * tb];
+        let tl = self.tile_lanes();
+        let mut lanes = vec![0i32; self.tiles * tl];
         for ((oc, ic, ky, kx), &v) in weight.indexed_iter() {
             let g = oc / og;
             let c = g * cg + ic;
             let (ob, n) = (oc / self.block_out, oc % self.block_out);
             let (cb, k) = (c / self.block_in, c % self.block_in);
             let t = self.tile_index(ob, cb, ky, kx);
-            out[t * tb + n * self.block_in + k] = v as u8;
+            lanes[t * tl + n * self.block_in + k] = i32::from(v);
         }
+        let mut out = vec![0u8; self.tiles * self.tile_bytes()];
+        isa::lanes::pack_low(&lanes, self.bits as u32, &mut out);
         out
     }
 }
@@ -121,11 +146,18 @@ pub fn acc_splat(cfg: &HwConfig, v: i32) -> Vec<u8> {
 }
 
 /// The weight tile with which a GEMM copies INP rows into ACC (`W[o][i] = 1` where `o == i`,
-/// as `[BLOCK_OUT][BLOCK_IN]` int8): INP rows then hold an activation in its packed layout,
-/// which needs `BLOCK_IN == BLOCK_OUT` (both are int8, [`super::check_config`]).
+/// as `[BLOCK_OUT][BLOCK_IN]` lanes at the weight width): INP rows then hold an activation in
+/// its packed layout, which needs `BLOCK_IN == BLOCK_OUT` and 8-bit inputs (the layout of
+/// ACC8 loads and STOREs).
 pub fn identity_tile(cfg: &HwConfig) -> Option<Vec<u8>> {
     let (bi, bo) = (cfg.block_in() as usize, cfg.block_out() as usize);
-    (bi == bo).then(|| (0..bo * bi).map(|k| u8::from(k / bi == k % bi)).collect())
+    if bi != bo || cfg.inp_width() != 8 {
+        return None;
+    }
+    let lanes: Vec<i32> = (0..bo * bi).map(|k| i32::from(k / bi == k % bi)).collect();
+    let mut out = vec![0u8; lanes.len() * cfg.wgt_width() as usize / 8];
+    isa::lanes::pack_low(&lanes, cfg.wgt_width(), &mut out);
+    Some(out)
 }
 
 #[cfg(test)]

@@ -150,15 +150,82 @@ pub enum BackendError {
 /// Why a compiled program did not run.
 pub use vta_runtime::program::RunError;
 
-/// Checks that `cfg` computes like the qlayers (int8 x int8 -> int32).
+/// Checks that `cfg` can run the qlayers: inputs and weights of 2, 4 or 8 bits (values of
+/// the qlayers' int8 tensors that fit the lanes, [`check_weights`], [`check_out_range`]) and
+/// 32-bit accumulators.
 pub fn check_config(cfg: &HwConfig) -> Result<(), BackendError> {
     let (i, w, a) = (cfg.inp_width(), cfg.wgt_width(), cfg.acc_width());
-    if i != 8 || w != 8 || a != 32 {
+    if i > 8 || w > 8 || a != 32 {
         return Err(BackendError::UnsupportedConfig {
             config: cfg.config_string(),
             reason: format!(
                 "inputs, weights and accumulators are {i}/{w}/{a} bits; the quantized layers \
-                 need 8/8/32"
+                 need inputs and weights of 2, 4 or 8 bits and 32-bit accumulators"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The values a signed lane of `bits` bits holds.
+pub fn lane_range(bits: u32) -> (i32, i32) {
+    (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+}
+
+/// Checks that every weight of `layer` fits the config's weight lanes.
+pub fn check_weights<'a>(
+    cfg: &HwConfig,
+    layer: &str,
+    weights: impl IntoIterator<Item = &'a i8>,
+) -> Result<(), BackendError> {
+    let bits = cfg.wgt_width();
+    let (lo, hi) = lane_range(bits);
+    let (min, max) = weights.into_iter().fold((0i32, 0i32), |(a, b), &v| {
+        (a.min(i32::from(v)), b.max(i32::from(v)))
+    });
+    if min < lo || max > hi {
+        return Err(BackendError::Unsupported {
+            layer: layer.into(),
+            config: cfg.config_string(),
+            reason: format!(
+                "its weights span [{min}, {max}] and the core's {bits}-bit weight lanes hold \
+                 [{lo}, {hi}] (quantize the layer to {bits} bits: `vta compile` does so for \
+                 float models)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that a layer's output clamp `[lo, hi]` fits the config's output lanes (`OUT_WIDTH
+/// = INP_WIDTH`), which STORE truncates to.
+pub fn check_out_range(cfg: &HwConfig, layer: &str, lo: i32, hi: i32) -> Result<(), BackendError> {
+    let bits = cfg.inp_width();
+    let (min, max) = lane_range(bits);
+    if lo < min || hi > max {
+        return Err(BackendError::Unsupported {
+            layer: layer.into(),
+            config: cfg.config_string(),
+            reason: format!(
+                "its outputs span [{lo}, {hi}] and the core's {bits}-bit output lanes hold \
+                 [{min}, {max}] (quantize the layer's output to {bits} bits)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a layer that reads activations through 8-bit ACC loads (element-wise layers,
+/// pools, the ALU's depthwise convolution) on a core whose activations are narrower.
+pub fn check_acc8_reads(cfg: &HwConfig, layer: &str) -> Result<(), BackendError> {
+    if cfg.inp_width() != 8 {
+        return Err(BackendError::Unsupported {
+            layer: layer.into(),
+            config: cfg.config_string(),
+            reason: format!(
+                "the layer reads its inputs through 8-bit ACC loads and the core's \
+                 activations are {} bits",
+                cfg.inp_width()
             ),
         });
     }

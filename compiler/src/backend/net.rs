@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use drivers::{Device, RunTimeout};
-use isa::builder::Buf;
+use isa::builder::{Buf, ProgramBuilder};
 use isa::{DType, HwConfig, Role};
 use ndarray::{Array4, ArrayView4};
 use vta_runtime::program::{DeviceProgram, TensorSegment};
@@ -29,6 +29,12 @@ use super::lut;
 use super::tiling::{self, ConvGeom, CostEstimate, Tiling};
 use super::{check_config, dense_as_conv, BackendError, RunError};
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
+
+/// A DRAM segment for an activation tensor in layout `l`.
+fn act_segment(b: &mut ProgramBuilder, name: &str, l: &ActLayout, role: Role) -> Buf {
+    let (dtype, shape) = l.segment_shape();
+    b.buffer(name, dtype, shape, role, None)
+}
 
 /// A residual add fused into the convolution whose output it reads
 /// ([`NetBuilder::conv_add`]).
@@ -222,13 +228,14 @@ impl NetBuilder {
         if self.identity.is_none() {
             let tile = super::layout::identity_tile(&self.ctx.cfg)?;
             let cfg = &self.ctx.cfg;
-            let shape = vec![1, cfg.block_out() as usize, cfg.block_in() as usize];
+            let (bo, bi) = (cfg.block_out() as usize, cfg.block_in() as usize);
+            let (dtype, shape) = WeightLayout::new(cfg, bo, bi, 1, 1, 1).segment_shape();
             let name = self.unique("identity");
             self.identity =
                 Some(
                     self.ctx
                         .b
-                        .buffer(&name, DType::I8, shape, Role::default(), Some(tile)),
+                        .buffer(&name, dtype, shape, Role::default(), Some(tile)),
                 );
         }
         self.identity
@@ -296,10 +303,7 @@ impl NetBuilder {
                     return None;
                 }
                 let name = self.unique(&format!("{name}.out"));
-                let buf =
-                    self.ctx
-                        .b
-                        .buffer(&name, DType::I8, l.segment_shape(), Role::default(), None);
+                let buf = act_segment(&mut self.ctx.b, &name, &l, Role::default());
                 (buf, name)
             }
         };
@@ -407,7 +411,8 @@ impl NetBuilder {
                 ),
             }),
             None => {
-                let l = ActLayout::new(st.shape, cfg.batch() as usize, block);
+                let l = ActLayout::new(st.shape, cfg.batch() as usize, block)
+                    .with_bits(cfg.inp_width() as usize);
                 Ok(self.bind_as(t, l))
             }
         }
@@ -423,10 +428,7 @@ impl NetBuilder {
     /// Places network input `t` (not placed yet) in `layout`.
     fn bind_as(&mut self, t: Tensor, layout: ActLayout) -> Buf {
         let name = self.tensors[t.0].name.clone();
-        let buf = self
-            .ctx
-            .b
-            .buffer(&name, DType::I8, layout.segment_shape(), Role::INPUT, None);
+        let buf = act_segment(&mut self.ctx.b, &name, &layout, Role::INPUT);
         self.tensors[t.0].bound = Some((buf, layout));
         buf
     }
@@ -444,10 +446,7 @@ impl NetBuilder {
                 (self.push_produced(name, segment, shape, buf, true), buf)
             }
             None => {
-                let buf =
-                    self.ctx
-                        .b
-                        .buffer(&name, DType::I8, l.segment_shape(), Role::default(), None);
+                let buf = act_segment(&mut self.ctx.b, &name, &l, Role::default());
                 (
                     self.push_produced(name.clone(), name, shape, buf, false),
                     buf,
@@ -514,13 +513,7 @@ impl NetBuilder {
     pub(super) fn detach(&mut self, t: Tensor) -> Buf {
         let st = &self.tensors[t.0];
         let (name, layout) = (st.name.clone(), ActLayout::out(&self.ctx.cfg, st.shape));
-        let buf = self.ctx.b.buffer(
-            &name,
-            DType::I8,
-            layout.segment_shape(),
-            Role::default(),
-            None,
-        );
+        let buf = act_segment(&mut self.ctx.b, &name, &layout, Role::default());
         let st = &mut self.tensors[t.0];
         st.bound = Some((buf, layout));
         st.segment = name;
@@ -609,6 +602,7 @@ impl NetBuilder {
         tiling: Option<Tiling>,
     ) -> Result<(Epilogue, ConvGeom, Tiling, CostEstimate), BackendError> {
         check_config(cfg)?;
+        super::check_weights(cfg, &layer.name, layer.weight.iter())?;
         let o = layer.weight.shape().first().copied().unwrap_or(0);
         let ep = epilogue::plan(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
         let g = ConvGeom::new(cfg, layer, &ep)?;
@@ -634,9 +628,11 @@ impl NetBuilder {
     }
 
     /// Whether [`NetBuilder::conv_add`] can take convolution `layer`: any but a depthwise
-    /// convolution on the ALU. (A fused convolution never folds its input.)
+    /// convolution on the ALU, on a core with 8-bit activations (the shortcut comes through
+    /// an ACC8 load). (A fused convolution never folds its input.)
     pub fn can_fuse_add(&self, layer: &QConv2d) -> bool {
-        !(self.depthwise_alu && depthwise::applies(&self.ctx.cfg, layer))
+        self.ctx.cfg.inp_width() == 8
+            && !(self.depthwise_alu && depthwise::applies(&self.ctx.cfg, layer))
     }
 
     /// Adds convolution `layer` reading `x` and residual add `add` of its output and
@@ -745,11 +741,11 @@ impl NetBuilder {
         let wl = WeightLayout::new(&cfg, g.o, g.c, g.groups, g.kh, g.kw);
         let wbytes = wl.pack(layer.weight.view(), g.groups);
         let wname = self.unique(&format!("{}.weight", layer.name));
-        let wshape = vec![wl.tiles, wl.block_out, wl.block_in];
+        let (wtype, wshape) = wl.segment_shape();
         let weights = self
             .ctx
             .b
-            .buffer(&wname, DType::I8, wshape, Role::default(), Some(wbytes));
+            .buffer(&wname, wtype, wshape, Role::default(), Some(wbytes));
         let consts = self.consts(&layer.name, &ep, g.cob);
         let shortcut = match &residual {
             Some(r) => Some(self.bind(r.shortcut, cfg.block_out() as usize, &r.add.name)?),
@@ -874,6 +870,7 @@ impl NetBuilder {
     /// Adds a residual add of `a` and `b` (same shape).
     pub fn add(&mut self, layer: &QAdd, a: Tensor, b: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let shape = self.shape(a);
         self.check_shape(&layer.name, b, shape)?;
         eltwise::check_add(&self.ctx, layer)?;
@@ -908,6 +905,7 @@ impl NetBuilder {
     /// Adds a max pool reading `x`.
     pub fn max_pool(&mut self, layer: &QMaxPool, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let shape = self.shape(x);
         eltwise::check_max_pool(&self.ctx, layer, shape)?;
         let input = self.bind(x, cfg.block_out() as usize, &layer.name)?;
@@ -930,6 +928,7 @@ impl NetBuilder {
         x: Tensor,
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let shape = self.shape(x);
         let ep = epilogue::plan(&cfg, &layer.name, &layer.requant, None, shape[1])?;
         let need = 2 + ep.table_rows(1);
@@ -965,6 +964,7 @@ impl NetBuilder {
         x: Tensor,
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         lut::check(&self.ctx, &layer.name)?;
         let shape = self.shape(x);
         let lanes = (cfg.batch() * cfg.block_out()) as usize;

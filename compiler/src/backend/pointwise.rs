@@ -244,6 +244,7 @@ impl NetBuilder {
     /// Adds a per-channel affine layer reading `x`.
     pub fn affine(&mut self, layer: &QAffine, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let shape = self.shape(x);
         layer
             .check(shape[1])
@@ -315,6 +316,7 @@ impl NetBuilder {
         b: Tensor,
     ) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let (sa, sb) = (self.shape(a), self.shape(b));
         let broadcast = sa != sb;
         if broadcast && (sb[..2] != sa[..2] || sb[2..] != [1, 1]) {
@@ -398,6 +400,7 @@ impl NetBuilder {
     /// Adds a LeakyRelu / PRelu reading `x`.
     pub fn leaky_relu(&mut self, layer: &QLeakyRelu, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let shape = self.shape(x);
         let c = shape[1];
         if layer.mul_neg.len() != 1 && layer.mul_neg.len() != c {
@@ -499,6 +502,7 @@ impl NetBuilder {
     /// Adds a nearest upsampling by integer factors reading `x`.
     pub fn upsample(&mut self, layer: &QUpsample, x: Tensor) -> Result<Tensor, BackendError> {
         let cfg = self.ctx.cfg.clone();
+        super::check_acc8_reads(&cfg, &layer.name)?;
         let shape = self.shape(x);
         let [_, _, h, w] = shape;
         let (fy, fx) = layer.factor;

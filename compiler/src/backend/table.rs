@@ -12,6 +12,7 @@ impl NetBuilder {
     /// Adds a table activation reading `x`: on the activation lookup table when the config
     /// has one, else refused.
     pub fn table(&mut self, layer: &QTable, x: Tensor) -> Result<Tensor, BackendError> {
+        super::check_acc8_reads(self.config(), &layer.name)?;
         if !self.config().alu_lut {
             return Err(BackendError::Unsupported {
                 layer: layer.name.clone(),

@@ -15,14 +15,15 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// The symmetric int8 scale of a tensor: `max|x| / 127` (a tiny positive scale for a
-    /// tensor that was always zero).
-    pub fn scale(&self, t: TensorId) -> f32 {
+    /// The symmetric scale of a tensor quantized to `[-qmax, qmax]`: `max|x| / qmax` (127 for
+    /// int8, 7 for int4; a tiny positive scale for a tensor that was always zero).
+    pub fn scale(&self, t: TensorId, qmax: i32) -> f32 {
         let m = self.max_abs.get(t).copied().unwrap_or(0.0);
+        let qmax = qmax as f32;
         if m > 0.0 && m.is_finite() {
-            m / 127.0
+            m / qmax
         } else {
-            1.0 / 127.0
+            1.0 / qmax
         }
     }
 }

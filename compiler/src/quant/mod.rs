@@ -99,6 +99,8 @@ pub struct FrontendOptions {
     /// Shapes of inputs by name, for models whose inputs have symbolic dimensions besides
     /// the batch (fixed dimensions must agree; an empty name is the only input's).
     pub input_shapes: Vec<(String, Vec<usize>)>,
+    /// How post-training quantization chooses each output channel's weight range.
+    pub weight_clip: WeightClip,
 }
 
 impl Default for FrontendOptions {
@@ -108,8 +110,23 @@ impl Default for FrontendOptions {
             offload: true,
             memory_budget: vta_runtime::budget::DEFAULT_MEMORY_BUDGET,
             input_shapes: Vec::new(),
+            weight_clip: WeightClip::default(),
         }
     }
+}
+
+/// How post-training quantization chooses a channel's weight range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightClip {
+    /// The largest magnitude: no weight is clipped.
+    Max,
+    /// The range with the least squared rounding-and-clipping error over the channel's
+    /// weights (searched from the largest magnitude down to a fifth of it): at 4 bits and
+    /// below, clipping a few outliers buys finer steps for all the others.
+    MinError,
+    /// [`WeightClip::MinError`] below 8-bit weights, [`WeightClip::Max`] at 8 bits.
+    #[default]
+    Auto,
 }
 
 /// Whether the graph is already quantized (has Q/DQ or QOperator nodes).
@@ -188,17 +205,10 @@ pub fn plan_graph_with_stats(
     lower::lower(g, stats.filter(|_| needed), cfg, opts)
 }
 
-/// Why an accelerator configuration cannot run the int8 layers at all, if it cannot.
+/// Why an accelerator configuration cannot run the quantized layers at all, if it cannot
+/// (inputs or weights of 16 bits, or 16-bit accumulators).
 pub fn config_blocker(cfg: &isa::HwConfig) -> Option<String> {
-    if cfg.log_inp_width != 3 || cfg.log_wgt_width != 3 || cfg.log_acc_width != 5 {
-        Some(format!(
-            "config {} has {}-bit inputs, {}-bit weights and {}-bit accumulators; the accelerator layers need int8 inputs and weights with int32 accumulators",
-            cfg.config_string(),
-            1u32 << cfg.log_inp_width,
-            1u32 << cfg.log_wgt_width,
-            1u32 << cfg.log_acc_width
-        ))
-    } else {
-        None
-    }
+    crate::backend::check_config(cfg)
+        .err()
+        .map(|e| e.to_string())
 }

@@ -1012,8 +1012,8 @@ impl<'g> Lowerer<'g> {
         let out = QOut {
             scale: f64::from(scale),
             zp,
-            lo: -128,
-            hi: 127,
+            lo: self.act.0 as i8,
+            hi: self.act.1 as i8,
             dtype: DType::F32,
             extra_dev: 0.0,
         };

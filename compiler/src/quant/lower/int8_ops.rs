@@ -339,7 +339,7 @@ impl<'g> Lowerer<'g> {
             let (s, z, dt) = self.q_params(q)?;
             (s, z - offset_of(dt))
         } else {
-            (self.stats.ok_or("no calibration")?.scale(yt), 0)
+            (self.stats.ok_or("no calibration")?.scale(yt, self.act.1), 0)
         };
         let name = self.node_name(ix);
         let mut vals = Vec::new();
@@ -451,7 +451,11 @@ impl<'g> Lowerer<'g> {
                     &self.node_name(ix),
                     vec![x],
                     vec![v],
-                    StepKind::Quantize(qp),
+                    StepKind::Quantize {
+                        q: qp,
+                        lo: -128,
+                        hi: 127,
+                    },
                 );
                 self.repr.insert(yt, shifted(v));
                 let how = if dt == DType::U8 {

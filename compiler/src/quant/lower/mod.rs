@@ -22,7 +22,7 @@ use super::requant::{
     choose_requant, choose_requant_with_constants, constant_output, conv_acc_ranges, AccRange,
     ConstantChannel, MulRounding, RequantChoice,
 };
-use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity};
+use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity, WeightClip};
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
 use crate::graph::ops::binary::{BinKind, Binary};
@@ -120,6 +120,12 @@ struct Lowerer<'g> {
     opts: &'g FrontendOptions,
     stats: Option<&'g Stats>,
     blocker: Option<String>,
+    /// The int8 range post-training quantization gives activations: the core's input lanes
+    /// (`[-8, 7]` for int4), or all of int8.
+    act: (i32, i32),
+    /// The largest magnitude post-training quantization gives weights (127 for int8, 7 for
+    /// int4, 1 for int2: symmetric, narrow).
+    wgt_max: i32,
     pow2_only: bool,
     quantized_model: bool,
     plan: Plan,
@@ -203,6 +209,18 @@ impl<'g> Lowerer<'g> {
         self.ranges = s.ranges;
         self.status = s.status;
         self.claimed = s.claimed;
+    }
+
+    /// The widths post-training quantization gives weights and activations: `int8`, or
+    /// e.g. `w4a4`.
+    fn ptq_widths(&self) -> String {
+        let bits = |max: i32| (max + 1).ilog2() + 1;
+        let (w, a) = (bits(self.wgt_max), bits(self.act.1));
+        if (w, a) == (8, 8) {
+            "int8".into()
+        } else {
+            format!("w{w}a{a}")
+        }
     }
 
     fn node_name(&self, ix: NodeIndex) -> String {
@@ -521,13 +539,19 @@ pub(crate) fn lower(
         config_blocker(cfg)
     };
     let unified = stats.map(|s| unify_concat_ranges(g, s));
+    let quantized_model = is_quantized(g);
+    // A quantized model's tensors keep the int8 range its quantizer gave them; a core with
+    // narrower lanes runs only the layers whose values fit (the back end checks).
+    let ptq_bits = |bits: u32| if quantized_model { 8 } else { bits.min(8) };
     let mut lw = Lowerer {
         g,
         opts,
         stats: unified.as_ref(),
         blocker,
+        act: crate::backend::lane_range(ptq_bits(cfg.inp_width())),
+        wgt_max: crate::backend::lane_range(ptq_bits(cfg.wgt_width())).1,
         pow2_only: !cfg.alu_mul,
-        quantized_model: is_quantized(g),
+        quantized_model,
         plan: Plan {
             source: g.source.clone(),
             ..Default::default()
@@ -589,6 +613,11 @@ pub(crate) fn lower(
             op_type: o.op_type.clone(),
             support,
         });
+    }
+    for (&v, &(lo, hi)) in &lw.ranges {
+        if let Some(value) = lw.plan.values.get_mut(v) {
+            value.range = Some((lo.clamp(-128, 127) as i8, hi.clamp(-128, 127) as i8));
+        }
     }
     lw.plan.check_budget(opts.memory_budget).map_err(other)?;
     Ok((lw.plan, SupportTable { entries }))

@@ -58,20 +58,21 @@ impl<'g> Lowerer<'g> {
     }
 
     /// The clamp of an activation in the output's int8 domain (ONNX: `Q(clip(r)) =
-    /// clamp(Q(r), Q(min), Q(max))` since rounding is monotonic).
-    fn out_clamp(act: Option<Activation>, scale: f32, zp: i32) -> (i8, i8) {
+    /// clamp(Q(r), Q(min), Q(max))` since rounding is monotonic), within `(lo, hi)`: the
+    /// int8 range or the narrower one of post-training quantization to a core's lanes.
+    fn out_clamp(act: Option<Activation>, scale: f32, zp: i32, (lo, hi): (i32, i32)) -> (i8, i8) {
         match act {
-            None => (-128, 127),
+            None => (lo as i8, hi as i8),
             Some(a) => {
                 let q = |v: f32| {
                     if v.is_infinite() {
                         if v > 0.0 {
-                            127
+                            hi
                         } else {
-                            -128
+                            lo
                         }
                     } else {
-                        quantize_value(v, scale, zp, -128, 127)
+                        quantize_value(v, scale, zp, lo, hi)
                     }
                 };
                 (q(a.min) as i8, q(a.max) as i8)
@@ -106,7 +107,7 @@ impl<'g> Lowerer<'g> {
                     let (s2, z2, dt2) = self.q_params(q2)?;
                     let z28 = z2 - offset_of(dt2);
                     let act2 = act.map_or(a2, |a| a.then(a2));
-                    let (lo, hi) = Self::out_clamp(Some(act2), s2, z28);
+                    let (lo, hi) = Self::out_clamp(Some(act2), s2, z28, (-128, 127));
                     let extra_dev = if s2 == scale && z28 == zp8 {
                         0.0
                     } else {
@@ -131,7 +132,7 @@ impl<'g> Lowerer<'g> {
                     ));
                 }
             }
-            let (lo, hi) = Self::out_clamp(act, scale, zp8);
+            let (lo, hi) = Self::out_clamp(act, scale, zp8, (-128, 127));
             Ok((
                 QOut {
                     scale: f64::from(scale),
@@ -149,8 +150,8 @@ impl<'g> Lowerer<'g> {
             ))
         } else {
             let stats = self.stats.ok_or("no calibration")?;
-            let scale = stats.scale(t);
-            let (lo, hi) = Self::out_clamp(act, scale, 0);
+            let scale = stats.scale(t, self.act.1);
+            let (lo, hi) = Self::out_clamp(act, scale, 0, self.act);
             Ok((
                 QOut {
                     scale: f64::from(scale),

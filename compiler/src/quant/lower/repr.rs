@@ -152,7 +152,7 @@ impl<'g> Lowerer<'g> {
             return Err(format!("input '{}' is a constant", self.g.tensors[t].name));
         }
         let x = self.exact(t, "quantization")?;
-        let scale = stats.scale(t);
+        let scale = stats.scale(t, self.act.1);
         let name = self.g.tensors[t].name.clone();
         let fact = Fact::new(DType::I8, self.g.fact(t).shape.clone());
         let qp = QuantParams {
@@ -160,12 +160,18 @@ impl<'g> Lowerer<'g> {
             zero_point: 0,
         };
         let out = self.plan.add_value(format!("{name}:q"), fact, Some(qp));
+        let (lo, hi) = self.act;
         self.push(
             &format!("{name}:quantize"),
             vec![x],
             vec![out],
-            StepKind::Quantize(qp),
+            StepKind::Quantize {
+                q: qp,
+                lo: lo as i8,
+                hi: hi as i8,
+            },
         );
+        self.ranges.insert(out, self.act);
         let q = QIn {
             v: out,
             scale: f64::from(scale),

@@ -466,15 +466,22 @@ impl<'g> Lowerer<'g> {
         let o = w.shape()[0];
         let per = w.len() / o.max(1);
         let wv: Vec<f32> = w.iter().cloned().collect();
+        let min_error = match self.opts.weight_clip {
+            WeightClip::Max => false,
+            WeightClip::MinError => true,
+            WeightClip::Auto => self.wgt_max < 127,
+        };
         let sw: Vec<f64> = (0..o)
             .map(|c| {
-                let m = wv[c * per..(c + 1) * per]
-                    .iter()
-                    .fold(0f32, |a, v| a.max(v.abs()));
-                let from_weights = if m > 0.0 {
-                    f64::from(m) / 127.0
+                let ws = &wv[c * per..(c + 1) * per];
+                let m = ws.iter().fold(0f32, |a, v| a.max(v.abs()));
+                let qmax = f64::from(self.wgt_max);
+                let from_weights = if m > 0.0 && min_error {
+                    min_error_scale(ws, f64::from(m), qmax)
+                } else if m > 0.0 {
+                    f64::from(m) / qmax
                 } else {
-                    1.0 / 127.0
+                    1.0 / qmax
                 };
                 // A channel whose weights are all but zero (BatchNorm folded into a dead
                 // channel) with a real bias would need a bias beyond int32 at the weights'
@@ -484,13 +491,10 @@ impl<'g> Lowerer<'g> {
                 from_weights.max(bias / (x.scale * f64::from(1u32 << 30)))
             })
             .collect();
+        let qmax = f64::from(self.wgt_max);
         let quant = |sw: &[f64]| -> (Vec<i32>, Vec<i64>) {
             let q = (0..o * per)
-                .map(|i| {
-                    (f64::from(wv[i]) / sw[i / per])
-                        .round()
-                        .clamp(-127.0, 127.0) as i32
-                })
+                .map(|i| (f64::from(wv[i]) / sw[i / per]).round().clamp(-qmax, qmax) as i32)
                 .collect();
             let bq = (0..o)
                 .map(|c| b.map_or(0, |b| (f64::from(b[c]) / (x.scale * sw[c])).round() as i64))
@@ -532,11 +536,37 @@ impl<'g> Lowerer<'g> {
             .map(|(a, b)| a / b - 1.0)
             .fold(0.0, f64::max);
         let note = format!(
-            "post-training int8 (per-channel weights widened <= {:.2}%, requant mul/2^{}, pre-shift loss <= {:.3} LSB)",
+            "post-training {} (per-channel weights widened <= {:.2}%, requant mul/2^{}, pre-shift loss <= {:.3} LSB)",
+            self.ptq_widths(),
             widen * 100.0,
             u32::from(c.requant.pre_shift) + u32::from(c.requant.shift),
             c.trunc_error
         );
         Ok((q.iter().map(|&v| v as i8).collect(), bias, c.requant, note))
     }
+}
+
+/// The step of symmetric `[-qmax, qmax]` quantization of `ws` with the least squared error,
+/// among clipping ranges from `max` (the largest magnitude) down to `max / 5` in 2% steps.
+fn min_error_scale(ws: &[f32], max: f64, qmax: f64) -> f64 {
+    let error = |s: f64| -> f64 {
+        ws.iter()
+            .map(|&w| {
+                let w = f64::from(w);
+                let q = (w / s).round().clamp(-qmax, qmax);
+                (w - q * s).powi(2)
+            })
+            .sum()
+    };
+    (0..=40)
+        .map(|k| max * (1.0 - 0.02 * f64::from(k)) / qmax)
+        .map(|s| (error(s), s))
+        .fold((f64::INFINITY, max / qmax), |best, c| {
+            if c.0 < best.0 {
+                c
+            } else {
+                best
+            }
+        })
+        .1
 }

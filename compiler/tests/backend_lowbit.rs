@@ -1,0 +1,192 @@
+//! The back end on cores with narrower lanes: convolutions and dense layers whose weights,
+//! inputs and outputs fit 4- or 2-bit lanes run bit-exactly (weights and activations packed
+//! at those widths); layers whose values do not fit, and layers that read activations
+//! through 8-bit ACC loads, are refused with the reason.
+
+#[path = "backend_util.rs"]
+mod util;
+
+use compiler::backend::{self, dense_input, dense_output, BackendError};
+use compiler::qlayer::{QAdd, QConv2d, QDense, Requant};
+use isa::HwConfig;
+use util::{check_conv, config, requant, run, ConvSpec, Draw, Rng};
+
+/// `preset` with `2^log_inp`-bit inputs and `2^log_wgt`-bit weights, as many INP and WGT
+/// elements as before.
+fn narrow(preset: &str, log_inp: u32, log_wgt: u32) -> HwConfig {
+    let mut cfg = config(preset);
+    cfg.log_inp_buff_size -= cfg.log_inp_width - log_inp;
+    cfg.log_wgt_buff_size -= cfg.log_wgt_width - log_wgt;
+    (cfg.log_inp_width, cfg.log_wgt_width) = (log_inp, log_wgt);
+    cfg.validate().unwrap();
+    cfg
+}
+
+fn lanes(bits: u32) -> (i64, i64) {
+    (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+}
+
+/// `r` (sized for int8 outputs) scaled down to `bits`-bit lanes, its clamp inside them.
+fn within(r: Requant, bits: u32) -> Requant {
+    let (lo, hi) = lanes(bits);
+    let narrow = |v: i64| (v * (hi + 1) / 128) as i8;
+    let mul = r
+        .mul
+        .iter()
+        .map(|&m| {
+            let m = i64::from(m) * (hi + 1) / 128;
+            (if m == 0 { 1 } else { m }) as i16
+        })
+        .collect();
+    Requant {
+        mul,
+        lo: narrow(i64::from(r.lo)).clamp(lo as i8, hi as i8),
+        hi: narrow(i64::from(r.hi)).clamp(1, hi as i8),
+        zero_point: narrow(i64::from(r.zero_point)),
+        ..r
+    }
+}
+
+/// Narrow configs: (preset, log2 input bits, log2 weight bits).
+const NARROW: [(&str, u32, u32); 6] = [
+    ("default", 3, 2),
+    ("default", 2, 2),
+    ("default", 1, 1),
+    ("batched", 2, 2),
+    ("rect", 2, 1),
+    ("small", 1, 2),
+];
+
+fn conv_specs() -> Vec<(&'static str, ConvSpec)> {
+    vec![
+        ("1x1", ConvSpec::new(1, 16, 6, 16, 1, 1, 0)),
+        (
+            "1x1_s2_odd",
+            ConvSpec::new(2, 13, 9, 21, 1, 2, 0).per_channel(),
+        ),
+        ("3x3_p1", ConvSpec::new(1, 20, 8, 12, 3, 1, 1).relu()),
+        (
+            "3x3_s2_batch3",
+            ConvSpec::new(3, 8, 9, 16, 3, 2, 1).per_channel(),
+        ),
+        ("7x7_s2_rgb", ConvSpec::new(1, 3, 12, 8, 7, 2, 3)),
+        (
+            "3x3_depthwise",
+            ConvSpec::new(2, 24, 7, 24, 3, 1, 1)
+                .groups(24)
+                .per_channel(),
+        ),
+        (
+            "3x3_groups2",
+            ConvSpec::new(1, 24, 6, 20, 3, 1, 1).groups(2),
+        ),
+    ]
+}
+
+/// A convolution quantized to the config's widths: weights and output clamp in its lanes,
+/// a requantization sized for the narrower products.
+fn narrow_conv(cfg: &HwConfig, spec: &ConvSpec, rng: &mut Rng, name: &str) -> QConv2d {
+    let mut layer = spec.build(rng, name);
+    let (wlo, whi) = lanes(cfg.wgt_width());
+    layer.weight.mapv_inplace(|_| rng.range(wlo, whi) as i8);
+    let (_, ihi) = lanes(cfg.inp_width());
+    let taps = (layer.weight.len() / layer.weight.shape()[0]) as f64;
+    let typical = 64.0 * 74.0 * taps.sqrt() * (ihi * whi) as f64 / (127.0 * 127.0);
+    let products = (ihi * whi) as i32;
+    layer
+        .bias
+        .iter_mut()
+        .for_each(|b| *b = *b * products / (127 * 127));
+    layer.requant = within(
+        requant(rng, spec.o, spec.per_channel, typical, spec.relu),
+        cfg.inp_width(),
+    );
+    layer
+}
+
+#[test]
+fn convolutions_at_narrow_widths_match_the_reference() {
+    for (preset, li, lw) in NARROW {
+        let cfg = narrow(preset, li, lw);
+        for (i, (name, spec)) in conv_specs().into_iter().enumerate() {
+            let mut rng = Rng::new(3000 + i as u64);
+            let layer = narrow_conv(&cfg, &spec, &mut rng, name);
+            let (lo, hi) = lanes(cfg.inp_width());
+            let x = rng.act(layer.input_shape, lo, hi);
+            check_conv(&cfg, &layer, &x);
+            // the outputs are not all one value: the test exercises the arithmetic
+            let y = layer.reference(x.view());
+            let distinct: std::collections::BTreeSet<i8> = y.iter().copied().collect();
+            let span = i32::from(layer.requant.hi) - i32::from(layer.requant.lo) + 1;
+            assert!(
+                distinct.len() as i32 >= span.min(3),
+                "{cfg} {name}: outputs {distinct:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn dense_layers_at_narrow_widths_match_the_reference() {
+    for (preset, li, lw) in NARROW {
+        let cfg = narrow(preset, li, lw);
+        let (ilo, ihi) = lanes(cfg.inp_width());
+        let (wlo, whi) = lanes(cfg.wgt_width());
+        for (n, k, m) in [(1, 64, 10), (3, 40, 20)] {
+            let mut rng = Rng::new(70 + n as u64);
+            let typical = 74.0 * 74.0 * (k as f64).sqrt() * (ihi * whi) as f64 / (127.0 * 127.0);
+            let layer = QDense {
+                name: format!("fc{n}"),
+                weight: rng.mat(m, k, wlo, whi),
+                bias: (0..m).map(|_| rng.range(-50, 50)).collect(),
+                requant: within(
+                    requant(&mut rng, m, n == 3, typical, false),
+                    cfg.inp_width(),
+                ),
+            };
+            let x = rng.mat(n, k, ilo, ihi);
+            let lp = backend::compile_dense(&cfg, &layer, n).unwrap();
+            let (out, _) = run(&cfg, &lp, &[dense_input(&x).view()]);
+            let got = dense_output(out.into_iter().next().unwrap());
+            assert_eq!(got, layer.reference(&x), "{cfg} dense {n}x{k}x{m}");
+        }
+    }
+}
+
+#[test]
+fn values_beyond_the_lanes_and_acc8_layers_are_refused_with_the_reason() {
+    let cfg = narrow("default", 2, 2);
+    let mut rng = Rng::new(5);
+    let spec = ConvSpec::new(1, 16, 6, 16, 3, 1, 1);
+    let mut layer = narrow_conv(&cfg, &spec, &mut rng, "wide_weights");
+    layer.weight[[0, 0, 0, 0]] = 9;
+    let e = backend::compile_conv(&cfg, &layer).unwrap_err();
+    assert!(matches!(e, BackendError::Unsupported { .. }), "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains("weights span [") && e.contains("4-bit weight lanes hold [-8, 7]"),
+        "{e}"
+    );
+
+    let mut layer = narrow_conv(&cfg, &spec, &mut rng, "wide_output");
+    layer.requant.hi = 100;
+    let e = backend::compile_conv(&cfg, &layer).unwrap_err().to_string();
+    assert!(
+        e.contains("outputs span [") && e.contains("4-bit output lanes"),
+        "{e}"
+    );
+
+    let add = QAdd {
+        name: "add".into(),
+        mul_a: 1,
+        mul_b: 1,
+        requant: within(requant(&mut rng, 16, false, 8.0, false), 4),
+    };
+    let e = backend::compile_add(&cfg, &add, [1, 16, 4, 4])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("8-bit ACC loads") && e.contains("activations are 4 bits"),
+        "{e}"
+    );
+}
