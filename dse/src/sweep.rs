@@ -7,10 +7,15 @@
 //! capacity in elements as the block changes (its bytes then follow the element size). The
 //! encoding limits of the ISA bind the element counts, so a block sweep usually wants depths.
 //!
+//! Data widths (`inp_width`, `wgt_width`: 2, 4, 8 or 16 bits; `acc_width`: 16 or 32) keep
+//! each scratchpad's depth in elements (its bytes follow the lanes), as the config's width
+//! variants do (`i4w4`); a network compiled for such a config is post-training quantized to
+//! its widths.
+//!
 //! Values: `16`, a list `8,16,32`, or a range `A..B` (inclusive) that steps the axis' own way:
-//! doubling for the power-of-two axes (`batch`, `block`, `block_in`, `block_out`, the
-//! depths, `bus`), by one for the log2 buffer sizes, and by `S` for the clock
-//! (`100..200:25`; `A..B` alone steps by 10 MHz there).
+//! doubling for the power-of-two axes (the widths, `batch`, `block`, `block_in`,
+//! `block_out`, the depths, `bus`), by one for the log2 buffer sizes, and by `S` for the
+//! clock (`100..200:25`; `A..B` alone steps by 10 MHz there).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +26,10 @@ use serde::Deserialize;
 /// A swept parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Param {
+    /// `INP_WIDTH`, `WGT_WIDTH` and `ACC_WIDTH` in bits.
+    InpWidth,
+    WgtWidth,
+    AccWidth,
     /// `BATCH` (a power of two).
     Batch,
     /// `BLOCK_IN` and `BLOCK_OUT` together (square blocks).
@@ -53,8 +62,12 @@ enum Step {
 }
 
 impl Param {
-    /// In the order they are applied: the shape before the depths that depend on it.
-    pub const ALL: [Param; 13] = [
+    /// In the order they are applied: the widths and the shape before the depths that depend
+    /// on them.
+    pub const ALL: [Param; 16] = [
+        Param::InpWidth,
+        Param::WgtWidth,
+        Param::AccWidth,
         Param::Batch,
         Param::Block,
         Param::BlockIn,
@@ -74,6 +87,9 @@ impl Param {
     /// the same with dashes.
     pub fn key(self) -> &'static str {
         match self {
+            Param::InpWidth => "inp_width",
+            Param::WgtWidth => "wgt_width",
+            Param::AccWidth => "acc_width",
             Param::Batch => "batch",
             Param::Block => "block",
             Param::BlockIn => "block_in",
@@ -98,7 +114,10 @@ impl Param {
 
     fn step(self) -> Step {
         match self {
-            Param::Batch
+            Param::InpWidth
+            | Param::WgtWidth
+            | Param::AccWidth
+            | Param::Batch
             | Param::Block
             | Param::BlockIn
             | Param::BlockOut
@@ -114,6 +133,9 @@ impl Param {
     /// The parameter's value in `cfg`.
     pub fn get(self, cfg: &HwConfig) -> u32 {
         match self {
+            Param::InpWidth => cfg.inp_width(),
+            Param::WgtWidth => cfg.wgt_width(),
+            Param::AccWidth => cfg.acc_width(),
             Param::Batch => cfg.batch(),
             Param::Block | Param::BlockIn => cfg.block_in(),
             Param::BlockOut => cfg.block_out(),
@@ -155,6 +177,9 @@ impl Param {
             }
         };
         match self {
+            Param::InpWidth => *cfg = cfg.with_widths(v, cfg.wgt_width(), cfg.acc_width())?,
+            Param::WgtWidth => *cfg = cfg.with_widths(cfg.inp_width(), v, cfg.acc_width())?,
+            Param::AccWidth => *cfg = cfg.with_widths(cfg.inp_width(), cfg.wgt_width(), v)?,
             Param::Batch => cfg.log_batch = log2("BATCH")?,
             Param::Block => {
                 cfg.log_block_in = log2("BLOCK")?;

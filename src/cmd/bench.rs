@@ -1,6 +1,7 @@
 //! `vta bench`: throughput figures of the simulators, of calibration and of whole `vta run`
-//! processes (benchmarks, never timed tests).
+//! processes (benchmarks, never timed tests), and the quantizer's accuracy per precision.
 
+mod precision;
 mod resnet;
 
 use std::path::PathBuf;
@@ -22,6 +23,9 @@ pub enum BenchCmd {
     /// Whole `vta run` processes (start, model load, inference, exit) of a compiled model;
     /// without one, of ResNet-18 compiled now into a temporary directory
     Run(RunBenchArgs),
+    /// Accuracy per precision: the digits CNN quantized to each config's widths (e.g.
+    /// i8w4, i4w4) with each weight clipping, run on its test digits, checked bit-exactly
+    Precision(precision::PrecisionArgs),
 }
 
 #[derive(Args)]
@@ -113,6 +117,7 @@ pub struct FsimArgs {
 
 pub fn run(c: BenchCmd) -> Result<String> {
     match c {
+        BenchCmd::Precision(a) => precision::run(a),
         BenchCmd::Fsim(a) => {
             let cfg = super::load_config(a.config.as_deref())?;
             let size = vta_sim::bench::BenchSize {

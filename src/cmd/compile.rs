@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use compiler::compile::{BackendOptions, Compiled};
-use compiler::frontend::{load_calibration_npy, FrontendOptions, RequantFidelity};
+use compiler::frontend::{load_calibration_npy, FrontendOptions, RequantFidelity, WeightClip};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 #[derive(Args)]
@@ -47,10 +47,33 @@ pub struct CompileArgs {
     /// for a model with one input); dimensions the model fixes must agree. Repeat per input
     #[arg(long, value_name = "NAME=DIMS", value_parser = parse_input_shape)]
     input_shape: Vec<(Option<String>, Vec<usize>)>,
+    /// How post-training quantization chooses each output channel's weight range: max (no
+    /// weight clipped), min-error (the range with the least squared error), auto (min-error
+    /// below 8-bit weights). The config's widths set the precision (`--config i4w4`)
+    #[arg(long, value_enum, default_value = "auto", value_name = "HOW")]
+    weight_clip: WeightClipArg,
     /// Print the report as JSON (output file, op-support table, step counts, launches,
     /// compile times)
     #[arg(long)]
     json: bool,
+}
+
+/// `--weight-clip`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum WeightClipArg {
+    Max,
+    MinError,
+    Auto,
+}
+
+impl From<WeightClipArg> for WeightClip {
+    fn from(a: WeightClipArg) -> Self {
+        match a {
+            WeightClipArg::Max => WeightClip::Max,
+            WeightClipArg::MinError => WeightClip::MinError,
+            WeightClipArg::Auto => WeightClip::Auto,
+        }
+    }
 }
 
 /// `x=1x3x48x320` (or `1,3,48,320`), or the dimensions alone.
@@ -97,6 +120,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
             .into_iter()
             .map(|(n, d)| (n.unwrap_or_default(), d))
             .collect(),
+        weight_clip: a.weight_clip.into(),
         ..Default::default()
     };
     let source = a.model.display().to_string();

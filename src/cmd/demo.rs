@@ -48,25 +48,42 @@ fn argmax_rows(a: &npy::Array) -> Vec<usize> {
     scores.chunks_exact(a.shape[1]).map(argmax).collect()
 }
 
-pub fn run(a: DemoArgs) -> Result<String> {
-    a.rtl.refuse_unless_rtl(&a.backend, &[])?;
-    let cfg = super::load_config(a.config.as_deref())?;
+/// The digits CNN compiled for a config and run on its 100 test digits.
+pub struct DigitsEval {
+    pub model: Compiled,
+    pub samples: Samples,
+    /// Test digits, and how many the accelerator's model, and the fp32 model, got right.
+    pub n: usize,
+    pub right: usize,
+    pub fp32_right: usize,
+    /// Digits on which the accelerator's model gives the fp32 model's class.
+    pub agree: usize,
+}
+
+pub const SOURCE: &str = "digits CNN (embedded tiny_cnn.onnx)";
+
+/// Compiles the embedded digits CNN for `cfg` (post-training quantized to its widths with
+/// `opts`) and runs the test digits on `dev`, checking every layer against the integer
+/// reference.
+pub fn evaluate_digits(
+    cfg: &isa::HwConfig,
+    opts: &FrontendOptions,
+    dev: &mut dyn drivers::Device,
+) -> Result<DigitsEval> {
     let calib =
         npy_to_f32(&embedded("calibration", digits::CALIBRATION_NPY)?).map_err(|e| anyhow!(e))?;
-    let source = "digits CNN (embedded tiny_cnn.onnx)";
     let model = {
         let progress = super::progress::Progress::spinner("compiling the digits CNN");
         Compiled::compile_observed(
             digits::ONNX.to_vec(),
-            source,
+            SOURCE,
             &[calib],
-            &cfg,
-            &FrontendOptions::default(),
+            cfg,
+            opts,
             &BackendOptions::default(),
             &mut |s| progress.message(s),
         )?
     };
-
     let test = embedded("test digits", digits::TEST_NPY)?;
     let labels = embedded("labels", digits::TEST_LABELS_NPY)?;
     let labels: Vec<usize> = labels
@@ -75,7 +92,6 @@ pub fn run(a: DemoArgs) -> Result<String> {
         .map(|c| i64::from_le_bytes(c.try_into().expect("8")) as usize)
         .collect();
     let fp32 = argmax_rows(&embedded("fp32 outputs", digits::FP32_OUTPUT_NPY)?);
-
     let input =
         runtime::tensor_from_npy(&test).map_err(|e| anyhow!("embedded test digits: {e}"))?;
     let v = model.plan.inputs[0];
@@ -85,13 +101,8 @@ pub fn run(a: DemoArgs) -> Result<String> {
         &[model.plan.values[v].fact.clone()],
     )
     .map_err(|e| anyhow!("embedded test digits: {e}"))?;
-    let mut dev = device(&a.backend, &cfg, &a.rtl, true)?;
-    let Samples {
-        outputs,
-        total,
-        checked,
-    } = run_samples(&model, dev.as_mut(), &runs, true, source).context("the demo run failed")?;
-    let ours = outputs[0]
+    let samples = run_samples(&model, dev, &runs, true, SOURCE).context("the digits run failed")?;
+    let ours = samples.outputs[0]
         .iter()
         .map(|t| match t {
             Tensor::F32(a) => Ok(argmax(&a.iter().copied().collect::<Vec<f32>>())),
@@ -101,13 +112,34 @@ pub fn run(a: DemoArgs) -> Result<String> {
             )),
         })
         .collect::<Result<Vec<usize>>>()?;
-
-    let n = labels.len();
     let right = |p: &[usize]| p.iter().zip(&labels).filter(|(a, b)| a == b).count();
-    let agree = ours.iter().zip(&fp32).filter(|(a, b)| a == b).count();
+    Ok(DigitsEval {
+        n: labels.len(),
+        right: right(&ours),
+        fp32_right: right(&fp32),
+        agree: ours.iter().zip(&fp32).filter(|(a, b)| a == b).count(),
+        model,
+        samples,
+    })
+}
+
+/// `int8`, or `w4a4` for other widths.
+pub fn precision(cfg: &isa::HwConfig) -> String {
+    match (cfg.wgt_width(), cfg.inp_width()) {
+        (8, 8) => "int8".into(),
+        (w, a) => format!("w{w}a{a}"),
+    }
+}
+
+pub fn run(a: DemoArgs) -> Result<String> {
+    a.rtl.refuse_unless_rtl(&a.backend, &[])?;
+    let cfg = super::load_config(a.config.as_deref())?;
+    let mut dev = device(&a.backend, &cfg, &a.rtl, true)?;
+    let e = evaluate_digits(&cfg, &FrontendOptions::default(), dev.as_mut())?;
+    let (model, n) = (&e.model, e.n);
     let (na, nc) = model.counts();
     let mut text = String::new();
-    writeln!(text, "{source}")?;
+    writeln!(text, "{SOURCE}")?;
     writeln!(
         text,
         "compiled for {} in {:.1} ms: {} steps, {na} on the accelerator, {nc} on the CPU",
@@ -118,10 +150,10 @@ pub fn run(a: DemoArgs) -> Result<String> {
     writeln!(
         text,
         "ran {n} test digits on {}; per layer, summed:",
-        total.backend
+        e.samples.total.backend
     )?;
-    text.push_str(&total.table());
-    if let Some((layers, accel, elements)) = checked {
+    text.push_str(&e.samples.total.table());
+    if let Some((layers, accel, elements)) = e.samples.checked {
         writeln!(
             text,
             "bit-exact against the integer reference: {n} digits x {layers} layers ({accel} on the accelerator), {elements} elements{}",
@@ -130,9 +162,11 @@ pub fn run(a: DemoArgs) -> Result<String> {
     }
     writeln!(
         text,
-        "accuracy: accelerator (int8) {}/{n}, fp32 model {}/{n}; same class as fp32 on {agree}/{n}",
-        right(&ours),
-        right(&fp32)
+        "accuracy: accelerator ({}) {}/{n}, fp32 model {}/{n}; same class as fp32 on {}/{n}",
+        precision(&cfg),
+        e.right,
+        e.fp32_right,
+        e.agree
     )?;
     Ok(text)
 }

@@ -73,6 +73,16 @@ pub struct DseArgs {
     /// optionally "base"; axes given as options override the file's
     #[arg(long, value_name = "FILE")]
     sweep: Option<PathBuf>,
+    /// Input (and output) widths in bits: 2, 4, 8 (e.g. 4,8); scratchpads keep their depth
+    /// in elements, and the network is post-training quantized to each config's widths
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    inp_width: Option<String>,
+    /// Weight widths in bits: 2, 4, 8
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    wgt_width: Option<String>,
+    /// Accumulator widths in bits: 16, 32 (the compiled networks need 32)
+    #[arg(long, value_name = "VALUES", help_heading = AXES)]
+    acc_width: Option<String>,
     /// BATCH values: 1,2 or 1..4 (ranges of the power-of-two axes double)
     #[arg(long, value_name = "VALUES", help_heading = AXES)]
     batch: Option<String>,
@@ -145,8 +155,11 @@ pub struct DseArgs {
 
 impl DseArgs {
     /// The axes given as options, by parameter.
-    fn axis_options(&self) -> [(Param, Option<&String>); 13] {
+    fn axis_options(&self) -> [(Param, Option<&String>); 16] {
         [
+            (Param::InpWidth, self.inp_width.as_ref()),
+            (Param::WgtWidth, self.wgt_width.as_ref()),
+            (Param::AccWidth, self.acc_width.as_ref()),
             (Param::Batch, self.batch.as_ref()),
             (Param::Block, self.block.as_ref()),
             (Param::BlockIn, self.block_in.as_ref()),

@@ -24,7 +24,8 @@ use anyhow::{Context, Result};
 use isa::HwConfig;
 
 /// Help text of every `--config` option.
-pub const CONFIG_HELP: &str = "Config: a JSON file or a preset name (see `vta config presets`)";
+pub const CONFIG_HELP: &str = "Config: a JSON file, a preset name (see `vta config presets`), or \
+    a preset with other data widths: i4w4 (the default preset's), small:i8w2a16";
 
 /// Loads `--config`, a file or a preset name; `None` gives the `default` preset.
 pub fn load_config(spec: Option<&str>) -> Result<HwConfig> {
