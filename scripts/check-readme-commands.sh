@@ -4,7 +4,8 @@
 # the next `## ` heading after the user paths (`## The guide`). `vta ...` runs the release build
 # of this checkout (target/release/vta, or $CARGO_TARGET_DIR's; `cargo build` first), in a
 # fresh temporary directory in which `compiler/` and `examples/` are links to this checkout's,
-# so that the README's relative paths and output files work without touching the checkout.
+# so that the README's relative paths and output files work without touching the checkout
+# (`cargo ...` lines run in the checkout itself).
 #
 # How the README marks commands (a comment after the command, `# ...`):
 #   `# slow...`   takes minutes (synthesis, place and route): skipped unless VTA_README_SLOW=1;
@@ -69,7 +70,7 @@ while IFS= read -r line; do
     fi
     case "$cmd" in
         "vta "*) run="\"$vta\" ${cmd#vta }" ;;
-        "cargo "*) run="cargo --manifest-path \"$repo/Cargo.toml\" ${cmd#cargo }" ;;
+        "cargo "*) run="cd \"$repo\" && $cmd" ;;   # cargo commands run in the checkout
         *) echo "check-readme-commands: do not know how to run: $cmd" >&2; failed+=("$cmd"); continue ;;
     esac
     if [ "$list_only" = 1 ]; then
