@@ -4,7 +4,10 @@
 # installs the system tools they need (verilator, yosys, g++, clang++, tclsh) from Debian's packages when
 # any is missing (as root, or through sudo). Extra arguments go to `cargo test`. Then it
 # cross-builds the board binary for armv7 (PYNQ-Z1/Z2) and runs it under qemu-arm on the
-# emulated board (VTA_CROSS=0 skips that).
+# emulated board (VTA_CROSS=0 skips that). Before those it builds the user guide (docs/, an mdBook;
+# mdbook is installed from crates.io when missing) and runs the commands of the README's quick start
+# and user paths against the release build (VTA_DOCS=0 skips both; the guide's and the README's
+# links are checked by `cargo test`, tests/docs_links.rs).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,6 +25,19 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cargo test --workspace "$@"
+
+# The user guide builds, and every command the README shows in its quick start and user paths
+# runs (scripts/check-readme-commands.sh: a release build of `vta`, then each command in a
+# temporary directory; commands marked slow or needing a board are listed, not run).
+if [ "${VTA_DOCS:-1}" = 1 ]; then
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+    if ! command -v mdbook >/dev/null 2>&1; then
+        echo "test.sh: installing mdbook (builds the user guide in docs/)" >&2
+        cargo install mdbook --version 0.5.4 --locked --no-default-features
+    fi
+    mdbook build docs
+    scripts/check-readme-commands.sh
+fi
 
 # The open FPGA flow on the SoC: yosys, nextpnr-ecp5 and ecppack build vta_soc (1x4x4) for an
 # ECP5-25F board to a bitstream with timing met (5 CPU-minutes, 15 on a busy machine; the tools come from PyPI into

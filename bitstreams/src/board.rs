@@ -104,7 +104,8 @@ pub struct Resources {
 pub enum BoardError {
     #[error(
         "unknown board '{name}'; known boards: {known}; or give a board file (a .json path, \
-         see `bitstreams/boards/` and README \"Adding a board\")"
+         see `bitstreams/boards/` and \"Adding a board\" in the user guide, \
+         docs/src/hardware/bitstreams.md)"
     )]
     Unknown { name: String, known: String },
     #[error("cannot read board file {path}: {source}")]
@@ -113,7 +114,8 @@ pub enum BoardError {
         source: std::io::Error,
     },
     #[error(
-        "board file {path} is not valid: {source} (see README \"Adding a board\" for the fields)"
+        "board file {path} is not valid: {source} (see \"Adding a board\" in the user guide, \
+         docs/src/hardware/bitstreams.md, for the fields)"
     )]
     Parse {
         path: String,

@@ -73,7 +73,7 @@ fn every_unsupported_node_is_listed_with_a_fix() {
     assert_eq!(unsupported, ["norm", "qs", "up"], "{t}");
     let get = |n: &str| t.get(n).unwrap().support.clone();
     assert!(
-        matches!(get("norm"), Support::Unsupported { reason, fix } if reason.contains("LpNormalization is not supported") && fix.contains("README's operator table")),
+        matches!(get("norm"), Support::Unsupported { reason, fix } if reason.contains("LpNormalization is not supported") && fix.contains("user guide's operator table")),
         "{t}"
     );
     assert!(

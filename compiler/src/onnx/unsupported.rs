@@ -130,8 +130,9 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
     }
     if reason.contains("is not supported by the importer") {
         return format!(
-            "{op} is not implemented: export the model with the operators of the README's \
-             operator table (an equivalent decomposition), or open an issue naming {op}"
+            "{op} is not implemented: export the model with the operators of the user guide's \
+             operator table (docs/src/compiling/operators.md; an equivalent decomposition), or \
+             open an issue naming {op}"
         );
     }
     if reason.contains("computed at run time") || reason.contains("is not a constant") {
