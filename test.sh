@@ -3,6 +3,7 @@
 # bitstream tests run the generated Vivado scripts under tclsh with a stub, so this first
 # installs the system tools they need (verilator, yosys, g++, clang++, tclsh) from Debian's packages when
 # any is missing (as root, or through sudo). Extra arguments go to `cargo test`. Then it
+# builds the Python package's wheel and runs its tests (VTA_PYTHON=0 skips that), and
 # cross-builds the board binary for armv7 (PYNQ-Z1/Z2) and runs it under qemu-arm on the
 # emulated board (VTA_CROSS=0 skips that).
 set -euo pipefail
@@ -22,6 +23,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cargo test --workspace "$@"
+
+# The Python package: the wheel built with maturin, installed into a fresh venv with no network
+# for the install (numpy, pytest, onnx and onnxruntime are fetched into a wheelhouse first),
+# and its pytest suite, which checks Python runs against `vta run` byte for byte on fsim and
+# RTL (a few minutes; VTA_PYTHON=0 skips it).
+if [ "${VTA_PYTHON:-1}" = 1 ]; then
+    scripts/python-test.sh
+fi
 
 # The open FPGA flow on the SoC: yosys, nextpnr-ecp5 and ecppack build vta_soc (1x4x4) for an
 # ECP5-25F board to a bitstream with timing met (5 CPU-minutes, 15 on a busy machine; the tools come from PyPI into
