@@ -28,7 +28,7 @@ if ! ls "$work"/wheelhouse/onnxruntime-*.whl >/dev/null 2>&1; then
 fi
 
 rm -rf "$work/dist"
-"$work/build-venv/bin/maturin" build -m python/Cargo.toml --profile dev -o "$work/dist" \
+"$work/build-venv/bin/maturin" build -m python/Cargo.toml --profile dev --strip -o "$work/dist" \
     --interpreter "$py"
 t1=$(date +%s)
 

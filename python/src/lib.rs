@@ -12,7 +12,6 @@
 //! dropped).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -131,8 +130,9 @@ fn compile_err(e: compiler::compile::Error) -> PyErr {
 
 /// Runs `work` on a worker thread with the GIL released, polling for Ctrl-C every 50 ms
 /// (`PyErr_CheckSignals`); on a signal the Python exception (KeyboardInterrupt) is raised at
-/// once and `cancel` is set, so that work which looks at it stops early.
-fn interruptible<T, F>(py: Python<'_>, cancel: Arc<AtomicBool>, work: F) -> PyResult<T>
+/// once, and the worker finishes in the background, its result dropped (compiles, sweeps
+/// and yosys runs have no way to stop midway).
+fn interruptible<T, F>(py: Python<'_>, work: F) -> PyResult<T>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
@@ -157,10 +157,7 @@ where
                 return Err(VtaError::new_err("the worker thread panicked"))
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if let Err(e) = py.check_signals() {
-                    cancel.store(true, Ordering::Relaxed);
-                    return Err(e);
-                }
+                py.check_signals()?;
             }
         }
     }
@@ -718,8 +715,7 @@ fn compile(
         launch_per_layer,
         depthwise_on_gemm,
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    let compiled = interruptible(py, cancel, move || {
+    let compiled = interruptible(py, move || {
         Compiled::compile_observed(onnx, &source, &calib, &cfg, &opts, &backend, &mut |_| {})
     })?
     .map_err(compile_err)?;
@@ -1185,8 +1181,7 @@ fn hw_report(
             known.join(", ")
         ))
     })?;
-    let cancel = Arc::new(AtomicBool::new(false));
-    let doc = interruptible(py, cancel, move || -> Result<serde_json::Value, String> {
+    let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
         let version = vta_hw::report::yosys_version().map_err(|e| chain(&e))?;
         let g = vta_hw::generate(&cfg).map_err(|e| chain(&e))?;
         let u = vta_hw::report::synthesize_in_temp_dir(&g.verilog, "vta_top", part.family, &mut |_| {})
@@ -1222,8 +1217,7 @@ fn run_command(
     argv: Vec<String>,
     error: Option<Bound<'_, pyo3::types::PyType>>,
 ) -> PyResult<String> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let r = interruptible(py, cancel, move || {
+    let r = interruptible(py, move || {
         vta::run_command(argv).map_err(|e| vta::message(&e))
     })?;
     r.map_err(|msg| match &error {
@@ -1389,8 +1383,7 @@ fn dse_sweep(
         jobs,
         fresh,
     };
-    let cancel = Arc::new(AtomicBool::new(false));
-    let doc = interruptible(py, cancel, move || -> Result<serde_json::Value, String> {
+    let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
         let network = dse::network::Network::load(&spec).map_err(|e| chain(&e))?;
         let estimator = target.estimator();
         let x = dse::explore::explore(
