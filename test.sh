@@ -3,6 +3,7 @@
 # bitstream tests run the generated Vivado scripts under tclsh with a stub, so this first
 # installs the system tools they need (verilator, yosys, g++, clang++, tclsh) from Debian's packages when
 # any is missing (as root, or through sudo). Extra arguments go to `cargo test`. Then it
+# builds the Python package's wheel and runs its tests (VTA_PYTHON=0 skips that), and
 # cross-builds the board binary for armv7 (PYNQ-Z1/Z2) and runs it under qemu-arm on the
 # emulated board (VTA_CROSS=0 skips that). Before those it builds the user guide (docs/, an mdBook;
 # mdbook is installed from crates.io when missing) and runs the commands of the README's quick start
@@ -37,6 +38,14 @@ if [ "${VTA_DOCS:-1}" = 1 ]; then
     fi
     mdbook build docs
     scripts/check-readme-commands.sh
+fi
+
+# The Python package: the wheel built with maturin, installed into a fresh venv with no network
+# for the install (numpy, pytest, onnx and onnxruntime are fetched into a wheelhouse first),
+# and its pytest suite, which checks Python runs against `vta run` byte for byte on fsim and
+# RTL (a few minutes; VTA_PYTHON=0 skips it).
+if [ "${VTA_PYTHON:-1}" = 1 ]; then
+    scripts/python-test.sh
 fi
 
 # The open FPGA flow on the SoC: yosys, nextpnr-ecp5 and ecppack build vta_soc (1x4x4) for an

@@ -101,4 +101,8 @@ fn the_board_binary_carries_no_simulator_and_no_front_end() {
     for front in ["compiler", "prost", "petgraph"] {
         assert!(!t.contains(front), "vta-board pulls in {front}: {t:?}");
     }
+    // Nor the Python package's extension (python/), nor the CLI it wraps.
+    for py in ["vta-py", "pyo3", "numpy", "vta"] {
+        assert!(!t.contains(py), "vta-board pulls in {py}: {t:?}");
+    }
 }

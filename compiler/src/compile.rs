@@ -486,6 +486,52 @@ impl Compiled {
         s
     }
 
+    /// The compile report as JSON: the model's name, config, step counts, launches, the
+    /// op-support table, MACs, calibration samples and compile times (milliseconds), as
+    /// `vta compile --json` prints it (which adds the output file, its size and the total
+    /// time) and the Python package returns it.
+    pub fn report_json(&self) -> serde_json::Value {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let (accel, cpu) = self.counts();
+        let support: Vec<_> = self
+            .support
+            .entries
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "node": e.node,
+                    "op": e.op_type,
+                    "status": e.support.status(),
+                    "details": e.support.details(),
+                })
+            })
+            .collect();
+        let tm = &self.times;
+        let (real_macs, device_macs) = self.macs();
+        serde_json::json!({
+            "model": self.source,
+            "config": self.config.config_string(),
+            "steps": self.plan.steps.len(),
+            "accel_steps": accel,
+            "cpu_steps": cpu,
+            "launches": self.launches.iter().map(|l| serde_json::json!({
+                "steps": l.steps,
+                "instructions": l.program.program.insns.len(),
+            })).collect::<Vec<_>>(),
+            "support": support,
+            "real_macs": real_macs,
+            "device_macs": device_macs,
+            "calibration_samples": self.calibration_samples,
+            "times_ms": {
+                "import": ms(tm.import),
+                "calibration": ms(tm.calibration),
+                "lowering": ms(tm.lowering),
+                "backend": ms(tm.backend),
+                "compile": ms(tm.compile()),
+            },
+        })
+    }
+
     /// The multiply-accumulates of the convolution and dense layers the accelerator runs:
     /// (the layers' own, what the device performs for them).
     pub fn macs(&self) -> (u64, u64) {

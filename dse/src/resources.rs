@@ -285,19 +285,7 @@ impl Estimator for YosysXilinx {
                 g.config.config_string()
             )));
         }
-        let mut meta = serde_json::Map::new();
-        meta.insert("config_string".into(), g.config.config_string().into());
-        meta.insert(
-            "isa_hash".into(),
-            format!("{:016x}", g.config.isa_hash()).into(),
-        );
-        meta.insert("rtl_hash".into(), rtl_hash(&g.verilog).into());
-        meta.insert("part".into(), "".into());
-        meta.insert("family".into(), self.family.clone().into());
-        meta.insert(
-            "tool".into(),
-            format!("{version} synth_xilinx -family {}", self.family).into(),
-        );
+        let meta = vta_hw::report::estimate_meta(g, "", &self.family, &version);
         Ok(u.to_json(meta))
     }
 }
@@ -389,10 +377,7 @@ impl Estimator for OpenFlow {
     }
 }
 
-/// The accelerator Verilog's hash, 16 hex digits (as `vta hw report --json` records it).
-pub fn rtl_hash(verilog: &str) -> String {
-    format!("{:016x}", isa::container::fnv1a(verilog.as_bytes()))
-}
+pub use vta_hw::report::rtl_hash;
 
 /// The scratchpads' block RAM (`bitstreams::fit`): instant, and what synthesis gives for
 /// memories this size.

@@ -196,7 +196,8 @@ pub fn run(a: CompileArgs) -> Result<String> {
     Ok(text)
 }
 
-/// The `--json` document of a compile.
+/// The `--json` document of a compile: [`Compiled::report_json`] with the model file, the
+/// output file, its size and the total time.
 fn compile_json(
     model: &Compiled,
     source: &str,
@@ -204,48 +205,23 @@ fn compile_json(
     bytes: usize,
     total: Duration,
 ) -> serde_json::Value {
-    use super::json::ms;
-    let (accel, cpu) = model.counts();
-    let support: Vec<_> = model
-        .support
-        .entries
-        .iter()
-        .map(|e| {
-            serde_json::json!({
-                "node": e.node,
-                "op": e.op_type,
-                "status": e.support.status(),
-                "details": e.support.details(),
-            })
-        })
-        .collect();
-    let tm = &model.times;
-    let (real_macs, device_macs) = model.macs();
-    serde_json::json!({
-        "model": source,
-        "output": path.display().to_string(),
-        "bytes": bytes,
-        "config": model.config.config_string(),
-        "steps": model.plan.steps.len(),
-        "accel_steps": accel,
-        "cpu_steps": cpu,
-        "launches": model.launches.iter().map(|l| serde_json::json!({
-            "steps": l.steps,
-            "instructions": l.program.program.insns.len(),
-        })).collect::<Vec<_>>(),
-        "support": support,
-        "real_macs": real_macs,
-        "device_macs": device_macs,
-        "calibration_samples": model.calibration_samples,
-        "times_ms": {
-            "import": ms(tm.import),
-            "calibration": ms(tm.calibration),
-            "lowering": ms(tm.lowering),
-            "backend": ms(tm.backend),
-            "compile": ms(tm.compile()),
-            "total": ms(total),
-        },
-    })
+    let serde_json::Value::Object(report) = model.report_json() else {
+        unreachable!("the compile report is an object")
+    };
+    let mut doc = serde_json::Map::new();
+    doc.insert("model".into(), source.into());
+    doc.insert("output".into(), path.display().to_string().into());
+    doc.insert("bytes".into(), bytes.into());
+    for (k, mut v) in report {
+        if k == "model" {
+            continue;
+        }
+        if let (true, Some(times)) = (k == "times_ms", v.as_object_mut()) {
+            times.insert("total".into(), super::json::ms(total).into());
+        }
+        doc.insert(k, v);
+    }
+    serde_json::Value::Object(doc)
 }
 
 /// Whether two paths name the same existing file.

@@ -179,30 +179,4 @@ fn synthesize(
     Ok(u)
 }
 
-/// What a `--json` report describes: the config, the RTL it synthesized and the tool.
-pub(super) fn estimate_meta(
-    g: &vta_hw::Generated,
-    part: &str,
-    family: &str,
-    yosys: &str,
-) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    m.insert("config_string".into(), g.config.config_string().into());
-    m.insert(
-        "isa_hash".into(),
-        format!("{:016x}", g.config.isa_hash()).into(),
-    );
-    m.insert("rtl_hash".into(), rtl_hash(&g.verilog).into());
-    m.insert("part".into(), part.into());
-    m.insert("family".into(), family.into());
-    m.insert(
-        "tool".into(),
-        format!("{yosys} synth_xilinx -family {family}").into(),
-    );
-    m
-}
-
-/// The accelerator Verilog's FNV-1a hash, 16 hex digits (identifies an estimate's RTL).
-pub(super) fn rtl_hash(verilog: &str) -> String {
-    format!("{:016x}", isa::container::fnv1a(verilog.as_bytes()))
-}
+pub(super) use vta_hw::report::{estimate_meta, rtl_hash};

@@ -162,6 +162,19 @@ pub fn run_samples(
     check: bool,
     file: &str,
 ) -> Result<Samples> {
+    run_samples_until(model, dev, runs, check, file, &mut || true)
+}
+
+/// [`run_samples`] that asks `keep_going` after every step and stops with the runtime's
+/// `Interrupted` error when it says no (the Python package's runs, on Ctrl-C).
+pub fn run_samples_until(
+    model: &Model,
+    dev: &mut dyn Device,
+    runs: &[Vec<Tensor>],
+    check: bool,
+    file: &str,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> Result<Samples> {
     let mut total: Option<RunResult> = None;
     let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
     let mut checked: Option<(usize, usize, usize)> = None;
@@ -190,7 +203,10 @@ pub fn run_samples(
         };
         progress.message(&sample("running"));
         let r = resident
-            .run_observed(ins, &mut |_| progress.inc())
+            .run_until(ins, &mut |_| {
+                progress.inc();
+                keep_going()
+            })
             .with_context(|| format!("{file}: run failed on {backend}"))?;
         if check {
             progress.message(&sample("checking against the integer reference"));

@@ -470,3 +470,33 @@ mod tests {
         assert!(e.contains("apt-get install yosys"), "{e}");
     }
 }
+
+/// The accelerator Verilog's FNV-1a hash, 16 hex digits: identifies the RTL an estimate is of
+/// (`rtl_hash` in `vta hw report --json`, and the key of the design-space exploration's cache).
+pub fn rtl_hash(verilog: &str) -> String {
+    format!("{:016x}", isa::container::fnv1a(verilog.as_bytes()))
+}
+
+/// What a resource estimate (`vta hw report --json`) describes besides the figures: the
+/// config, the RTL it synthesized, the part and family, and the tool (`yosys`: its version).
+pub fn estimate_meta(
+    g: &crate::Generated,
+    part: &str,
+    family: &str,
+    yosys: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("config_string".into(), g.config.config_string().into());
+    m.insert(
+        "isa_hash".into(),
+        format!("{:016x}", g.config.isa_hash()).into(),
+    );
+    m.insert("rtl_hash".into(), rtl_hash(&g.verilog).into());
+    m.insert("part".into(), part.into());
+    m.insert("family".into(), family.into());
+    m.insert(
+        "tool".into(),
+        format!("{yosys} synth_xilinx -family {family}").into(),
+    );
+    m
+}

@@ -40,6 +40,12 @@ pub enum Error {
         name: String,
         message: String,
     },
+    #[error("interrupted after step {step} ({name}) of {steps}")]
+    Interrupted {
+        step: usize,
+        name: String,
+        steps: usize,
+    },
 }
 
 /// Where a step runs.

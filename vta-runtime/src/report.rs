@@ -332,3 +332,74 @@ pub fn columns(head: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
     }
     s
 }
+
+/// Milliseconds of a duration, as the JSON reports give times.
+pub fn json_ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Named counters as a JSON object, in their order.
+pub fn json_counters<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> serde_json::Value {
+    serde_json::Value::Object(
+        pairs
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), serde_json::Value::from(v)))
+            .collect(),
+    )
+}
+
+impl LayerRun {
+    /// The step's row of [`RunResult::to_json`].
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "step": self.step,
+            "name": self.name,
+            "kind": self.kind,
+            "place": self.place.to_string(),
+            "launch": self.launch,
+            "note": self.note,
+            "host_ms": json_ms(self.wall),
+        })
+    }
+}
+
+impl LaunchRun {
+    /// The launch's row of [`RunResult::to_json`]: times, the device's counters and extras,
+    /// and the bytes it moved.
+    pub fn to_json(&self) -> serde_json::Value {
+        let r = &self.report;
+        serde_json::json!({
+            "launch": self.launch,
+            "steps": self.steps,
+            "host_ms": json_ms(self.wall),
+            "device_ms": json_ms(r.wall_time),
+            "counters": json_counters(r.counters.iter().map(|(n, v)| (n.as_str(), *v))),
+            "extras": json_counters(r.extras.iter().map(|(n, v)| (n.as_str(), *v))),
+            "dram_bytes": self.dram_bytes(),
+        })
+    }
+}
+
+impl RunResult {
+    /// The per-step and per-launch breakdown of a run (summed over its samples) and its
+    /// totals (host-device traffic per inference), as `vta run --json` prints it under `run`
+    /// and the Python package returns it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "backend": self.backend,
+            "samples": self.samples,
+            "host_ms": json_ms(self.wall),
+            "device_launches": self.launches.len(),
+            "host_to_device_bytes": self.host_to_device_bytes(),
+            "device_to_host_bytes": self.device_to_host_bytes(),
+            "device_memory_bytes": {
+                "total": self.memory.total(),
+                "constants": self.memory.constants,
+                "activations": self.memory.arena,
+                "loaded": self.memory.loaded,
+            },
+            "steps": self.layers.iter().map(LayerRun::to_json).collect::<Vec<_>>(),
+            "launches": self.launches.iter().map(LaunchRun::to_json).collect::<Vec<_>>(),
+        })
+    }
+}

@@ -201,6 +201,20 @@ impl<'a> Resident<'a> {
         inputs: &[Tensor],
         step_done: &mut dyn FnMut(usize),
     ) -> Result<RunResult, Error> {
+        self.run_until(inputs, &mut |k| {
+            step_done(k);
+            true
+        })
+    }
+
+    /// [`Resident::run_observed`] that stops when `step_done` returns `false`, with
+    /// [`Error::Interrupted`] naming the last step run (for runs a user may interrupt, such
+    /// as the Python package's on Ctrl-C).
+    pub fn run_until(
+        &mut self,
+        inputs: &[Tensor],
+        step_done: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<RunResult, Error> {
         let model = self.model;
         model.check_inputs(inputs)?;
         let t_all = Instant::now();
@@ -257,7 +271,13 @@ impl<'a> Resident<'a> {
                 layer.note = model.refusal(k).map(str::to_string);
             }
             layers.push(layer);
-            step_done(k);
+            if !step_done(k) {
+                return Err(Error::Interrupted {
+                    step: k,
+                    name: step.name.clone(),
+                    steps: plan.steps.len(),
+                });
+            }
         }
         let outputs = plan
             .outputs
