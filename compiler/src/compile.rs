@@ -28,6 +28,12 @@ pub struct BackendOptions {
     /// BLOCK_IN times the real MACs) instead of the ALU (the real MACs); see
     /// [`backend::depthwise`].
     pub depthwise_on_gemm: bool,
+    /// End a launch where the next accelerator step does not read the step before it (it
+    /// starts another branch: an inception branch, a fire module's second expand, a
+    /// detection head), so independent branches are separate launches that the pool
+    /// executor can run at the same time (`vta run --schedule`), at the cost of copying
+    /// their outputs through the host.
+    pub split_branches: bool,
 }
 
 /// Why compiling a model failed.
@@ -235,6 +241,7 @@ impl Compiled {
             cfg,
             backend.launch_per_layer,
             backend.depthwise_on_gemm,
+            backend.split_branches,
             &mut |k| {
                 stage(&format!(
                     "back end: step {k}/{} {}",
@@ -345,6 +352,11 @@ impl Compiled {
             s,
             "plan: {} steps, {a} on the accelerator, {c} on the CPU",
             self.plan.steps.len()
+        );
+        let _ = writeln!(
+            s,
+            "{}",
+            vta_runtime::graph::TaskGraph::of_model(&self.model).summary()
         );
         s
     }

@@ -35,6 +35,13 @@ pub struct CompileArgs {
     /// accelerator layers, activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
+    /// Start a new launch where an accelerator layer does not read the layer before it (a new
+    /// branch: inception branches, fire-module expands, detection heads), so that
+    /// `vta run --schedule by-op|by-path|dynamic` can run independent branches on different
+    /// devices at once [default: branches share a launch, activations staying in device
+    /// memory]
+    #[arg(long)]
+    split_branches: bool,
     /// Run depthwise convolutions on the GEMM core with diagonal weight tiles: fewer cycles,
     /// but BLOCK_IN times their real MACs [default: on the ALU, at their real MACs, on configs
     /// with ALU MUL]
@@ -113,6 +120,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
         let backend = BackendOptions {
             launch_per_layer: a.launch_per_layer,
             depthwise_on_gemm: a.depthwise_on_gemm,
+            split_branches: a.split_branches,
         };
         Compiled::compile_observed(
             onnx,
@@ -197,6 +205,24 @@ fn compile_json(
         .collect();
     let tm = &model.times;
     let (real_macs, device_macs) = model.macs();
+    let task_graph = {
+        let g = vta_runtime::graph::TaskGraph::of_model(&model.model);
+        let s = g.summary();
+        serde_json::json!({
+            "tasks": s.tasks,
+            "launches": s.launches,
+            "cpu_tasks": s.cpu,
+            "edges": s.edges,
+            "critical_path": s.critical_path,
+            "width": s.width,
+            "overlappable": s.overlappable,
+            "forks": g.branches().iter().map(|f| serde_json::json!({
+                "fork": f.fork,
+                "branches": f.branches,
+                "join": f.join,
+            })).collect::<Vec<_>>(),
+        })
+    };
     serde_json::json!({
         "model": source,
         "output": path.display().to_string(),
@@ -209,6 +235,7 @@ fn compile_json(
             "steps": l.steps,
             "instructions": l.program.program.insns.len(),
         })).collect::<Vec<_>>(),
+        "task_graph": task_graph,
         "support": support,
         "real_macs": real_macs,
         "device_macs": device_macs,

@@ -7,6 +7,7 @@
 mod arena;
 pub mod budget;
 pub mod file;
+pub mod graph;
 pub mod io;
 pub mod launch;
 pub mod layout;
