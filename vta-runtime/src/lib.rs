@@ -6,6 +6,7 @@
 
 mod arena;
 pub mod budget;
+pub mod exec;
 pub mod file;
 pub mod graph;
 pub mod io;
