@@ -212,6 +212,13 @@ impl Shared {
             range
                 .min_by(|&a, &b| st.backlog[a].total_cmp(&st.backlog[b]).then(a.cmp(&b)))
                 .expect("the pool was checked to have every worker kind")
+        } else if matches!(st.schedule.policy, Policy::ByOp | Policy::ByPath) {
+            // The static placement of one request, rotated by request over the workers of
+            // each kind: requests in flight together spread over the pool the same way.
+            let a = st.schedule.assign[task];
+            let range = self.pool.eligible(self.graph.tasks[task].kind);
+            let n = range.len() as u64;
+            range.start + (((a - range.start) as u64 + req) % n) as usize
         } else {
             st.schedule.assign[task]
         };

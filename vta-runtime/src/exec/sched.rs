@@ -24,7 +24,8 @@ pub enum Policy {
     /// stage k of frame i runs while stage k-1 of frame i+1 does.
     Pipeline,
     /// Static earliest-finish-time list scheduling (HEFT without insertion): tasks by
-    /// decreasing upward rank, each on the worker where it would finish first.
+    /// decreasing upward rank, each on the worker where it would finish first. Requests in
+    /// flight together take the same placement rotated over the workers of each kind.
     ByOp,
     /// As `by-op`, with each fork-to-join chain (a branch) placed on one worker as a unit,
     /// so only forks and joins cross workers.
