@@ -26,8 +26,13 @@ use vta_sim::FsimDevice;
 /// branches (1x1; 1x1 -> 3x3; 3x3 max pool -> 1x1; 1x1 -> softmax over channels, which runs
 /// on the CPU) concatenated, a 1x1 convolution, global pooling and a classifier.
 fn inception() -> Model {
+    inception_sized(16, 16)
+}
+
+/// [`inception`] on `hw x hw` with `ch` channels per branch.
+fn inception_sized(hw: usize, ch: usize) -> Model {
     let mut m = Model::new(17);
-    m.input("x", &[1, 8, 16, 16]);
+    m.input("x", &[1, 8, hw, hw]);
     let mut k = 0;
     let mut conv = |m: &mut Model, x: &str, c: usize, o: usize, kernel: usize, relu: bool| {
         k += 1;
@@ -53,10 +58,10 @@ fn inception() -> Model {
         m.node(&format!("relu{k}"), "Relu", &[&y], &[&r], vec![]);
         r
     };
-    let stem = conv(&mut m, "x", 8, 16, 3, true);
-    let a = conv(&mut m, &stem, 16, 16, 1, true);
-    let b1 = conv(&mut m, &stem, 16, 16, 1, true);
-    let b = conv(&mut m, &b1, 16, 16, 3, true);
+    let stem = conv(&mut m, "x", 8, ch, 3, true);
+    let a = conv(&mut m, &stem, ch, ch, 1, true);
+    let b1 = conv(&mut m, &stem, ch, ch, 1, true);
+    let b = conv(&mut m, &b1, ch, ch, 3, true);
     m.node(
         "pool",
         "MaxPool",
@@ -68,8 +73,8 @@ fn inception() -> Model {
             ("strides", A::Is(vec![1, 1])),
         ],
     );
-    let c = conv(&mut m, "p", 16, 16, 1, true);
-    let d1 = conv(&mut m, &stem, 16, 16, 1, false);
+    let c = conv(&mut m, "p", ch, ch, 1, true);
+    let d1 = conv(&mut m, &stem, ch, ch, 1, false);
     m.node(
         "softmax",
         "Softmax",
@@ -84,7 +89,7 @@ fn inception() -> Model {
         &["cat"],
         vec![("axis", A::I(1))],
     );
-    let y = conv(&mut m, "cat", 64, 32, 1, true);
+    let y = conv(&mut m, "cat", 4 * ch, 32, 1, true);
     m.node("gap", "GlobalAveragePool", &[&y], &["g"], vec![])
         .node("flatten", "Flatten", &["g"], &["f"], vec![])
         .weight("wc", &[10, 32], 0.3)
@@ -396,4 +401,74 @@ fn a_failing_device_fails_its_request_and_the_others_go_on() {
     assert_eq!(ok.outputs, want.outputs);
     // And the executor still serves requests.
     assert_eq!(ex.run(&x).unwrap().outputs, want.outputs);
+}
+
+/// Throughput of the inception network (64 x 64, 64 channels per branch, split branches) on
+/// two fsim devices and two CPU workers, serial vs each policy (a measurement, not a test:
+/// `cargo test --release -p compiler --test exec_pool -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn measure_inception_throughput() {
+    let x = sample(&[1, 8, 64, 64], 7, 2.0);
+    let c = Compiled::compile_observed(
+        inception_sized(64, 64).bytes(),
+        "inception64.onnx",
+        std::slice::from_ref(&x),
+        &isa::HwConfig::default(),
+        &FrontendOptions::default(),
+        &BackendOptions {
+            split_branches: true,
+            ..Default::default()
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+    println!("{}", TaskGraph::of_model(&c).summary());
+    let m = Arc::new(c.model.clone());
+    let x = vec![Tensor::F32(x)];
+    let reqs = vec![x.clone(); 16];
+    for in_flight in [1, 4] {
+        for policy in [
+            Policy::Serial,
+            Policy::Pipeline,
+            Policy::ByOp,
+            Policy::ByPath,
+            Policy::Dynamic,
+        ] {
+            let ex = Executor::new(
+                m.clone(),
+                vec![fsim(&m.config), fsim(&m.config)],
+                ExecOptions {
+                    policy: Policy::Serial,
+                    cpu_threads: 2,
+                    in_flight,
+                    trace: true,
+                },
+            )
+            .unwrap();
+            ex.run(&x).unwrap();
+            ex.set_policy(policy).unwrap();
+            ex.take_timeline();
+            let t = std::time::Instant::now();
+            let done = ex.run_many(&reqs).unwrap();
+            let wall = t.elapsed().as_secs_f64();
+            let s = ex.take_timeline().stats();
+            let mut lat: Vec<f64> = done.iter().map(|d| d.latency.as_secs_f64() * 1e3).collect();
+            lat.sort_by(f64::total_cmp);
+            let util: Vec<String> = s
+                .workers
+                .iter()
+                .map(|w| format!("{:.0}%", w.utilization * 100.0))
+                .collect();
+            println!(
+                "in flight {in_flight} {policy:9}: {:.1} req/s, latency p50 {:.1} ms, util {}, overlap {:.0} ms of {:.0} ms, lower bound {:.1} req/s",
+                reqs.len() as f64 / wall,
+                lat[lat.len() / 2],
+                util.join("/"),
+                s.overlap * 1e3,
+                s.span * 1e3,
+                reqs.len() as f64 / s.lower_bound
+            );
+        }
+    }
 }
