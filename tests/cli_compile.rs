@@ -640,3 +640,126 @@ fn demo_compiles_runs_checks_and_reports_accuracy() {
     }
     insta::assert_snapshot!("help_demo", ok(vta(&["demo", "--help"])));
 }
+
+/// `vta run` on a pool: two fsim devices and two CPU workers, every policy, several samples in
+/// flight, outputs bit-identical to the serial run (`--check`), a timeline, the per-worker
+/// figures in `--json`; `vta bench schedule`; and the errors of bad pool options.
+#[test]
+fn run_on_a_pool_of_devices_matches_serial_under_every_policy() {
+    let dir = scratch("pool_tiny");
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "compile",
+            &data("tiny_cnn.onnx"),
+            "--calibrate",
+            &data("digits_calib.npy"),
+            "-o",
+            "tiny.vtab",
+        ],
+    ));
+    assert!(
+        text.contains("task graph: 6 tasks (2 launches, 4 CPU steps)"),
+        "{text}"
+    );
+    let x = data("digits_test.npy");
+    for policy in ["serial", "pipeline", "by-op", "by-path", "dynamic", "auto"] {
+        let text = ok(vta_in(
+            &dir,
+            &[
+                "run",
+                "tiny.vtab",
+                "-i",
+                &x,
+                "--schedule",
+                policy,
+                "--devices",
+                "fsim,fsim",
+                "--cpu-threads",
+                "2",
+                "--in-flight",
+                "3",
+                "--check",
+                "--trace",
+                "t.json",
+            ],
+        ));
+        assert!(
+            text.contains(
+                "check: the outputs of all 100 sample(s) are bit-identical to the serial run's"
+            ),
+            "{policy}: {text}"
+        );
+        assert!(
+            text.contains("dev1 fsim") && text.contains("cpu1"),
+            "{text}"
+        );
+        let trace = std::fs::read_to_string(dir.join("t.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&trace).unwrap();
+        assert!(v["traceEvents"].as_array().unwrap().len() > 100, "{policy}");
+    }
+    let json = ok(vta_in(
+        &dir,
+        &[
+            "run",
+            "tiny.vtab",
+            "-i",
+            &x,
+            "--schedule",
+            "dynamic",
+            "--devices",
+            "fsim,fsim",
+            "--json",
+        ],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let workers = v["pool"]["workers"].as_array().unwrap();
+    assert_eq!(workers.len(), 4);
+    assert!(workers[0]["utilization"].as_f64().is_some());
+    assert!(v["pool"]["overlap_ms"].as_f64().is_some());
+
+    let bench = ok(vta_in(
+        &dir,
+        &[
+            "bench",
+            "schedule",
+            "tiny.vtab",
+            "-i",
+            &x,
+            "--devices",
+            "fsim,fsim",
+            "--requests",
+            "3",
+        ],
+    ));
+    for p in [
+        "serial:",
+        "pipeline:",
+        "by-op:",
+        "by-path:",
+        "dynamic:",
+        "auto (chose ",
+    ] {
+        assert!(bench.contains(p), "{p}: {bench}");
+    }
+    assert!(!bench.contains("DIFFER"), "{bench}");
+
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", &x, "--devices", "fsim,gpu"],
+    ));
+    assert!(
+        e.contains("device 2 'gpu'") && e.contains("e.g. fsim,fsim or rtl,fsim"),
+        "{e}"
+    );
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", &x, "--in-flight", "0"],
+    ));
+    assert!(e.contains("--in-flight must be at least 1"), "{e}");
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", &x, "--cpu-threads", "0"],
+    ));
+    assert!(e.contains("no CPU worker"), "{e}");
+}

@@ -28,6 +28,12 @@ pub struct BackendOptions {
     /// BLOCK_IN times the real MACs) instead of the ALU (the real MACs); see
     /// [`backend::depthwise`].
     pub depthwise_on_gemm: bool,
+    /// End a launch where the next accelerator step does not read the step before it (it
+    /// starts another branch: an inception branch, a fire module's second expand, a
+    /// detection head), so independent branches are separate launches that the pool
+    /// executor can run at the same time (`vta run --schedule`), at the cost of copying
+    /// their outputs through the host.
+    pub split_branches: bool,
 }
 
 /// Why compiling a model failed.
@@ -235,6 +241,7 @@ impl Compiled {
             cfg,
             backend.launch_per_layer,
             backend.depthwise_on_gemm,
+            backend.split_branches,
             &mut |k| {
                 stage(&format!(
                     "back end: step {k}/{} {}",
@@ -345,6 +352,11 @@ impl Compiled {
             s,
             "plan: {} steps, {a} on the accelerator, {c} on the CPU",
             self.plan.steps.len()
+        );
+        let _ = writeln!(
+            s,
+            "{}",
+            vta_runtime::graph::TaskGraph::of_model(&self.model).summary()
         );
         s
     }
@@ -508,6 +520,24 @@ impl Compiled {
             .collect();
         let tm = &self.times;
         let (real_macs, device_macs) = self.macs();
+        let task_graph = {
+            let g = vta_runtime::graph::TaskGraph::of_model(&self.model);
+            let s = g.summary();
+            serde_json::json!({
+                "tasks": s.tasks,
+                "launches": s.launches,
+                "cpu_tasks": s.cpu,
+                "edges": s.edges,
+                "critical_path": s.critical_path,
+                "width": s.width,
+                "overlappable": s.overlappable,
+                "forks": g.branches().iter().map(|f| serde_json::json!({
+                    "fork": f.fork,
+                    "branches": f.branches,
+                    "join": f.join,
+                })).collect::<Vec<_>>(),
+            })
+        };
         serde_json::json!({
             "model": self.source,
             "config": self.config.config_string(),
@@ -518,6 +548,7 @@ impl Compiled {
                 "steps": l.steps,
                 "instructions": l.program.program.insns.len(),
             })).collect::<Vec<_>>(),
+            "task_graph": task_graph,
             "support": support,
             "real_macs": real_macs,
             "device_macs": device_macs,

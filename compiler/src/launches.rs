@@ -463,7 +463,9 @@ impl Open {
 /// Groups `plan`'s accelerator steps into launches for `cfg`; with `per_layer`, every step
 /// gets a launch of its own (per-layer device counters, at the cost of host round trips);
 /// with `depthwise_on_gemm`, depthwise convolutions use diagonal GEMM tiles instead of the ALU
-/// ([`crate::backend::depthwise`]).
+/// ([`crate::backend::depthwise`]); with `split_branches`, a step that does not read the
+/// output of the step emitted before it starts a new launch (independent branches become
+/// launches of their own, for the pool executor to overlap).
 /// `stage` hears about every step compiled. Errors other than a refusal (unsupported layer,
 /// config or layout) fail the whole compilation, naming the step.
 pub fn group(
@@ -471,6 +473,7 @@ pub fn group(
     cfg: &HwConfig,
     per_layer: bool,
     depthwise_on_gemm: bool,
+    split_branches: bool,
     stage: &mut dyn FnMut(usize),
 ) -> Result<Grouped, (usize, BackendError)> {
     let mut readers: Vec<Vec<usize>> = vec![Vec::new(); plan.values.len()];
@@ -520,6 +523,14 @@ pub fn group(
             continue;
         };
         stage(k);
+        if split_branches
+            && open
+                .produced
+                .last()
+                .is_some_and(|&y| !tensor_inputs(plan, k).any(|v| v == y))
+        {
+            close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
+        }
         // A residual add runs in its convolution's epilogue where it can; where that is
         // refused (before anything is emitted), each runs alone.
         if let Some(f) = fusable_add(plan, k, &readers).filter(|f| open.net.can_fuse_add(f.conv)) {

@@ -16,11 +16,11 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use compiler::compile::{BackendOptions, Compiled, LayerReport};
-use compiler::frontend::{FrontendError, FrontendOptions, RequantFidelity};
+use compiler::frontend::{FrontendError, FrontendOptions, RequantFidelity, WeightClip};
 use isa::HwConfig;
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use vta::cmd::run::{device, run_samples_until, Backend, RtlArgs, Samples};
@@ -671,13 +671,15 @@ fn layers_json(c: &Compiled) -> serde_json::Value {
 }
 
 /// compile(onnx, source, config=None, calibration=[], bit_exact=False, launch_per_layer=False,
-/// depthwise_on_gemm=False, input_shapes={}, memory_budget=None) -> CompiledModel
+/// depthwise_on_gemm=False, input_shapes={}, memory_budget=None, split_branches=False,
+/// weight_clip="auto") -> CompiledModel
 ///
 /// Compiles ONNX bytes (`source` names the model in messages) for a config. The `vta`
 /// package's `vta.compile` takes paths and `onnx.ModelProto`s too.
 #[pyfunction]
 #[pyo3(signature = (onnx, source, config = None, calibration = Vec::new(), bit_exact = false,
-    launch_per_layer = false, depthwise_on_gemm = false, input_shapes = None, memory_budget = None))]
+    launch_per_layer = false, depthwise_on_gemm = false, input_shapes = None, memory_budget = None,
+    split_branches = false, weight_clip = "auto"))]
 #[allow(clippy::too_many_arguments)]
 fn compile(
     py: Python<'_>,
@@ -690,7 +692,19 @@ fn compile(
     depthwise_on_gemm: bool,
     input_shapes: Option<Vec<(String, Vec<usize>)>>,
     memory_budget: Option<u64>,
+    split_branches: bool,
+    weight_clip: &str,
 ) -> PyResult<PyCompiledModel> {
+    let weight_clip = match weight_clip {
+        "auto" => WeightClip::Auto,
+        "max" => WeightClip::Max,
+        "min-error" | "min_error" => WeightClip::MinError,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "weight_clip must be \"auto\", \"max\" or \"min-error\", got {other:?}"
+            )))
+        }
+    };
     let cfg = config_arg(config)?.unwrap_or_default();
     let mut calib = Vec::new();
     for (i, c) in calibration.iter().enumerate() {
@@ -709,11 +723,13 @@ fn compile(
         },
         memory_budget: memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
         input_shapes: input_shapes.unwrap_or_default(),
+        weight_clip,
         ..Default::default()
     };
     let backend = BackendOptions {
         launch_per_layer,
         depthwise_on_gemm,
+        split_branches,
     };
     let compiled = interruptible(py, move || {
         Compiled::compile_observed(onnx, &source, &calib, &cfg, &opts, &backend, &mut |_| {})

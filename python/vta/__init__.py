@@ -119,6 +119,8 @@ def compile(
     depthwise_on_gemm: bool = False,
     input_shapes: Optional[Mapping[str, Sequence[int]]] = None,
     memory_budget: Optional[int] = None,
+    split_branches: bool = False,
+    weight_clip: str = "auto",
     name: Optional[str] = None,
 ) -> CompiledModel:
     """Compiles an ONNX model for an accelerator config (``vta compile``).
@@ -135,6 +137,11 @@ def compile(
         depthwise_on_gemm: run depthwise convolutions on the GEMM core.
         input_shapes: fix symbolic input dimensions, ``{"x": (1, 3, 48, 320)}``.
         memory_budget: most bytes the model's tensors may take (default 4 GiB).
+        split_branches: give independent branches launches of their own, for the pool
+            executor to overlap (``--split-branches``).
+        weight_clip: how post-training quantization picks each output channel's weight
+            range: ``"max"``, ``"min-error"`` or ``"auto"`` (min-error below 8-bit weights).
+            The config's widths set the precision (``config="i4w4"``).
         name: the model's name in messages and reports (default: the file name).
 
     Returns:
@@ -159,6 +166,8 @@ def compile(
         depthwise_on_gemm,
         shapes,
         memory_budget,
+        split_branches,
+        weight_clip,
     )
 
 

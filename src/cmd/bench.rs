@@ -26,6 +26,33 @@ pub enum BenchCmd {
     /// Accuracy per precision: the digits CNN quantized to each config's widths (e.g.
     /// i8w4, i4w4) with each weight clipping, run on its test digits, checked bit-exactly
     Precision(precision::PrecisionArgs),
+    /// Scheduling policies of the pool executor on a compiled model: throughput, latency and
+    /// per-worker utilization of each policy (or --schedule's) over --requests samples, with
+    /// the outputs checked bit-identical to the serial run's
+    Schedule(ScheduleBenchArgs),
+}
+
+#[derive(Args)]
+pub struct ScheduleBenchArgs {
+    /// Compiled model to run (`vta compile`, with --split-branches for branch parallelism)
+    #[arg(value_name = "MODEL.vtab")]
+    model: PathBuf,
+    /// The model's input, as for `vta run` (repeat for each input)
+    #[arg(long = "input", short = 'i', value_name = "X.npy", required = true)]
+    inputs: Vec<String>,
+    #[command(flatten)]
+    pool: super::pool::PoolArgs,
+    /// Backend of the pool's devices without --devices
+    #[arg(long, default_value = "fsim", value_name = "BACKEND", help = super::sim::BACKEND_HELP)]
+    backend: super::sim::Backend,
+    #[command(flatten)]
+    rtl: super::sim::RtlArgs,
+    /// Requests per policy (the input, repeated)
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    requests: usize,
+    /// Print the figures as JSON
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -118,6 +145,7 @@ pub struct FsimArgs {
 pub fn run(c: BenchCmd) -> Result<String> {
     match c {
         BenchCmd::Precision(a) => precision::run(a),
+        BenchCmd::Schedule(a) => schedule(a),
         BenchCmd::Fsim(a) => {
             let cfg = super::load_config(a.config.as_deref())?;
             let size = vta_sim::bench::BenchSize {
@@ -265,4 +293,112 @@ pub fn run(c: BenchCmd) -> Result<String> {
             Ok(format!("{f}\n"))
         }
     }
+}
+
+/// `vta bench schedule`: each policy on the same pool and requests.
+fn schedule(a: ScheduleBenchArgs) -> Result<String> {
+    use std::fmt::Write as _;
+    use std::sync::Arc;
+    use std::time::Instant;
+    use vta_runtime::exec::Policy;
+
+    let file = a.model.display().to_string();
+    let bytes = super::read_input(&a.model)?;
+    let model = Arc::new(vta_runtime::Model::from_bytes(&bytes, &file)?);
+    let stacked = super::run::read_inputs(&model, &a.inputs)?;
+    // Stacked samples: the first one.
+    let names: Vec<String> = model
+        .plan
+        .inputs
+        .iter()
+        .map(|&v| model.plan.values[v].name.clone())
+        .collect();
+    let facts: Vec<_> = model
+        .plan
+        .inputs
+        .iter()
+        .map(|&v| model.plan.values[v].fact.clone())
+        .collect();
+    let inputs = vta_runtime::io::split_samples(stacked, &names, &facts)
+        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{file}: no input sample"))?;
+    if a.requests == 0 {
+        anyhow::bail!("--requests must be at least 1");
+    }
+    let runs = vec![inputs.clone(); a.requests];
+    let want = super::pool::serial_outputs(&model, &runs[..1])?.remove(0);
+    let policies: Vec<Policy> = match a.pool.schedule {
+        Some(p) => vec![p],
+        None => Policy::ALL.to_vec(),
+    };
+    let mut text = String::new();
+    let mut rows = Vec::new();
+    let mut serial_thr: Option<f64> = None;
+    for p in policies {
+        // A serial warm-up run measures every task for the cost model, then the policy.
+        let ex = super::pool::executor(&model, &a.pool, &a.backend, &a.rtl, Policy::Serial)?;
+        ex.run(&inputs)?;
+        if p == Policy::Auto {
+            ex.choose(&inputs, a.requests.clamp(2, 4))?;
+        } else {
+            ex.set_policy(p)?;
+        }
+        ex.take_timeline();
+        let t = Instant::now();
+        let done = ex.run_many(&runs)?;
+        let wall = t.elapsed();
+        let exact = done.iter().all(|d| d.outputs == want);
+        let tl = ex.take_timeline();
+        if let Some(path) = &a.pool.trace {
+            std::fs::write(path, tl.chrome_json())
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+        }
+        let mut lat: Vec<_> = done.iter().map(|d| d.latency).collect();
+        let (t2, mut j) = super::pool::describe(&tl, wall, &mut lat, runs.len());
+        let thr = j["throughput_per_s"].as_f64().unwrap_or(0.0);
+        let base = *serial_thr.get_or_insert(thr);
+        let chosen = ex.schedule().policy;
+        writeln!(
+            text,
+            "{p}{}: {:.2}x serial{}",
+            if p == Policy::Auto {
+                format!(" (chose {chosen})")
+            } else {
+                String::new()
+            },
+            thr / base,
+            if exact {
+                "; outputs bit-identical to serial"
+            } else {
+                "; OUTPUTS DIFFER FROM SERIAL"
+            }
+        )?;
+        text.push_str(&t2);
+        j["policy"] = serde_json::json!(p.name());
+        j["chosen"] = serde_json::json!(chosen.name());
+        j["vs_serial"] = serde_json::json!(thr / base);
+        j["bit_identical"] = serde_json::json!(exact);
+        rows.push(j);
+        if !exact {
+            anyhow::bail!("{file}: {p}: the outputs differ from the serial run's\n{text}");
+        }
+    }
+    let head = format!(
+        "{file}: {} requests per policy, devices {}, {} CPU thread(s), {} in flight\n",
+        a.requests,
+        a.pool.devices.as_deref().unwrap_or("(--backend)"),
+        a.pool.cpu_threads.unwrap_or(2),
+        a.pool.in_flight.unwrap_or(1)
+    );
+    if a.json {
+        return Ok(super::json::text(&serde_json::json!({
+            "bench": "schedule",
+            "model": file,
+            "requests": a.requests,
+            "policies": rows,
+        })));
+    }
+    Ok(head + &text)
 }

@@ -35,6 +35,13 @@ pub struct CompileArgs {
     /// accelerator layers, activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
+    /// Start a new launch where an accelerator layer does not read the layer before it (a new
+    /// branch: inception branches, fire-module expands, detection heads), so that
+    /// `vta run --schedule by-op|by-path|dynamic` can run independent branches on different
+    /// devices at once [default: branches share a launch, activations staying in device
+    /// memory]
+    #[arg(long)]
+    split_branches: bool,
     /// Run depthwise convolutions on the GEMM core with diagonal weight tiles: fewer cycles,
     /// but BLOCK_IN times their real MACs [default: on the ALU, at their real MACs, on configs
     /// with ALU MUL]
@@ -137,6 +144,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
         let backend = BackendOptions {
             launch_per_layer: a.launch_per_layer,
             depthwise_on_gemm: a.depthwise_on_gemm,
+            split_branches: a.split_branches,
         };
         Compiled::compile_observed(
             onnx,

@@ -11,6 +11,7 @@ pub mod dse;
 pub mod hw;
 pub mod json;
 pub mod openflow;
+pub mod pool;
 pub mod progress;
 pub mod run;
 pub mod serve;

@@ -65,10 +65,12 @@ pub struct RunArgs {
     /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    pool: super::pool::PoolArgs,
 }
 
 /// Reads the inputs, by position or as NAME=FILE, in the model's input order.
-fn read_inputs(m: &Model, specs: &[String]) -> Result<Vec<Tensor>> {
+pub fn read_inputs(m: &Model, specs: &[String]) -> Result<Vec<Tensor>> {
     let names: Vec<&str> = m
         .plan
         .inputs
@@ -246,7 +248,21 @@ pub fn run_samples_until(
 }
 
 pub fn run(a: RunArgs) -> Result<String> {
-    a.rtl.refuse_unless_rtl(&a.backend, &[])?;
+    // RTL options are for an RTL device, given as --backend or in --devices.
+    let rtl_in_pool = a
+        .pool
+        .devices
+        .as_deref()
+        .and_then(|s| super::pool::parse_devices(s).ok())
+        .is_some_and(|d| d.contains(&Backend::Rtl));
+    a.rtl.refuse_unless_rtl(
+        if rtl_in_pool {
+            &Backend::Rtl
+        } else {
+            &a.backend
+        },
+        &[],
+    )?;
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
     let select = a
@@ -277,6 +293,9 @@ pub fn run(a: RunArgs) -> Result<String> {
             a.outputs.len(),
             model.plan.outputs.len()
         );
+    }
+    if a.pool.given() {
+        return run_on_pool(&a, &model, &runs, &file);
     }
     let mut dev = device(&a.backend, &model.config, &a.rtl, a.check)?;
 
@@ -364,6 +383,109 @@ pub fn run(a: RunArgs) -> Result<String> {
             text,
             "check: bit-exact{on}: {layers} layers ({accel} on the accelerator), {elements} elements compared with the integer reference{}",
             race_free(&a.backend)
+        )?;
+    }
+    Ok(text)
+}
+
+/// Writes the outputs (`--output`), one per model output, samples stacked; returns the
+/// lines saying where each went, and their JSON.
+fn write_outputs(
+    a: &RunArgs,
+    model: &Model,
+    outputs: &[Vec<Tensor>],
+) -> Result<(String, Vec<serde_json::Value>)> {
+    let mut text = String::new();
+    let mut json = Vec::new();
+    for (k, &v) in model.plan.outputs.iter().enumerate() {
+        let t = if outputs[k].len() == 1 {
+            outputs[k][0].clone()
+        } else {
+            runtime::concat_samples(&outputs[k]).map_err(|e| anyhow!("output {k}: {e}"))?
+        };
+        let pv = &model.plan.values[v];
+        let single = outputs[k].len() == 1;
+        json.push(serde_json::json!({
+            "name": pv.name,
+            "type": t.fact().to_string(),
+            "file": a.outputs.get(k).map(|p| p.display().to_string()),
+            "top5": if single { top5(&t) } else { None },
+        }));
+        match a.outputs.get(k) {
+            Some(path) => {
+                let (elem, shape, data) = runtime::tensor_to_npy(&t);
+                npy::write_file(path, elem, &shape, &data)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                writeln!(
+                    text,
+                    "output '{}' {} -> {}",
+                    pv.name,
+                    t.fact(),
+                    path.display()
+                )?;
+            }
+            None => writeln!(text, "output '{}' {}", pv.name, t.fact())?,
+        }
+        if single {
+            if let Some(s) = top5(&t) {
+                writeln!(text, "  {s}")?;
+            }
+        }
+    }
+    Ok((text, json))
+}
+
+/// `vta run` with pool options: every sample through the pool executor
+/// (`vta_runtime::exec`), with its report; `--check` compares the outputs with the serial
+/// run's.
+fn run_on_pool(a: &RunArgs, model: &Model, runs: &[Vec<Tensor>], file: &str) -> Result<String> {
+    let pr = super::pool::run_pool(model, runs, &a.pool, &a.backend, &a.rtl, file)?;
+    // Per model output, one tensor per sample.
+    let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
+    for sample in &pr.outputs {
+        for (o, t) in outputs.iter_mut().zip(sample) {
+            o.push(t.clone());
+        }
+    }
+    if a.check {
+        super::pool::check_against_serial(model, runs, &pr.outputs)
+            .with_context(|| file.to_string())?;
+    }
+    let (out_text, out_json) = write_outputs(a, model, &outputs)?;
+    let (na, nc) = model.counts();
+    if a.json {
+        return Ok(super::json::text(&serde_json::json!({
+            "model": file,
+            "source": model.source,
+            "config": model.config.config_string(),
+            "steps": model.plan.steps.len(),
+            "accel_steps": na,
+            "cpu_steps": nc,
+            "outputs": out_json,
+            "pool": pr.json,
+            "check": a.check.then(|| serde_json::json!({"bit_identical_to_serial": true})),
+        })));
+    }
+    let mut text = String::new();
+    writeln!(
+        text,
+        "{file}: {} for {}, {} steps ({na} on the accelerator, {nc} on the CPU){}",
+        model.source,
+        model.config.config_string(),
+        model.plan.steps.len(),
+        if runs.len() > 1 {
+            format!(", {} samples", runs.len())
+        } else {
+            String::new()
+        }
+    )?;
+    text.push_str(&out_text);
+    text.push_str(&pr.text);
+    if a.check {
+        writeln!(
+            text,
+            "check: the outputs of all {} sample(s) are bit-identical to the serial run's",
+            runs.len()
         )?;
     }
     Ok(text)

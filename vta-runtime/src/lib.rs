@@ -6,7 +6,9 @@
 
 mod arena;
 pub mod budget;
+pub mod exec;
 pub mod file;
+pub mod graph;
 pub mod io;
 pub mod launch;
 pub mod layout;

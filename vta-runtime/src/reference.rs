@@ -137,12 +137,16 @@ pub fn eval_layer(layer: &Layer, inputs: &[&Tensor]) -> Result<Tensor, String> {
 
 /// Executes one step given the values computed so far.
 pub fn eval_step(step: &Step, values: &[Option<Tensor>]) -> Result<Vec<Tensor>, String> {
-    let get = |v: ValueId| {
-        values
-            .get(v)
-            .and_then(|t| t.as_ref())
-            .ok_or_else(|| format!("value %{v} is not computed"))
-    };
+    eval_step_with(step, &|v| values.get(v).and_then(|t| t.as_ref()))
+}
+
+/// [`eval_step`] reading each value through `value` (`None`: not computed), for executors
+/// that do not hold every value in one slice (the pool executor, [`crate::exec`]).
+pub fn eval_step_with<'a>(
+    step: &Step,
+    value: &dyn Fn(ValueId) -> Option<&'a Tensor>,
+) -> Result<Vec<Tensor>, String> {
+    let get = |v: ValueId| value(v).ok_or_else(|| format!("value %{v} is not computed"));
     match &step.kind {
         StepKind::Quantize { q, lo, hi } => {
             let x = get(step.inputs[0])?.as_f32()?;
