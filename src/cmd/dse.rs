@@ -69,8 +69,9 @@ pub struct DseArgs {
     config: Option<String>,
     /// Sweep file (.json or .toml): axis keys (batch, block, block_in, block_out,
     /// log_uop_buff, log_inp_buff, log_wgt_buff, log_acc_buff, inp_depth, wgt_depth,
-    /// acc_depth, bus, clock) to values (a number, a list, or a string such as "8..32"), and
-    /// optionally "base"; axes given as options override the file's
+    /// acc_depth, inp_width, wgt_width, acc_width, bus, clock) to values (a number, a list,
+    /// or a string such as "8..32"), and optionally "base"; axes given as options override
+    /// the file's
     #[arg(long, value_name = "FILE")]
     sweep: Option<PathBuf>,
     /// Input (and output) widths in bits: 2, 4, 8 (e.g. 4,8); scratchpads keep their depth
