@@ -481,3 +481,101 @@ fn a_run_overrunning_its_deadline_times_out_and_a_queued_one_is_not_charged_the_
     );
     assert!(again.contains("connect again"), "{again}");
 }
+
+#[test]
+fn clients_beyond_the_limit_wait_their_turn_and_all_get_their_results() {
+    // 2 served at once, 16 wanting to be: the others wait in the queue, none is refused.
+    let addr = start(
+        ServeOptions {
+            max_clients: 2,
+            max_waiting: 16,
+            ..ServeOptions::default()
+        },
+        None,
+    );
+    let p = example();
+    let mut local = FsimDevice::new(&p.config);
+    let clients: Vec<_> = (0..16u8)
+        .map(|seed| {
+            let want = run_program(&mut local, &p, &input(seed), RunTimeout::default())
+                .unwrap()
+                .outputs;
+            let (addr, p) = (addr.clone(), p.clone());
+            thread::spawn(move || {
+                let mut dev = connect(&addr);
+                for _ in 0..3 {
+                    let got = run_program(&mut dev, &p, &input(seed), RunTimeout::default());
+                    assert_eq!(got.unwrap().outputs, want, "client {seed}");
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+}
+
+#[test]
+fn a_full_server_is_retried_then_named_busy_and_serves_again_once_free() {
+    let addr = start(
+        ServeOptions {
+            max_clients: 1,
+            max_waiting: 0,
+            ..ServeOptions::default()
+        },
+        None,
+    );
+    let holder = connect(&addr);
+    let impatient = RemoteOptions {
+        busy_timeout: Duration::from_millis(300),
+        ..RemoteOptions::default()
+    };
+    let e = RemoteDevice::connect(&addr, impatient.clone())
+        .err()
+        .expect("a second client while the only slot is taken");
+    let msg = e.to_string();
+    assert!(msg.contains("server busy: 1 clients connected and 0 waiting"), "{msg}");
+    assert!(msg.contains("still busy after 0.3 s of retries"), "{msg}");
+    // The slot frees while a client is retrying: its retry gets in.
+    let waiter = thread::spawn({
+        let addr = addr.clone();
+        move || {
+            RemoteDevice::connect(
+                &addr,
+                RemoteOptions {
+                    busy_timeout: Duration::from_secs(30),
+                    ..RemoteOptions::default()
+                },
+            )
+            .map(|_| ())
+        }
+    });
+    thread::sleep(Duration::from_millis(200));
+    drop(holder);
+    waiter.join().unwrap().unwrap();
+}
+
+#[test]
+fn a_queued_client_is_refused_when_its_wait_runs_out() {
+    let addr = start(
+        ServeOptions {
+            max_clients: 1,
+            max_waiting: 4,
+            queue_timeout: Duration::from_millis(200),
+            ..ServeOptions::default()
+        },
+        None,
+    );
+    let _holder = connect(&addr);
+    let e = RemoteDevice::connect(
+        &addr,
+        RemoteOptions {
+            busy_timeout: Duration::ZERO,
+            ..RemoteOptions::default()
+        },
+    )
+    .err()
+    .expect("the queue's wait runs out while the holder stays");
+    let msg = e.to_string();
+    assert!(msg.contains("server busy: waited 0.2 s in the queue"), "{msg}");
+}

@@ -39,6 +39,16 @@ pub struct ServeArgs {
     /// sent again
     #[arg(long, value_name = "MIB", default_value = "256")]
     cache_mib: u64,
+    /// Clients served at once (their requests take turns on the device)
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_clients: u32,
+    /// Clients beyond --max-clients that wait, first come first served, for one to finish;
+    /// more are refused with "server busy" (which clients retry with backoff for a minute)
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(0..=65536))]
+    max_waiting: u32,
+    /// Longest wait in that queue, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    queue_timeout: u64,
     #[command(flatten)]
     rtl: RtlArgs,
 }
@@ -96,6 +106,9 @@ pub fn run(a: ServeArgs) -> Result<String> {
             .cache_mib
             .checked_mul(1 << 20)
             .ok_or_else(|| anyhow!("--cache-mib {} is too large", a.cache_mib))?,
+        max_clients: a.max_clients as usize,
+        max_waiting: a.max_waiting as usize,
+        queue_timeout: std::time::Duration::from_secs(a.queue_timeout),
         log: Some(Arc::new(|line: &str| eprintln!("vta serve: {line}"))),
         ..ServeOptions::default()
     };

@@ -4,13 +4,14 @@
 
 use std::io::{BufReader, BufWriter};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use isa::container::fnv1a;
 use isa::HwConfig;
 
 use super::wire::{read_frame, write_frame, Request, Response, ServerInfo, WireError};
-use super::{CACHE_MIN_BYTES, DEFAULT_MAX_FRAME, PROTOCOL_VERSION, TOKEN_ENV};
+use super::{BUSY, CACHE_MIN_BYTES, DEFAULT_MAX_FRAME, PROTOCOL_VERSION, TOKEN_ENV};
 use crate::{check_range, Buffer, Device, DeviceError, RunReport, RunTimeout};
 
 /// Longest piece of a write or read sent in one frame (less when the server's frames are
@@ -32,6 +33,8 @@ pub struct RemoteOptions {
     /// The config the caller's programs are built for: a server whose ISA differs is refused
     /// at connection.
     pub expect: Option<HwConfig>,
+    /// How long to keep retrying, with backoff, a server that answers "server busy".
+    pub busy_timeout: Duration,
 }
 
 impl Default for RemoteOptions {
@@ -42,6 +45,7 @@ impl Default for RemoteOptions {
             io_timeout: Duration::from_secs(600),
             run_margin: Duration::from_secs(30),
             expect: None,
+            busy_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -74,8 +78,38 @@ pub struct RemoteDevice {
 }
 
 impl RemoteDevice {
-    /// Connects to the server at `addr` (`HOST:PORT`), says hello and checks the config.
+    /// Connects to the server at `addr` (`HOST:PORT`), says hello and checks the config. A
+    /// busy server is tried again, with backoff, for up to `opts.busy_timeout`.
     pub fn connect(addr: &str, opts: RemoteOptions) -> Result<Self, DeviceError> {
+        let deadline = Instant::now() + opts.busy_timeout;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match Self::connect_once(addr, opts.clone()) {
+                Err(DeviceError::Remote { detail, .. })
+                    if detail.starts_with(BUSY) && Instant::now() + pause < deadline =>
+                {
+                    // Spread the retries of clients turned away together.
+                    let jitter = SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.subsec_nanos() % 50);
+                    thread::sleep(pause + Duration::from_millis(jitter.into()));
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                Err(DeviceError::Remote { addr, detail }) if detail.starts_with(BUSY) => {
+                    return Err(DeviceError::Remote {
+                        addr,
+                        detail: format!(
+                            "{detail} (still busy after {} s of retries)",
+                            opts.busy_timeout.as_secs_f64()
+                        ),
+                    })
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn connect_once(addr: &str, opts: RemoteOptions) -> Result<Self, DeviceError> {
         let fail = |detail: String| DeviceError::Remote {
             addr: addr.into(),
             detail,

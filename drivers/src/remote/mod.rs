@@ -59,6 +59,11 @@
 //! with a protocol error and closes that connection only. Each connection may use only the
 //! buffers it allocated; when it says bye or goes away, the server frees what it left
 //! allocated. Requests of all connections run one at a time on the device, in arrival order.
+//! At most `max_clients` connections are served at once (8 by default); the next
+//! `max_waiting` (64) wait, first come first served, up to `queue_timeout` (5 minutes) for a
+//! session to end, their hello unanswered until then; beyond those, or after that wait, the
+//! hello is answered with a protocol error starting `server busy:`, which the client retries
+//! with backoff until its `busy_timeout`.
 //!
 //! **Upload by content hash**: the client sends a write of [`CACHE_MIN_BYTES`] or more first
 //! as "write by hash" (FNV-1a of the bytes, and their length); the server, which keeps the
@@ -66,6 +71,10 @@
 //! on a hit, and on a miss the client sends the data. Writes and reads longer than a frame
 //! travel in pieces. Anyone holding the token is trusted: FNV-1a is not a cryptographic hash.
 
+/// How a refused hello's message starts when the server is full (the client retries those).
+const BUSY: &str = "server busy:";
+
+mod admission;
 mod cache;
 mod client;
 mod server;

@@ -1,12 +1,12 @@
 //! The server side: [`serve`] puts one [`Device`] behind a TCP listener. The calling thread
 //! owns the device and runs the requests of every connection one at a time, in arrival order;
 //! each connection has a thread of its own that reads and checks its frames, keeps the buffers
-//! it allocated (and frees them when it goes away), and answers.
+//! it allocated (and frees them when it goes away), and answers. Connections beyond
+//! `max_clients` wait in a bounded queue ([`super::admission`]) for a session to end.
 
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 use std::thread;
@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use isa::container::fnv1a;
 
+use super::admission::{Admission, Entry};
 use super::cache::BlobCache;
 use super::wire::{read_frame, write_frame, ErrorMsg, Request, Response, ServerInfo, WireError};
-use super::{CACHE_MIN_BYTES, PROTOCOL_VERSION};
+use super::{BUSY, CACHE_MIN_BYTES, PROTOCOL_VERSION};
 use crate::{Buffer, Device, DeviceError};
 
 /// A line of the server's log (one per connection and per run).
@@ -35,8 +36,13 @@ pub struct ServeOptions {
     pub max_frame: u32,
     /// Bytes of uploaded blobs kept for uploads by hash.
     pub cache_bytes: u64,
-    /// Connections served at once; more are refused with a message.
+    /// Connections served at once; more wait in a queue.
     pub max_clients: usize,
+    /// Connections waiting, oldest first, for one of the `max_clients` to end; more are
+    /// refused at once with a message.
+    pub max_waiting: usize,
+    /// Longest wait in that queue before the connection is refused with a message.
+    pub queue_timeout: Duration,
     /// Time a new connection has to say hello.
     pub hello_timeout: Duration,
     /// A connection silent this long is closed (and its buffers freed); `None`: never.
@@ -53,6 +59,8 @@ impl Default for ServeOptions {
             max_frame: super::DEFAULT_MAX_FRAME,
             cache_bytes: 256 << 20,
             max_clients: 8,
+            max_waiting: 64,
+            queue_timeout: Duration::from_secs(300),
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Some(Duration::from_secs(30 * 60)),
             log: None,
@@ -76,7 +84,7 @@ enum Job {
 struct Shared {
     info: ServerInfo,
     opts: ServeOptions,
-    clients: AtomicUsize,
+    admission: Admission,
 }
 
 impl Shared {
@@ -103,7 +111,7 @@ pub fn serve(listener: TcpListener, device: &mut dyn Device, opts: ServeOptions)
             bitstream: opts.bitstream.clone(),
             max_frame: opts.max_frame,
         },
-        clients: AtomicUsize::new(0),
+        admission: Admission::new(opts.max_clients, opts.max_waiting),
         opts,
     });
     let (jobs, queue) = channel();
@@ -129,35 +137,72 @@ fn accept(listener: TcpListener, jobs: Sender<Job>, shared: Arc<Shared>) {
         let peer = stream
             .peer_addr()
             .map_or_else(|_| "?".into(), |a: SocketAddr| a.to_string());
-        let n = shared.clients.fetch_add(1, Ordering::SeqCst) + 1;
-        if n > shared.opts.max_clients {
-            shared.clients.fetch_sub(1, Ordering::SeqCst);
-            shared.log(&format!("{peer}: refused, {} clients already", n - 1));
-            let mut w = BufWriter::new(&stream);
-            let _ = send(
-                &mut w,
-                &Response::Error(ErrorMsg::protocol(format!(
-                    "server busy: {} clients connected (the limit); try again later",
-                    n - 1
-                ))),
-            );
-            continue;
-        }
+        let ticket = match shared.admission.enter() {
+            Entry::Now => None,
+            Entry::Queued(t) => {
+                let (active, waiting) = shared.admission.counts();
+                shared.log(&format!(
+                    "{peer}: waiting, {active} clients connected, {waiting} in the queue"
+                ));
+                Some(t)
+            }
+            Entry::Full { active, waiting } => {
+                shared.log(&format!("{peer}: refused, {active} clients and {waiting} waiting"));
+                refuse(
+                    &stream,
+                    format!(
+                        "{BUSY} {active} clients connected and {waiting} waiting (the limits); \
+                         try again later"
+                    ),
+                );
+                continue;
+            }
+        };
         let (jobs, shared) = (jobs.clone(), Arc::clone(&shared));
         let spawned = thread::Builder::new()
             .name(format!("vta-serve {peer}"))
             .spawn({
                 let shared = Arc::clone(&shared);
                 move || {
+                    if let Some(t) = ticket {
+                        let timeout = shared.opts.queue_timeout;
+                        if !shared.admission.wait(t, timeout) {
+                            shared.log(&format!("{peer}: refused after {timeout:?} in the queue"));
+                            refuse(
+                                &stream,
+                                format!(
+                                    "{BUSY} waited {} s in the queue for one of its {} clients \
+                                     to finish; try again later",
+                                    timeout.as_secs_f64(),
+                                    shared.opts.max_clients
+                                ),
+                            );
+                            return;
+                        }
+                    }
                     Session::new(&peer, &shared, jobs).serve(stream);
-                    shared.clients.fetch_sub(1, Ordering::SeqCst);
+                    shared.admission.leave();
                 }
             });
         if let Err(e) = spawned {
-            shared.clients.fetch_sub(1, Ordering::SeqCst);
+            // The closure never ran: give back what enter() took.
+            match ticket {
+                None => shared.admission.leave(),
+                Some(t) => {
+                    if shared.admission.wait(t, Duration::ZERO) {
+                        shared.admission.leave();
+                    }
+                }
+            }
             shared.log(&format!("cannot start a connection thread: {e}"));
         }
     }
+}
+
+/// Tells a connection it is not served, as the answer to its hello.
+fn refuse(stream: &TcpStream, message: String) {
+    let mut w = BufWriter::new(stream);
+    let _ = send(&mut w, &Response::Error(ErrorMsg::protocol(message)));
 }
 
 /// The device thread: runs jobs in arrival order until every sender is gone.
@@ -276,10 +321,10 @@ impl<'a> Session<'a> {
         let mut w = BufWriter::new(&stream);
         let end = match self.hello(&stream, &mut r, &mut w) {
             Ok(()) => {
+                let (active, waiting) = self.shared.admission.counts();
                 self.shared.log(&format!(
-                    "{}: connected (clients: {})",
-                    self.peer,
-                    self.shared.clients.load(Ordering::SeqCst)
+                    "{}: connected (clients: {active}, waiting: {waiting})",
+                    self.peer
                 ));
                 let _ = stream.set_read_timeout(self.shared.opts.idle_timeout);
                 self.requests(&mut r, &mut w)
