@@ -270,3 +270,15 @@ fn remote_backend_errors_are_one_clear_message() {
 fn serve_help_is_true() {
     insta::assert_snapshot!("help_serve", ok(vta(&["serve", "--help"])));
 }
+
+/// More clients than the server serves at once: the others wait their turn, and every run
+/// equals a local one (the benchmark fails otherwise).
+#[test]
+fn bench_serve_runs_every_client_through_the_queue_bit_exactly() {
+    let out = ok(vta(&[
+        "bench", "serve", "--clients", "6", "--runs", "3", "--max-clients", "2",
+    ]));
+    assert!(out.contains("runs: 18 of 18 done"), "{out}");
+    assert!(out.contains("byte-identical to a local run: 18 of 18"), "{out}");
+    assert!(out.contains("wait for a session"), "{out}");
+}

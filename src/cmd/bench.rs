@@ -2,6 +2,7 @@
 //! processes (benchmarks, never timed tests), and the quantizer's accuracy per precision.
 
 mod precision;
+mod serve;
 mod resnet;
 
 use std::path::PathBuf;
@@ -26,6 +27,10 @@ pub enum BenchCmd {
     /// Accuracy per precision: the digits CNN quantized to each config's widths (e.g.
     /// i8w4, i4w4) with each weight clipping, run on its test digits, checked bit-exactly
     Precision(precision::PrecisionArgs),
+    /// The remote runner under load: many clients at once against a `vta serve` of fsim on
+    /// loopback, every run checked byte for byte against a local one; throughput, run time,
+    /// the wait for a session, peak memory
+    Serve(serve::ServeBenchArgs),
     /// Scheduling policies of the pool executor on a compiled model: throughput, latency and
     /// per-worker utilization of each policy (or --schedule's) over --requests samples, with
     /// the outputs checked bit-identical to the serial run's
@@ -145,6 +150,7 @@ pub struct FsimArgs {
 pub fn run(c: BenchCmd) -> Result<String> {
     match c {
         BenchCmd::Precision(a) => precision::run(a),
+        BenchCmd::Serve(a) => serve::run(a),
         BenchCmd::Schedule(a) => schedule(a),
         BenchCmd::Fsim(a) => {
             let cfg = super::load_config(a.config.as_deref())?;
