@@ -252,3 +252,64 @@ fn bad_sweeps_are_refused_naming_the_problem() {
         "{help}"
     );
 }
+
+/// A precision sweep with accuracy as an objective: the digits CNN at 8- and 4-bit weights,
+/// each config's top-1 on its test digits measured on fsim (the same figures as `vta bench
+/// precision`), in the table, the CSV and the front. Resource figures: yosys 0.23 runs of
+/// `vta hw report` for the two configs on this machine.
+#[test]
+fn a_width_sweep_with_accuracy_trades_accuracy_for_block_ram() {
+    let dir = scratch("dse_accuracy");
+    let default = isa::HwConfig::default();
+    let w4 = default.with_widths(8, 4, 32).unwrap();
+    let tool = "test fixture (yosys 0.23 synth_xilinx figures of vta hw report)";
+    fixture(&dir, &default, tool, 30395, 18551, 176, 109.5);
+    fixture(&dir, &w4, tool, 29384, 15672, 176, 81.0);
+    let args = [
+        "--net",
+        "digits",
+        "--wgt-width",
+        "4,8",
+        "--accuracy",
+        "--jobs",
+        "2",
+        "-o",
+        "out",
+    ];
+    let text = ok(vta_dse(&dir, &args));
+    assert!(
+        text.contains("top-1: accuracy on the digits test set (100)"),
+        "{text}"
+    );
+    let row = |cfg: &str| {
+        text.lines()
+            .find(|l| l.starts_with(cfg))
+            .unwrap_or_else(|| panic!("no row for {cfg}: {text}"))
+            .to_string()
+    };
+    // 98/100 at int8, 97/100 at 4-bit weights (min-error clipping), both on the front: the
+    // narrower one needs less block RAM.
+    let (r8, r4) = (
+        row("1x16_i8w8a32_15_15_18_17"),
+        row("1x16_i8w4a32_15_15_17_17"),
+    );
+    assert!(r8.contains(" 98.0% ") && r8.contains("yes, Pareto"), "{r8}");
+    assert!(r4.contains(" 97.0% ") && r4.contains("yes, Pareto"), "{r4}");
+    let csv = std::fs::read_to_string(dir.join("out/results.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let w4_row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("1x16_i8w4a32"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(w4_row[col("accuracy")], "0.9700", "{csv}");
+    assert_eq!(w4_row[col("wgt_width")], "4", "{csv}");
+    // A model of its own needs labelled samples.
+    let e = fails(vta_dse(
+        &dir,
+        &["--net", "resnet18", "--size", "32", "--accuracy"],
+    ));
+    assert!(e.contains("--accuracy needs labelled samples for resnet18-32"), "{e}");
+}

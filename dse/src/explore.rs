@@ -13,6 +13,7 @@ use isa::HwConfig;
 use serde_json::{json, Value};
 use vta_sim::rtl::MemTiming;
 
+use crate::accuracy::EvalSet;
 use crate::cache::{build_id, Cache};
 use crate::measure::{self, CycleSource};
 use crate::network::Network;
@@ -32,6 +33,9 @@ pub struct Options {
     pub jobs: usize,
     /// Recompute everything, overwriting the cache.
     pub fresh: bool,
+    /// Measure each config's top-1 accuracy on this set (on the functional simulator) and
+    /// make it an objective of the front.
+    pub eval: Option<EvalSet>,
 }
 
 /// What an exploration tells its caller as it goes.
@@ -58,6 +62,8 @@ pub struct Cycles {
     /// Accelerator layers the back end refused for this config (they run on the CPU, so
     /// `total` leaves them out).
     pub refused: Vec<String>,
+    /// Top-1 accuracy (0..=1) on the evaluation set, when the sweep has one.
+    pub accuracy: Option<f64>,
     /// Seconds the measurement took when it was made.
     pub seconds: f64,
     pub cached: bool,
@@ -89,7 +95,8 @@ pub struct Point {
     pub rtl_check: Option<Result<u64, String>>,
     /// Why it does not fit the target (empty when it fits).
     pub misfit: Vec<String>,
-    /// On the Pareto front (latency, LUT, DSP, BRAM) of the configs that fit.
+    /// On the Pareto front (latency, LUT, DSP, BRAM, and accuracy with an evaluation set)
+    /// of the configs that fit.
     pub pareto: bool,
 }
 
@@ -98,6 +105,11 @@ impl Point {
     pub fn latency_ms(&self) -> Option<f64> {
         let c = self.cycles.as_ref().ok()?;
         Some(c.total as f64 / f64::from(self.config.clock_mhz) / 1e3)
+    }
+
+    /// Top-1 accuracy on the sweep's evaluation set (0..=1).
+    pub fn accuracy(&self) -> Option<f64> {
+        self.cycles.as_ref().ok()?.accuracy
     }
 
     pub fn resources(&self) -> Option<&Resources> {
@@ -131,6 +143,8 @@ pub struct Exploration {
     /// The estimator's tool.
     pub tool: String,
     pub cycle_source: CycleSource,
+    /// The evaluation set's name, when accuracy was measured.
+    pub eval: Option<String>,
     /// Combinations of the sweep's axes, valid or not.
     pub combinations: usize,
     pub points: Vec<Point>,
@@ -246,6 +260,7 @@ pub fn explore(
         target: target.clone(),
         tool: estimator.tool(),
         cycle_source: opts.cycles,
+        eval: opts.eval.as_ref().map(|e| e.name.clone()),
         combinations: plan.combinations,
         points,
         skipped: plan.skipped.clone(),
@@ -256,7 +271,8 @@ pub fn explore(
     })
 }
 
-/// Marks the Pareto front (latency, LUT, DSP, BRAM36) among the configs that fit.
+/// Marks the Pareto front (latency, LUT, DSP, BRAM36, and accuracy when measured) among the
+/// configs that fit.
 fn mark_front(points: &mut [Point]) {
     let candidates: Vec<usize> = (0..points.len()).filter(|&i| points[i].fits()).collect();
     let objectives: Vec<Vec<f64>> = candidates
@@ -264,12 +280,15 @@ fn mark_front(points: &mut [Point]) {
         .map(|&i| {
             let p = &points[i];
             let r = p.resources().expect("a fitting point has resources");
-            vec![
+            let mut v = vec![
                 p.latency_ms().expect("a fitting point has cycles"),
                 r.luts as f64,
                 r.dsps as f64,
                 r.bram36,
-            ]
+            ];
+            // Every objective is minimized: higher accuracy is a lower error.
+            v.extend(p.accuracy().map(|a| 1.0 - a));
+            v
         })
         .collect();
     for (on, i) in pareto::front(&objectives).into_iter().zip(candidates) {
@@ -346,12 +365,13 @@ impl Context<'_> {
     fn cycles_key(&self, cfg: &HwConfig, source: CycleSource) -> String {
         let mem = self.target.mem_timing(cfg);
         let identity = format!(
-            "{}|{}|{}|{:?}|{}",
+            "{}|{}|{}|{:?}|{}|{}",
             self.network.hash,
             cfg.to_json(),
             source.name(),
             mem,
-            self.build
+            self.build,
+            self.opts.eval.as_ref().map_or("", |e| e.hash.as_str())
         );
         format!(
             "dse/cycles/{}-{:016x}.json",
@@ -398,6 +418,7 @@ impl Context<'_> {
             accel_steps: v["accel_steps"].as_u64()? as usize,
             cpu_steps: v["cpu_steps"].as_u64()? as usize,
             refused,
+            accuracy: v["accuracy"].as_f64(),
             seconds: v["seconds"].as_f64()?,
             cached: true,
         })
@@ -415,6 +436,7 @@ impl Context<'_> {
             "accel_steps": c.accel_steps,
             "cpu_steps": c.cpu_steps,
             "refused": c.refused,
+            "accuracy": c.accuracy,
             "seconds": c.seconds,
         });
         for key in keys {
@@ -440,8 +462,17 @@ impl Context<'_> {
             CycleSource::Rtl => self.rtl_key(&model, &mem),
             CycleSource::Model => None,
         };
+        let accuracy = match &self.opts.eval {
+            Some(set) => {
+                self.observer.stage(&name, "accuracy");
+                Some(set.top1(&model.model)?)
+            }
+            None => None,
+        };
         if let (Some(k), false) = (&rtl_key, self.opts.fresh) {
-            if let Some(c) = self.cycles_at(k, source) {
+            if let Some(mut c) = self.cycles_at(k, source) {
+                // The RTL record is shared by sweeps with and without an evaluation set.
+                c.accuracy = accuracy;
                 self.store(&[&key], cfg, &c);
                 return Ok(c);
             }
@@ -472,6 +503,7 @@ impl Context<'_> {
             accel_steps,
             cpu_steps,
             refused,
+            accuracy,
             seconds: t.elapsed().as_secs_f64(),
             cached: false,
         };

@@ -6,12 +6,14 @@
 //! - [`timing`]: the analytic cycle model (an instruction-level simulation calibrated
 //!   against the RTL); [`measure`]: cycles from it or from the RTL simulator;
 //! - [`resources`]: the target part or board, its resource estimator, the fit;
+//! - [`accuracy`]: top-1 on a labelled set, the objective that shows precision;
 //! - [`cache`]: results on disk, so a sweep resumes where it stopped;
 //! - [`explore`]: evaluating every config in parallel; [`pareto`]: the front;
 //! - [`report`]: CSV, JSON and the text summary; [`plot`]: the SVG Pareto plot.
 //!
 //! The `vta dse` command is the front end; nothing else of the toolkit depends on this crate.
 
+pub mod accuracy;
 pub mod cache;
 pub mod explore;
 pub mod measure;

@@ -21,8 +21,12 @@ pub const CSV_COLUMNS: &[&str] = &[
     "log_acc_buff",
     "bus",
     "clock_mhz",
+    "inp_width",
+    "wgt_width",
+    "acc_width",
     "cycles",
     "latency_ms",
+    "accuracy",
     "cycle_source",
     "rtl_cycles",
     "model_error_pct",
@@ -109,8 +113,12 @@ pub fn csv(x: &Exploration) -> String {
             c.log_acc_buff_size.to_string(),
             c.axi_data_width.to_string(),
             c.clock_mhz.to_string(),
+            c.inp_width().to_string(),
+            c.wgt_width().to_string(),
+            c.acc_width().to_string(),
             opt(cycles.map(|c| c.total)),
             opt(p.latency_ms().map(|l| format!("{l:.4}"))),
+            opt(p.accuracy().map(|a| format!("{a:.4}"))),
             opt(cycles.map(|c| c.source.name())),
             opt(p.rtl_check.as_ref().and_then(|r| r.as_ref().ok())),
             opt(p.model_error().map(|e| format!("{e:.3}"))),
@@ -147,6 +155,7 @@ fn point_json(p: &Point) -> Value {
         "cycle_source": cycles.map(|c| c.source.name()),
         "cycles_cached": cycles.map(|c| c.cached),
         "latency_ms": p.latency_ms(),
+        "accuracy": p.accuracy(),
         "rtl_cycles": p.rtl_check.as_ref().and_then(|r| r.as_ref().ok()),
         "model_error_pct": p.model_error(),
         "resources": p.resources(),
@@ -177,6 +186,7 @@ pub fn json(x: &Exploration) -> Value {
         },
         "resource_tool": x.tool,
         "cycle_source": x.cycle_source.name(),
+        "eval_set": x.eval,
         "combinations": x.combinations,
         "evaluated": x.points.len(),
         "skipped": x.skipped,
@@ -220,10 +230,31 @@ pub fn summary(x: &Exploration) -> String {
             .unwrap_or(f64::INFINITY)
             .total_cmp(&b.latency_ms().unwrap_or(f64::INFINITY))
     });
+    if let Some(set) = &x.eval {
+        let _ = writeln!(s, "top-1: accuracy on the {set}, run on the functional simulator");
+    }
+    // The accuracy column only when it was measured.
+    let top1 = |p: Option<&Point>| match (&x.eval, p) {
+        (None, _) => String::new(),
+        (Some(_), None) => format!(" {:>6}", "top-1"),
+        (Some(_), Some(p)) => format!(
+            " {:>6}",
+            opt(p.accuracy().map(|a| format!("{:.1}%", 100.0 * a)))
+        ),
+    };
     let _ = writeln!(
         s,
-        "{:<30} {:>4} {:>5} {:>11} {:>9} {:>7} {:>7} {:>5} {:>7}  fit",
-        "config", "bus", "MHz", "cycles", "ms", "LUT", "FF", "DSP", "BRAM36"
+        "{:<30} {:>4} {:>5} {:>11} {:>9}{} {:>7} {:>7} {:>5} {:>7}  fit",
+        "config",
+        "bus",
+        "MHz",
+        "cycles",
+        "ms",
+        top1(None),
+        "LUT",
+        "FF",
+        "DSP",
+        "BRAM36"
     );
     for p in order {
         let c = &p.config;
@@ -242,12 +273,13 @@ pub fn summary(x: &Exploration) -> String {
         }
         let _ = writeln!(
             s,
-            "{:<30} {:>4} {:>5} {:>11} {:>9} {:>7} {:>7} {:>5} {:>7}  {mark}",
+            "{:<30} {:>4} {:>5} {:>11} {:>9}{} {:>7} {:>7} {:>5} {:>7}  {mark}",
             c.config_string(),
             c.axi_data_width,
             c.clock_mhz,
             opt(p.cycles.as_ref().ok().map(|c| c.total)),
             opt(p.latency_ms().map(|l| format!("{l:.3}"))),
+            top1(Some(p)),
             opt(r.map(|r| r.luts)),
             opt(r.map(|r| r.ffs)),
             opt(r.map(|r| r.dsps)),

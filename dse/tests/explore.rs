@@ -87,6 +87,7 @@ fn sweep(
         validate: 0,
         jobs: 2,
         fresh,
+        eval: None,
     };
     let counts = Counts::default();
     let x = explore(&plan, network, &target, estimator, cache, &opts, &counts).unwrap();

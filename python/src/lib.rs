@@ -1291,7 +1291,8 @@ impl dse::explore::Observer for Quiet {
 #[pyfunction]
 #[pyo3(signature = (network = "digits", axes = None, base = None, part = None, board = None,
     cycles = "model", validate = 0, jobs = None, cache_dir = None, fresh = false,
-    calibration = Vec::new(), size = 224, output_dir = None, dry_run = false))]
+    calibration = Vec::new(), size = 224, output_dir = None, dry_run = false, accuracy = false,
+    eval = None, labels = None))]
 #[allow(clippy::too_many_arguments)]
 fn dse_sweep(
     py: Python<'_>,
@@ -1309,6 +1310,9 @@ fn dse_sweep(
     size: usize,
     output_dir: Option<PathBuf>,
     dry_run: bool,
+    accuracy: bool,
+    eval: Option<PathBuf>,
+    labels: Option<PathBuf>,
 ) -> PyResult<Py<PyAny>> {
     use dse::sweep::{self, Axes, Param};
     let derr = |e: &dyn std::error::Error| DseError::new_err(e.to_string());
@@ -1336,7 +1340,7 @@ fn dse_sweep(
                 DseError::new_err(format!(
                     "unknown sweep axis '{key}'; axes are batch, block, block_in, block_out, \
                      log_uop_buff, log_inp_buff, log_wgt_buff, log_acc_buff, inp_depth, \
-                     wgt_depth, acc_depth, bus, clock"
+                     wgt_depth, acc_depth, inp_width, wgt_width, acc_width, bus, clock"
                 ))
             })?;
             let values: Vec<u32> = if let Ok(text) = v.extract::<String>() {
@@ -1393,11 +1397,31 @@ fn dse_sweep(
     if jobs == 0 {
         return Err(DseError::new_err("jobs must be at least 1"));
     }
+    let eval = match (eval, labels, &spec) {
+        (Some(x), Some(y), _) => {
+            Some(dse::accuracy::EvalSet::from_files(&x, &y).map_err(|e| derr(&e))?)
+        }
+        (Some(_), None, _) | (None, Some(_), _) => {
+            return Err(DseError::new_err("give eval and labels together"))
+        }
+        (None, None, dse::network::NetworkSpec::Digits) if accuracy => {
+            Some(dse::accuracy::EvalSet::digits().map_err(|e| derr(&e))?)
+        }
+        (None, None, _) if accuracy => {
+            return Err(DseError::new_err(format!(
+                "accuracy=True needs labelled samples for {}: give eval= and labels= (.npy \
+                 files); only the digits network has its own",
+                spec.name()
+            )))
+        }
+        _ => None,
+    };
     let opts = dse::explore::Options {
         cycles: cycle_source,
         validate,
         jobs,
         fresh,
+        eval,
     };
     let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
         let network = dse::network::Network::load(&spec).map_err(|e| chain(&e))?;

@@ -166,4 +166,7 @@ def dse_sweep(
     size: int = 224,
     output_dir: Optional[str] = None,
     dry_run: bool = False,
+    accuracy: bool = False,
+    eval: Optional[str] = None,
+    labels: Optional[str] = None,
 ) -> Dict[str, Any]: ...

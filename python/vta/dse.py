@@ -71,6 +71,9 @@ def sweep(
     calibration: Sequence[Union[str, "os.PathLike[str]"]] = (),
     size: int = 224,
     output_dir: Union[str, "os.PathLike[str]", None] = None,
+    accuracy: bool = False,
+    eval: Union[str, "os.PathLike[str]", None] = None,
+    labels: Union[str, "os.PathLike[str]", None] = None,
 ) -> SweepResult:
     """Sweeps accelerator configs for a network (``vta dse``).
 
@@ -78,7 +81,8 @@ def sweep(
         network: ``"digits"`` (the embedded trained CNN), ``"resnet18"``, or an ONNX file.
         axes: axis name to values: ``batch``, ``block``, ``block_in``, ``block_out``,
             ``log_uop_buff``, ``log_inp_buff``, ``log_wgt_buff``, ``log_acc_buff``,
-            ``inp_depth``, ``wgt_depth``, ``acc_depth``, ``bus``, ``clock``; values are a
+            ``inp_depth``, ``wgt_depth``, ``acc_depth``, ``inp_width``, ``wgt_width``,
+            ``acc_width``, ``bus``, ``clock``; values are a
             list of integers or ``vta dse``'s strings (``"8..32"``). Default: the CLI's
             default sweep.
         base: the config the unswept fields come from (default ``"default"``).
@@ -92,6 +96,11 @@ def sweep(
         calibration: ``.npy`` calibration files of a float ONNX ``network``.
         size: ResNet-18's input size.
         output_dir: also write ``results.csv``, ``results.json`` and ``pareto.svg`` there.
+        accuracy: also measure each config's top-1 accuracy on the functional simulator (a
+            row's ``accuracy``) and make it an objective of the front; ``"digits"`` uses its
+            test digits, another network needs ``eval`` and ``labels``.
+        eval, labels: ``.npy`` files of evaluation inputs (samples on the first axis) and
+            their integer classes.
 
     Returns:
         A :class:`SweepResult`; ``.rows`` is a list of dicts, ``.to_pandas()`` a DataFrame.
@@ -114,6 +123,9 @@ def sweep(
         size,
         None if output_dir is None else os.fspath(output_dir),
         False,
+        accuracy,
+        None if eval is None else os.fspath(eval),
+        None if labels is None else os.fspath(labels),
     )
     return SweepResult(doc)
 

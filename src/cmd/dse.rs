@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use dse::accuracy::EvalSet;
 use dse::cache::Cache;
 use dse::explore::{explore, Observer, Options};
 use dse::measure::CycleSource;
@@ -52,6 +53,18 @@ pub struct DseArgs {
     /// Calibration inputs of a float --model (.npy), repeatable (see `vta compile`)
     #[arg(long, value_name = "X.npy", requires = "model")]
     calibrate: Vec<PathBuf>,
+    /// Also measure each config's top-1 accuracy, on the functional simulator, and make it an
+    /// objective of the front: `--net digits` uses its 100 test digits; a --model needs
+    /// --eval and --labels
+    #[arg(long)]
+    accuracy: bool,
+    /// Evaluation inputs for --accuracy (.npy, the model's input with samples stacked on the
+    /// first axis)
+    #[arg(long, value_name = "X.npy", requires = "labels")]
+    eval: Option<PathBuf>,
+    /// The class of each --eval sample (.npy of integers)
+    #[arg(long, value_name = "Y.npy", requires = "eval")]
+    labels: Option<PathBuf>,
     /// FPGA part (xc7z020, xc7z010, xc7z045) [default: xc7z020]
     #[arg(long, conflicts_with = "board")]
     part: Option<String>,
@@ -288,6 +301,16 @@ pub fn run(a: DseArgs) -> Result<String> {
     if a.validate > 0 && a.cycles == Cycles::Rtl {
         bail!("--validate checks the cycle model against the RTL; with --cycles rtl every config already runs on the RTL");
     }
+    let eval = match (&a.eval, &a.labels, &spec) {
+        (Some(x), Some(y), _) => Some(EvalSet::from_files(x, y)?),
+        (None, _, NetworkSpec::Digits) if a.accuracy => Some(EvalSet::digits()?),
+        (None, _, _) if a.accuracy => bail!(
+            "--accuracy needs labelled samples for {}: give --eval X.npy --labels Y.npy (only \
+             --net digits has its own)",
+            spec.name()
+        ),
+        _ => None,
+    };
     let target = match (&a.board, &a.part) {
         (Some(b), _) => Target::board(b)?,
         (None, p) => Target::part(p.as_deref().unwrap_or("xc7z020"))?,
@@ -340,6 +363,7 @@ pub fn run(a: DseArgs) -> Result<String> {
         validate: a.validate,
         jobs,
         fresh: a.fresh,
+        eval,
     };
     let bars = Bars(Mutex::new(None));
     let estimator = target.estimator();
