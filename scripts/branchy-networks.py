@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Writes two branchy networks for the pool executor and `vta bench schedule`: GoogLeNet
-(inception blocks, four branches each) and SqueezeNet 1.1 (fire modules, two expand
-branches each), as float ONNX models (opset 13) with deterministic weights, plus a
-calibration set and a sample input for each.
+"""Writes branchy networks for the pool executor and `vta bench schedule`: GoogLeNet
+(inception blocks, four branches each), SqueezeNet 1.1 (fire modules, two expand branches
+each) and the inception-style test network of compiler/tests/exec_pool.rs (one block of four
+branches, one through a softmax that runs on the CPU), as float ONNX models (opset 13) with
+deterministic weights, plus a calibration set and a sample input for each.
 
 With torch and torchvision installed, the models are torchvision's (`weights=None`,
 `torch.manual_seed(0)`, eval mode, GoogLeNet without aux logits) exported by torch.onnx.
@@ -11,14 +12,15 @@ package: the layers, shapes and branch structure of torchvision's GoogLeNet (bat
 folded into the convolutions, the "5x5" branch with torchvision's 3x3 kernel, ceil-mode
 pooling) and SqueezeNet 1.1, with He-normal weights from numpy's seed 0 instead of
 torchvision's initialisation, whose tiny weights (std 0.01) would leave nothing to quantize.
+The test network is built here in either case (32 channels per branch, 8 input channels).
 Either way the weights are untrained: these networks measure schedules, not accuracy.
 
     python3 scripts/branchy-networks.py OUT_DIR [--size 64] [--samples 8]
     vta compile OUT_DIR/googlenet.onnx --split-branches --calibrate OUT_DIR/googlenet_calib.npy -o googlenet.vtab
     vta bench schedule googlenet.vtab -i OUT_DIR/googlenet_x.npy --time device --devices fsim,fsim
 
-Files: `<name>.onnx`, `<name>_calib.npy` (N x 3 x S x S, float32), `<name>_x.npy`
-(1 x 3 x S x S). Needs numpy and onnx.
+Files: `<name>.onnx`, `<name>_calib.npy` (N x C x S x S, float32; C is 3, 8 for the test
+network), `<name>_x.npy` (1 x C x S x S). Needs numpy and onnx.
 """
 import argparse
 import os
@@ -31,10 +33,11 @@ from onnx import TensorProto, helper, numpy_helper
 class Builder:
     """A float ONNX graph grown layer by layer; `rng` draws every weight."""
 
-    def __init__(self, name, size, rng):
+    def __init__(self, name, size, rng, channels=3):
         self.name, self.rng = name, rng
         self.nodes, self.inits, self.n = [], [], 0
-        self.input = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])
+        self.input = helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                   [1, channels, size, size])
 
     def fresh(self, what):
         self.n += 1
@@ -133,6 +136,23 @@ def squeezenet(size, rng):
     return b.model(y, 1000)
 
 
+def inception_test(size, rng, ch=32):
+    """compiler/tests/exec_pool.rs's inception-style network: a stem convolution, four
+    branches (1x1; 1x1 -> 3x3; 3x3 max pool -> 1x1; 1x1 -> softmax over channels, on the
+    CPU) concatenated, a 1x1 convolution, global pooling and a classifier."""
+    b = Builder("inception_test", size, rng, channels=INCEPTION_CHANNELS)
+    stem = b.conv("x", INCEPTION_CHANNELS, ch, 3, pad=1)
+    a = b.conv(stem, ch, ch, 1)
+    bb = b.conv(b.conv(stem, ch, ch, 1), ch, ch, 3, pad=1)
+    c = b.conv(b.maxpool(stem, 3, 1, pad=1, ceil=0), ch, ch, 1)
+    d = b.node("Softmax", [b.conv(stem, ch, ch, 1, relu=False)], axis=1)
+    y = b.conv(b.concat([a, bb, c, d]), 4 * ch, 32, 1)
+    return b.model(b.head(y, 32, 10), 10)
+
+
+INCEPTION_CHANNELS = 8
+
+
 def torchvision_model(name, size, path):
     """Exports torchvision's model; False when torch or torchvision is missing."""
     try:
@@ -160,18 +180,21 @@ def main():
     if a.size < 32:
         ap.error("--size must be at least 32 (GoogLeNet pools its input down 32 times)")
     os.makedirs(a.out, exist_ok=True)
-    for name, build in [("googlenet", googlenet), ("squeezenet", squeezenet)]:
+    for name, build in [("googlenet", googlenet), ("squeezenet", squeezenet),
+                        ("inception_test", inception_test)]:
         path = os.path.join(a.out, f"{name}.onnx")
-        if torchvision_model(name, a.size, path):
+        channels = INCEPTION_CHANNELS if name == "inception_test" else 3
+        if name != "inception_test" and torchvision_model(name, a.size, path):
             how = "torchvision"
         else:
             onnx.save(build(a.size, np.random.default_rng(0)), path)
-            how = "onnx helper, torchvision's architecture"
+            how = "onnx helper" if name == "inception_test" else \
+                "onnx helper, torchvision's architecture"
         rng = np.random.default_rng(1)
-        calib = rng.normal(0.0, 1.0, (a.samples, 3, a.size, a.size)).astype(np.float32)
+        calib = rng.normal(0.0, 1.0, (a.samples, channels, a.size, a.size)).astype(np.float32)
         np.save(os.path.join(a.out, f"{name}_calib.npy"), calib)
         np.save(os.path.join(a.out, f"{name}_x.npy"), calib[:1])
-        print(f"{path}: {how}, input 1x3x{a.size}x{a.size}; "
+        print(f"{path}: {how}, input 1x{channels}x{a.size}x{a.size}; "
               f"{name}_calib.npy ({a.samples} samples), {name}_x.npy")
 
 

@@ -48,7 +48,8 @@ pub struct ScheduleBenchArgs {
     pool: super::pool::PoolArgs,
     /// host: run each policy on the pool and time it on this machine's clock; device: simulate
     /// each policy in device time (launches at the config's clock, CPU steps from a profile),
-    /// deterministic and independent of this host's cores, at 1, 2, 4 and 8 in flight
+    /// deterministic and independent of this host's cores, at 1, 2, 4 and 8 in flight;
+    /// per-worker utilization, --trace and auto's choice are then at --in-flight [default: 8]
     #[arg(long, value_name = "WHAT", default_value = "host", value_parser = ["host", "device"])]
     time: String,
     /// --time device: where each launch's cycles come from

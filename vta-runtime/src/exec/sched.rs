@@ -522,6 +522,20 @@ mod tests {
     }
 
     #[test]
+    fn auto_keeps_serial_unless_another_is_strictly_faster() {
+        let times = |t: [f64; 3]| {
+            [Policy::Serial, Policy::Pipeline, Policy::ByOp]
+                .into_iter()
+                .zip(t)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fastest(&times([2.0, 2.0, 2.0])), Policy::Serial);
+        assert_eq!(fastest(&times([2.0, 3.0, 4.0])), Policy::Serial);
+        assert_eq!(fastest(&times([2.0, 1.5, 1.0])), Policy::ByOp);
+        assert_eq!(fastest(&times([2.0, 1.0, 1.0])), Policy::Pipeline);
+    }
+
+    #[test]
     fn a_pool_without_the_workers_a_graph_needs_is_refused() {
         let e = schedule(
             Policy::ByOp,
