@@ -763,3 +763,165 @@ fn run_on_a_pool_of_devices_matches_serial_under_every_policy() {
     ));
     assert!(e.contains("no CPU worker"), "{e}");
 }
+
+/// `vta bench schedule --time device`: every policy simulated in device time from the cycle
+/// model and a CPU profile measured here (and written), each policy's outputs checked on the
+/// real pool; the same profile gives the same figures twice; the timeline has a process per
+/// policy; bad device-time options are refused with the fix.
+#[test]
+fn bench_schedule_in_device_time_is_deterministic() {
+    let dir = scratch("devtime_tiny");
+    ok(vta_in(
+        &dir,
+        &[
+            "compile",
+            &data("tiny_cnn.onnx"),
+            "--calibrate",
+            &data("digits_calib.npy"),
+            "-o",
+            "tiny.vtab",
+        ],
+    ));
+    let x = data("digits_test.npy");
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "bench",
+            "schedule",
+            "tiny.vtab",
+            "-i",
+            &x,
+            "--time",
+            "device",
+            "--devices",
+            "fsim,fsim",
+            "--write-cpu-profile",
+            "profile.json",
+            "--requests",
+            "8",
+            "--trace",
+            "t.json",
+        ],
+    ));
+    for p in [
+        "\nserial ",
+        "\npipeline ",
+        "\nby-op ",
+        "\nby-path ",
+        "\ndynamic ",
+        "\nauto (chose ",
+    ] {
+        assert!(text.contains(p), "{p}: {text}");
+    }
+    assert!(
+        text.contains("device time on 2 accelerator(s) + 2 CPU worker(s)")
+            && text.contains("cycle-model cycles at")
+            && text.contains(
+                "outputs: one request under every policy on the real pool, bit-identical to the serial run's"
+            )
+            && text.contains("lower bound: "),
+        "{text}"
+    );
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("t.json")).unwrap()).unwrap();
+    let processes = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_name")
+        .count();
+    assert_eq!(processes, 6, "one process per policy");
+
+    let sim = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "schedule",
+            "tiny.vtab",
+            "--time",
+            "device",
+            "--devices",
+            "fsim,fsim",
+            "--cpu-profile",
+            "profile.json",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        ok(vta_in(&dir, &args))
+    };
+    let a = sim(&[]);
+    assert_eq!(a, sim(&[]), "device time is deterministic");
+    let v: serde_json::Value = serde_json::from_str(&a).unwrap();
+    let rows = v["policies"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    assert_eq!(rows[0]["policy"], "serial");
+    assert!((rows[0]["vs_serial"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    assert_eq!(rows[0]["throughput_per_s"].as_array().unwrap().len(), 4);
+    assert_eq!(v["outputs_checked"], false);
+    let auto = rows.iter().find(|r| r["policy"] == "auto").unwrap();
+    assert!(auto["vs_serial"].as_f64().unwrap() >= 1.0 - 1e-9, "{a}");
+    // A CPU three times slower: the CPU steps' share triples.
+    let slow: serde_json::Value = serde_json::from_str(&sim(&["--cpu-scale", "3"])).unwrap();
+    let cpu = |v: &serde_json::Value| v["cpu_ms_per_request"].as_f64().unwrap();
+    assert!((cpu(&slow) - 3.0 * cpu(&v)).abs() < 1e-9 * cpu(&v).max(1.0));
+
+    let e = fails(vta_in(
+        &dir,
+        &["bench", "schedule", "tiny.vtab", "--time", "device"],
+    ));
+    assert!(
+        e.contains("give --cpu-profile FILE, or --input X.npy"),
+        "{e}"
+    );
+    let e = fails(vta_in(
+        &dir,
+        &[
+            "bench",
+            "schedule",
+            "tiny.vtab",
+            "-i",
+            &x,
+            "--cpu-profile",
+            "profile.json",
+        ],
+    ));
+    assert!(
+        e.contains("--cpu-profile applies to device time: add --time device"),
+        "{e}"
+    );
+    std::fs::write(
+        dir.join("bad.json"),
+        r#"{"format": "vta-cpu-profile", "steps": []}"#,
+    )
+    .unwrap();
+    let e = fails(vta_in(
+        &dir,
+        &[
+            "bench",
+            "schedule",
+            "tiny.vtab",
+            "--time",
+            "device",
+            "--cpu-profile",
+            "bad.json",
+        ],
+    ));
+    assert!(
+        e.contains("no time for CPU step") && e.contains("--write-cpu-profile"),
+        "{e}"
+    );
+    let e = fails(vta_in(
+        &dir,
+        &[
+            "bench",
+            "schedule",
+            "tiny.vtab",
+            "--time",
+            "device",
+            "--cpu-profile",
+            "profile.json",
+            "--cpu-scale",
+            "0",
+        ],
+    ));
+    assert!(e.contains("--cpu-scale must be a number above 0"), "{e}");
+}

@@ -1,6 +1,7 @@
 //! `vta bench`: throughput figures of the simulators, of calibration and of whole `vta run`
 //! processes (benchmarks, never timed tests), and the quantizer's accuracy per precision.
 
+mod devtime;
 mod precision;
 mod serve;
 mod resnet;
@@ -33,7 +34,8 @@ pub enum BenchCmd {
     Serve(serve::ServeBenchArgs),
     /// Scheduling policies of the pool executor on a compiled model: throughput, latency and
     /// per-worker utilization of each policy (or --schedule's) over --requests samples, with
-    /// the outputs checked bit-identical to the serial run's
+    /// the outputs checked bit-identical to the serial run's; with --time device, simulated
+    /// in device time (launch cycles at the config's clock, CPU steps from a profile)
     Schedule(ScheduleBenchArgs),
 }
 
@@ -42,19 +44,48 @@ pub struct ScheduleBenchArgs {
     /// Compiled model to run (`vta compile`, with --split-branches for branch parallelism)
     #[arg(value_name = "MODEL.vtab")]
     model: PathBuf,
-    /// The model's input, as for `vta run` (repeat for each input)
-    #[arg(long = "input", short = 'i', value_name = "X.npy", required = true)]
+    /// The model's input, as for `vta run` (repeat for each input); with --time device,
+    /// needed only to measure the CPU steps' times (without --cpu-profile) and to check each
+    /// policy's outputs
+    #[arg(long = "input", short = 'i', value_name = "X.npy")]
     inputs: Vec<String>,
     #[command(flatten)]
     pool: super::pool::PoolArgs,
+    /// host: run each policy on the pool and time it on this machine's clock; device: simulate
+    /// each policy in device time (launches at the config's clock, CPU steps from a profile),
+    /// deterministic and independent of this host's cores, at 1, 2, 4 and 8 in flight;
+    /// per-worker utilization, --trace and auto's choice are then at --in-flight [default: 8]
+    #[arg(long, value_name = "WHAT", default_value = "host", value_parser = ["host", "device"])]
+    time: String,
+    /// --time device: where each launch's cycles come from
+    #[arg(long, value_enum, value_name = "FROM", default_value = "model")]
+    launch_cycles: devtime::LaunchCycles,
+    /// --time device: each CPU step's time from this JSON file ({"format":
+    /// "vta-cpu-profile", "steps": [{"step": N, "us": T}, ...]}, as --write-cpu-profile
+    /// writes) [default: measured on this host, the fastest of 3 serial runs of --input]
+    #[arg(long, value_name = "FILE")]
+    cpu_profile: Option<PathBuf>,
+    /// --time device: multiply every CPU step's time by F (e.g. 3 for a board's CPU three
+    /// times slower than this host's)
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    cpu_scale: f64,
+    /// --time device: write the CPU steps' times measured on this host to FILE (a CPU
+    /// profile for --cpu-profile)
+    #[arg(long, value_name = "FILE", conflicts_with = "cpu_profile")]
+    write_cpu_profile: Option<PathBuf>,
+    /// --time device: the host's time to start a launch and collect it, added to each
+    /// launch, in microseconds
+    #[arg(long, value_name = "US", default_value_t = 0.0)]
+    launch_overhead_us: f64,
     /// Backend of the pool's devices without --devices
     #[arg(long, default_value = "fsim", value_name = "BACKEND", help = super::sim::BACKEND_HELP)]
     backend: super::sim::Backend,
     #[command(flatten)]
     rtl: super::sim::RtlArgs,
-    /// Requests per policy (the input, repeated)
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    requests: usize,
+    /// Requests per policy (the input, repeated) [default: 8; 64 simulated with --time
+    /// device]
+    #[arg(long, value_name = "N")]
+    requests: Option<usize>,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -311,6 +342,28 @@ fn schedule(a: ScheduleBenchArgs) -> Result<String> {
     let file = a.model.display().to_string();
     let bytes = super::read_input(&a.model)?;
     let model = Arc::new(vta_runtime::Model::from_bytes(&bytes, &file)?);
+    let device = a.time == "device";
+    if !device {
+        let only_device = [
+            ("--cpu-profile", a.cpu_profile.is_some()),
+            ("--write-cpu-profile", a.write_cpu_profile.is_some()),
+            ("--cpu-scale", a.cpu_scale != 1.0),
+            ("--launch-overhead-us", a.launch_overhead_us != 0.0),
+            (
+                "--launch-cycles",
+                a.launch_cycles != devtime::LaunchCycles::Model,
+            ),
+        ];
+        if let Some((flag, _)) = only_device.iter().find(|(_, given)| *given) {
+            anyhow::bail!("{flag} applies to device time: add --time device");
+        }
+        if a.inputs.is_empty() {
+            anyhow::bail!("`vta bench schedule` runs the model: give its input with --input X.npy (or simulate with --time device --cpu-profile FILE)");
+        }
+    }
+    if device && a.inputs.is_empty() {
+        return devtime::run(&a, model, None, &file);
+    }
     let stacked = super::run::read_inputs(&model, &a.inputs)?;
     // Stacked samples: the first one.
     let names: Vec<String> = model
@@ -330,10 +383,14 @@ fn schedule(a: ScheduleBenchArgs) -> Result<String> {
         .into_iter()
         .next()
         .ok_or_else(|| anyhow::anyhow!("{file}: no input sample"))?;
-    if a.requests == 0 {
+    if device {
+        return devtime::run(&a, model, Some(inputs), &file);
+    }
+    let requests = a.requests.unwrap_or(8);
+    if requests == 0 {
         anyhow::bail!("--requests must be at least 1");
     }
-    let runs = vec![inputs.clone(); a.requests];
+    let runs = vec![inputs.clone(); requests];
     let want = super::pool::serial_outputs(&model, &runs[..1])?.remove(0);
     let policies: Vec<Policy> = match a.pool.schedule {
         Some(p) => vec![p],
@@ -347,7 +404,7 @@ fn schedule(a: ScheduleBenchArgs) -> Result<String> {
         let ex = super::pool::executor(&model, &a.pool, &a.backend, &a.rtl, Policy::Serial)?;
         ex.run(&inputs)?;
         if p == Policy::Auto {
-            ex.choose(&inputs, a.requests.clamp(2, 4))?;
+            ex.choose(&inputs, requests.clamp(2, 4))?;
         } else {
             ex.set_policy(p)?;
         }
@@ -393,7 +450,7 @@ fn schedule(a: ScheduleBenchArgs) -> Result<String> {
     }
     let head = format!(
         "{file}: {} requests per policy, devices {}, {} CPU thread(s), {} in flight\n",
-        a.requests,
+        requests,
         a.pool.devices.as_deref().unwrap_or("(--backend)"),
         a.pool.cpu_threads.unwrap_or(2),
         a.pool.in_flight.unwrap_or(1)
@@ -402,7 +459,7 @@ fn schedule(a: ScheduleBenchArgs) -> Result<String> {
         return Ok(super::json::text(&serde_json::json!({
             "bench": "schedule",
             "model": file,
-            "requests": a.requests,
+            "requests": requests,
             "policies": rows,
         })));
     }

@@ -22,6 +22,7 @@
 
 pub mod device;
 pub mod sched;
+pub mod sim;
 pub mod trace;
 
 use std::collections::{HashMap, VecDeque};
@@ -38,7 +39,8 @@ use crate::reference;
 use crate::tensor::Tensor;
 
 pub use sched::{Policy, Pool, Schedule};
-pub use trace::{Event, Timeline, TimelineStats, WorkerStats};
+pub use sim::{Comparison, PolicyFigures, SimRun, SimSetup};
+pub use trace::{chrome_json_of, Event, Timeline, TimelineStats, WorkerStats};
 
 /// Opens a device, on the worker thread that will own it (devices need not be `Send`).
 pub type OpenDevice = Box<dyn FnOnce() -> Result<Box<dyn Device>, String> + Send>;
@@ -185,43 +187,13 @@ impl Shared {
         self.st.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The tasks request `req`'s task `i` unblocks when it finishes.
-    fn next_of(&self, st: &State, i: usize) -> Vec<usize> {
-        let mut n = self.graph.succs[i].clone();
-        if st.schedule.chain && i + 1 < self.graph.len() && !n.contains(&(i + 1)) {
-            n.push(i + 1);
-        }
-        n
-    }
-
-    fn pending_counts(&self, chain: bool) -> Vec<usize> {
-        (0..self.graph.len())
-            .map(|i| {
-                let p = &self.graph.preds[i];
-                p.len() + usize::from(chain && i > 0 && !p.contains(&(i - 1)))
-            })
-            .collect()
-    }
-
     /// Queues task `task` of request `req` on the worker its schedule (or, for `dynamic`,
     /// the live backlogs) gives.
     fn dispatch(&self, st: &mut State, req: u64, task: usize) {
         let est = st.cost[task];
-        let w = if st.schedule.assign.is_empty() {
-            let range = self.pool.eligible(self.graph.tasks[task].kind);
-            range
-                .min_by(|&a, &b| st.backlog[a].total_cmp(&st.backlog[b]).then(a.cmp(&b)))
-                .expect("the pool was checked to have every worker kind")
-        } else if matches!(st.schedule.policy, Policy::ByOp | Policy::ByPath) {
-            // The static placement of one request, rotated by request over the workers of
-            // each kind: requests in flight together spread over the pool the same way.
-            let a = st.schedule.assign[task];
-            let range = self.pool.eligible(self.graph.tasks[task].kind);
-            let n = range.len() as u64;
-            range.start + (((a - range.start) as u64 + req) % n) as usize
-        } else {
-            st.schedule.assign[task]
-        };
+        let w = st
+            .schedule
+            .place(&self.graph, self.pool, task, req, &st.backlog);
         st.backlog[w] += est;
         st.queues[w].push_back(Job {
             req,
@@ -439,10 +411,8 @@ impl Executor {
             self.run_many(&vec![inputs.to_vec(); runs])?;
             times.push((p, t.elapsed()));
         }
-        let best = times
-            .iter()
-            .min_by_key(|(_, d)| *d)
-            .map_or(Policy::Serial, |(p, _)| *p);
+        let secs: Vec<(Policy, f64)> = times.iter().map(|(p, d)| (*p, d.as_secs_f64())).collect();
+        let best = sched::fastest(&secs);
         self.set_policy(best)?;
         Ok(times)
     }
@@ -458,11 +428,7 @@ impl Executor {
             if st.shutdown {
                 return Err(ExecError::Shutdown(st.next));
             }
-            let cap = st
-                .schedule
-                .max_in_flight
-                .unwrap_or(sh.in_flight)
-                .min(sh.in_flight);
+            let cap = st.schedule.cap(sh.in_flight);
             if st.active < cap {
                 break;
             }
@@ -475,7 +441,7 @@ impl Executor {
         for (&v, t) in plan.inputs.iter().zip(inputs) {
             values[v] = Some(Arc::new(t));
         }
-        let pending = sh.pending_counts(st.schedule.chain);
+        let pending = st.schedule.pending_counts(&sh.graph);
         let ready: Vec<usize> = (0..sh.graph.len()).filter(|&i| pending[i] == 0).collect();
         let left = sh.graph.len();
         st.reqs.insert(
@@ -631,7 +597,9 @@ enum Inputs {
     Cpu(Vec<(usize, Arc<Tensor>)>),
 }
 
-fn task_name(model: &Model, graph: &TaskGraph, task: usize) -> String {
+/// A task's name in messages and timelines: `launch 3 (steps 4-9)`,
+/// `cpu step 11 Softmax softmax0`.
+pub fn task_name(model: &Model, graph: &TaskGraph, task: usize) -> String {
     let t = &graph.tasks[task];
     match t.kind {
         TaskKind::Launch(l) => {
@@ -775,7 +743,7 @@ fn worker(sh: &Shared, w: usize, mut role: Role) {
             };
             st.events.push(ev);
         }
-        let next = sh.next_of(&st, job.task);
+        let next = st.schedule.next_of(&sh.graph, job.task);
         let Some(r) = st.reqs.get_mut(&job.req) else {
             continue;
         };

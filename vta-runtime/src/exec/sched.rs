@@ -96,6 +96,78 @@ pub struct Schedule {
     pub predicted: Option<f64>,
 }
 
+impl Schedule {
+    /// The worker that runs task `task` of request `req`: the static placement, rotated by
+    /// request over the workers of each kind for `by-op` and `by-path` (requests in flight
+    /// together spread over the pool the same way); for `dynamic`, the eligible worker with
+    /// the least `backlog` (seconds of work queued or running), the first on ties. The live
+    /// executor and the device-time simulator both place tasks here.
+    pub fn place(
+        &self,
+        graph: &TaskGraph,
+        pool: Pool,
+        task: usize,
+        req: u64,
+        backlog: &[f64],
+    ) -> usize {
+        let range = pool.eligible(graph.tasks[task].kind);
+        if self.assign.is_empty() {
+            return range
+                .min_by(|&a, &b| backlog[a].total_cmp(&backlog[b]).then(a.cmp(&b)))
+                .expect("the pool was checked to have every worker kind");
+        }
+        let a = self.assign[task];
+        if matches!(self.policy, Policy::ByOp | Policy::ByPath) {
+            let n = range.len() as u64;
+            range.start + (((a - range.start) as u64 + req) % n) as usize
+        } else {
+            a
+        }
+    }
+
+    /// The tasks that task `i` of a request unblocks when it finishes: its successors, and
+    /// with `chain` the next task in order.
+    pub fn next_of(&self, graph: &TaskGraph, i: usize) -> Vec<usize> {
+        let mut n = graph.succs[i].clone();
+        if self.chain && i + 1 < graph.len() && !n.contains(&(i + 1)) {
+            n.push(i + 1);
+        }
+        n
+    }
+
+    /// Per task, how many tasks must finish before it may run (see [`Schedule::next_of`]).
+    pub fn pending_counts(&self, graph: &TaskGraph) -> Vec<usize> {
+        (0..graph.len())
+            .map(|i| {
+                let p = &graph.preds[i];
+                p.len() + usize::from(self.chain && i > 0 && !p.contains(&(i - 1)))
+            })
+            .collect()
+    }
+
+    /// Requests running at once when the pool allows `in_flight`.
+    pub fn cap(&self, in_flight: usize) -> usize {
+        self.max_in_flight.unwrap_or(in_flight).min(in_flight)
+    }
+}
+
+/// The policy `auto` keeps from each policy's time for the same requests: the fastest,
+/// serial on ties and when none is faster (so `auto` is never slower than serial on what it
+/// measured).
+pub fn fastest(times: &[(Policy, f64)]) -> Policy {
+    let serial = times
+        .iter()
+        .find(|(p, _)| *p == Policy::Serial)
+        .map(|t| t.1);
+    let mut best = (Policy::Serial, serial.unwrap_or(f64::INFINITY));
+    for &(p, t) in times {
+        if t < best.1 {
+            best = (p, t);
+        }
+    }
+    best.0
+}
+
 /// The workers of a pool: `devices` accelerators (workers `0..devices`), then `cpus` CPU
 /// workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -447,6 +519,20 @@ mod tests {
         assert!(s.chain);
         assert_eq!(contiguous(&[1.0, 1.0, 1.0, 1.0], 2), vec![0, 0, 1, 1]);
         assert_eq!(contiguous(&[5.0, 0.0, 0.0], 3), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn auto_keeps_serial_unless_another_is_strictly_faster() {
+        let times = |t: [f64; 3]| {
+            [Policy::Serial, Policy::Pipeline, Policy::ByOp]
+                .into_iter()
+                .zip(t)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(fastest(&times([2.0, 2.0, 2.0])), Policy::Serial);
+        assert_eq!(fastest(&times([2.0, 3.0, 4.0])), Policy::Serial);
+        assert_eq!(fastest(&times([2.0, 1.5, 1.0])), Policy::ByOp);
+        assert_eq!(fastest(&times([2.0, 1.0, 1.0])), Policy::Pipeline);
     }
 
     #[test]

@@ -133,26 +133,31 @@ impl Timeline {
     /// worker a track of its task runs (`cat` launch or cpu, `args` request and task) and a
     /// track `<worker> queue` of each run's wait between ready and started.
     pub fn chrome_json(&self) -> String {
+        chrome_json_of(&[("vta executor", self)])
+    }
+
+    /// This timeline's trace events, as process `pid` named `process`.
+    fn chrome_events(&self, pid: usize, process: &str, ev: &mut Vec<String>) {
         let us = |s: f64| s * 1e6;
-        let mut ev: Vec<String> = Vec::new();
         let queue_tid = |w: usize| 1000 + w;
         for (w, name) in self.workers.iter().enumerate() {
             ev.push(format!(
-                r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{w},"args":{{"name":{}}}}}"#,
+                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{w},"args":{{"name":{}}}}}"#,
                 json_str(name)
             ));
             ev.push(format!(
-                r#"{{"ph":"M","name":"thread_sort_index","pid":1,"tid":{w},"args":{{"sort_index":{w}}}}}"#
+                r#"{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{w},"args":{{"sort_index":{w}}}}}"#
             ));
             ev.push(format!(
-                r#"{{"ph":"M","name":"thread_name","pid":1,"tid":{},"args":{{"name":{}}}}}"#,
+                r#"{{"ph":"M","name":"thread_name","pid":{pid},"tid":{},"args":{{"name":{}}}}}"#,
                 queue_tid(w),
                 json_str(&format!("{name} queue"))
             ));
         }
-        ev.push(
-            r#"{"ph":"M","name":"process_name","pid":1,"args":{"name":"vta executor"}}"#.into(),
-        );
+        ev.push(format!(
+            r#"{{"ph":"M","name":"process_name","pid":{pid},"args":{{"name":{}}}}}"#,
+            json_str(process)
+        ));
         for e in &self.events {
             let cat = if e.name.starts_with("launch") {
                 "launch"
@@ -160,7 +165,7 @@ impl Timeline {
                 "cpu"
             };
             ev.push(format!(
-                r#"{{"ph":"X","name":{},"cat":"{cat}","pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"request":{},"task":{},"failed":{}}}}}"#,
+                r#"{{"ph":"X","name":{},"cat":"{cat}","pid":{pid},"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"request":{},"task":{},"failed":{}}}}}"#,
                 json_str(&e.name),
                 e.worker,
                 us(e.start),
@@ -171,7 +176,7 @@ impl Timeline {
             ));
             if e.start > e.queued {
                 ev.push(format!(
-                    r#"{{"ph":"X","name":{},"cat":"wait","pid":1,"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"request":{},"task":{}}}}}"#,
+                    r#"{{"ph":"X","name":{},"cat":"wait","pid":{pid},"tid":{},"ts":{:.3},"dur":{:.3},"args":{{"request":{},"task":{}}}}}"#,
                     json_str(&format!("wait: {}", e.name)),
                     queue_tid(e.worker),
                     us(e.queued),
@@ -181,11 +186,20 @@ impl Timeline {
                 ));
             }
         }
-        format!(
-            "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n{}\n]}}\n",
-            ev.join(",\n")
-        )
     }
+}
+
+/// One Chrome-trace JSON file of several timelines, each a process of its own (named, e.g.
+/// by the policy that made it), so they can be compared one above the other in Perfetto.
+pub fn chrome_json_of(timelines: &[(&str, &Timeline)]) -> String {
+    let mut ev: Vec<String> = Vec::new();
+    for (i, (name, tl)) in timelines.iter().enumerate() {
+        tl.chrome_events(i + 1, name, &mut ev);
+    }
+    format!(
+        "{{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n{}\n]}}\n",
+        ev.join(",\n")
+    )
 }
 
 #[cfg(test)]
