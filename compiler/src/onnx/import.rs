@@ -32,7 +32,13 @@ fn input_fact(v: &ValueInfoProto, given: Option<&[usize]>) -> Result<Fact, Strin
         .as_ref()
         .and_then(|t| t.tensor_type.as_ref())
         .ok_or_else(|| format!("input '{}' is not a tensor", v.name))?;
-    let dtype = DType::from_onnx(tt.elem_type).map_err(|t| {
+    // A bool input is held as uint8 0/1, as bool constants are (`crate::onnx::tensor_from_proto`).
+    let dtype = if tt.elem_type == crate::onnx::proto::data_type::BOOL {
+        Ok(DType::U8)
+    } else {
+        DType::from_onnx(tt.elem_type)
+    };
+    let dtype = dtype.map_err(|t| {
         format!(
             "input '{}' has element type {t}, which is not supported",
             v.name
@@ -373,13 +379,15 @@ pub fn import(
             Ok(v) => v,
             Err(support) => {
                 // Go on with the facts the model declares (or a contrib operator's known
-                // signature), so that every later node is analysed too.
+                // signature, or a standard element-wise operator's definition), so that every
+                // later node is analysed too.
                 let in_facts: Vec<Option<Fact>> = node
                     .input
                     .iter()
                     .map(|s| names.get(s).map(|&t| g.tensors[t].fact.clone()))
                     .collect();
-                let contrib = unsupported::contrib_facts(node, &in_facts);
+                let contrib = unsupported::contrib_facts(node, &in_facts)
+                    .or_else(|| unsupported::standard_facts(node, &in_facts));
                 let outs: Option<Vec<Fact>> = node
                     .output
                     .iter()
@@ -455,8 +463,12 @@ pub fn import(
                         fix: "the constant sub-graph cannot be evaluated: check its values".into(),
                     },
                 );
-                for o in &node.output {
-                    unknown.insert(o.clone(), name.clone());
+                // The inferred facts still hold, so later nodes are analysed too.
+                for (o, f) in node.output.iter().zip(facts) {
+                    if !o.is_empty() {
+                        let t = g.add_tensor(o.clone(), f, None);
+                        names.insert(o.clone(), t);
+                    }
                 }
             }
             None => {

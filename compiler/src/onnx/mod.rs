@@ -212,7 +212,14 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
         shape.push(d);
     }
     let raw = !t.raw_data.is_empty();
-    let dtype = DType::from_onnx(t.data_type).map_err(|ty| {
+    // Bools (masks, comparison constants) are held as uint8 0/1, their own encoding, which
+    // `Where` and `Cast` read back (see `vta_runtime::ops::compare`).
+    let dtype = if t.data_type == data_type::BOOL {
+        Ok(DType::U8)
+    } else {
+        DType::from_onnx(t.data_type)
+    };
+    let dtype = dtype.map_err(|ty| {
         format!("tensor '{name}' has element type {ty}, which the compiler does not support")
     })?;
     let s = IxDyn(&shape);

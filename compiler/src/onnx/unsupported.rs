@@ -1,7 +1,7 @@
 //! What the importer does with nodes it cannot import, so that a model that does not compile
 //! gets the whole picture at once: the output facts such a node must have (from the model's
-//! own `value_info`, its outputs, or the known signature of onnxruntime's contrib
-//! operators), so that the analysis of every later node goes on; and for every unsupported
+//! own `value_info`, its outputs, the known signature of onnxruntime's contrib operators, or
+//! the definition of standard element-wise operators), so that the analysis of every later node goes on; and for every unsupported
 //! node, what would make it compile.
 
 use std::collections::HashMap;
@@ -107,6 +107,56 @@ pub fn contrib_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact>
         _ => return None,
     };
     Some(vec![fact])
+}
+
+/// Output facts of standard ONNX operators the importer does not take but whose output has
+/// their first input's type and shape by definition (element-wise functions and
+/// normalizations), so that the nodes after them are analysed too.
+pub fn standard_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact>> {
+    const SAME_AS_INPUT: &[&str] = &[
+        "Abs",
+        "Acos",
+        "Acosh",
+        "Asin",
+        "Asinh",
+        "Atan",
+        "Atanh",
+        "Celu",
+        "Cos",
+        "Cosh",
+        "Elu",
+        "Hardmax",
+        "InstanceNormalization",
+        "IsInf",
+        "IsNaN",
+        "LogSoftmax",
+        "Log",
+        "LpNormalization",
+        "MeanVarianceNormalization",
+        "Neg",
+        "Reciprocal",
+        "Selu",
+        "Shrink",
+        "Sign",
+        "Sin",
+        "Sinh",
+        "Softsign",
+        "Tan",
+        "ThresholdedRelu",
+    ];
+    if !(node.domain.is_empty() || node.domain == "ai.onnx")
+        || !SAME_AS_INPUT.contains(&node.op_type.as_str())
+    {
+        return None;
+    }
+    let x = ins.first()?.as_ref()?;
+    // IsInf and IsNaN answer in bool, which the IR holds as uint8.
+    let dtype = if node.op_type.starts_with("Is") {
+        DType::U8
+    } else {
+        x.dtype
+    };
+    Some(vec![Fact::new(dtype, x.shape.clone())])
 }
 
 /// What would make an unsupported node compile, from its op and the reason it was refused.

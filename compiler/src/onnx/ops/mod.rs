@@ -8,7 +8,8 @@ use crate::onnx::proto::{attribute_type, AttributeProto, NodeProto};
 pub use vta_runtime::ops::{arg, axis, in_const, in_fact, to_usizes, Activation, Op, TensorInfo};
 /// Ops with no ONNX attributes: nothing to parse.
 pub use vta_runtime::ops::{
-    global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, relu,
+    expand, global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, range, relu,
+    size, tile, where_op,
 };
 
 pub mod average_pool;
@@ -16,8 +17,10 @@ pub mod batch_norm;
 pub mod binary;
 pub mod cast;
 pub mod clip;
+pub mod compare;
 pub mod concat;
 pub mod constant;
+pub mod constant_of_shape;
 pub mod conv;
 pub mod conv_integer;
 pub mod conv_transpose;
@@ -166,6 +169,12 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "QLinearMatMul" => Box::new(qlinear_matmul::QLinearMatMul),
         "ConvInteger" => Box::new(conv_integer::ConvInteger::parse(ctx)?),
         "MatMulInteger" => Box::new(matmul_integer::MatMulInteger),
+        // The IR holds bools as uint8 0/1, so a cast to bool is `x != 0`.
+        "Cast" if ctx.int("to", 0)? == i64::from(crate::onnx::proto::data_type::BOOL) => {
+            Box::new(compare::Compare {
+                kind: compare::CompareKind::NonZero,
+            })
+        }
         "Cast" => Box::new(cast::Cast::parse(ctx)?),
         "Identity" | "Dropout" => Box::new(identity::Identity::parse(ctx)?),
         "Constant" => Box::new(constant::Constant::parse(ctx)?),
@@ -182,6 +191,15 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Slice" => Box::new(slice::Slice::parse(ctx)?),
         "Pad" => Box::new(pad::Pad::parse(ctx)?),
         "ReduceMean" => Box::new(reduce_mean::ReduceMean::parse(ctx)?),
+        "Size" => Box::new(size::Size),
+        "Range" => Box::new(range::Range),
+        "ConstantOfShape" => Box::new(constant_of_shape::ConstantOfShape::parse(ctx)?),
+        "Expand" => Box::new(expand::Expand),
+        "Tile" => Box::new(tile::Tile),
+        "Where" => Box::new(where_op::Where),
+        "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => {
+            Box::new(compare::Compare::parse(ctx)?)
+        }
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }
