@@ -156,6 +156,9 @@ fn single_input_functions_are_tables_on_the_cpu() {
         ("Gelu", vec![]),
         ("Softplus", vec![]),
         ("Mish", vec![]),
+        ("Floor", vec![]),
+        ("Ceil", vec![]),
+        ("Round", vec![]),
     ];
     for (op, attrs) in cases {
         let m = sandwich(16, |m| {
@@ -1029,5 +1032,39 @@ fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
             };
             assert!(worst <= bound, "{name}: {worst} > {bound}");
         }
+    }
+}
+
+#[test]
+fn space_to_depth_and_depth_to_space_move_int8_data_on_the_cpu() {
+    for mode in ["DCR", "CRD"] {
+        let m = sandwich(16, |m| {
+            m.node(
+                "s2d",
+                "SpaceToDepth",
+                &["a"],
+                &["s"],
+                vec![("blocksize", A::I(2))],
+            )
+            .node(
+                "d2s",
+                "DepthToSpace",
+                &["s"],
+                &["b"],
+                vec![("blocksize", A::I(2)), ("mode", A::S(mode))],
+            );
+        });
+        check(
+            mode,
+            &m,
+            &[1, 16, 8, 8],
+            &[
+                ("conv1", Where::Accel("QConv2d")),
+                ("s2d", Where::Cpu),
+                ("d2s", Where::Cpu),
+                ("conv2", Where::Accel("QConv2d")),
+            ],
+            0.05,
+        );
     }
 }

@@ -21,6 +21,7 @@ pub mod constant_of_shape;
 pub mod conv;
 pub mod conv_integer;
 pub mod conv_transpose;
+pub mod depth_space;
 pub mod dequantize_linear;
 pub mod expand;
 pub mod flatten;
@@ -136,6 +137,7 @@ any_op! {
     Tile(tile::Tile),
     Compare(compare::Compare),
     Where(where_op::Where),
+    DepthSpace(depth_space::DepthSpace),
 }
 
 /// An operator of the graph IR.

@@ -24,6 +24,7 @@ pub mod constant_of_shape;
 pub mod conv;
 pub mod conv_integer;
 pub mod conv_transpose;
+pub mod depth_space;
 pub mod dequantize_linear;
 pub mod flatten;
 pub mod gather;
@@ -183,7 +184,9 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Squeeze" | "Unsqueeze" => Box::new(squeeze::Squeeze::parse(ctx)?),
         "Transpose" => Box::new(transpose::Transpose::parse(ctx)?),
         "Sigmoid" | "HardSigmoid" | "HardSwish" | "Tanh" | "LeakyRelu" | "Erf" | "Exp" | "Gelu"
-        | "Softplus" | "Mish" | "Sqrt" => Box::new(unary::Unary::parse(ctx)?),
+        | "Softplus" | "Mish" | "Sqrt" | "Floor" | "Ceil" | "Round" => {
+            Box::new(unary::Unary::parse(ctx)?)
+        }
         "PRelu" => Box::new(prelu::PRelu),
         "Resize" | "Upsample" => Box::new(resize::Resize::parse(ctx)?),
         "ConvTranspose" => Box::new(conv_transpose::ConvTranspose::parse(ctx)?),
@@ -200,6 +203,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => {
             Box::new(compare::Compare::parse(ctx)?)
         }
+        "SpaceToDepth" | "DepthToSpace" => Box::new(depth_space::DepthSpace::parse(ctx)?),
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }

@@ -31,6 +31,7 @@ use crate::graph::ops::concat::Concat;
 use crate::graph::ops::conv::Conv;
 use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::conv_transpose::ConvTranspose;
+use crate::graph::ops::depth_space::DepthSpace;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
 use crate::graph::ops::expand::Expand;
 use crate::graph::ops::flatten::Flatten;
@@ -470,7 +471,11 @@ impl<'g> Lowerer<'g> {
             self.reshape_int8(ix)
         } else if any.is::<Split>() || any.is::<Slice>() {
             self.channel_slices(ix)
-        } else if any.is::<Transpose>() || any.is::<Pad>() || any.is::<Expand>() || any.is::<Tile>()
+        } else if any.is::<Transpose>()
+            || any.is::<Pad>()
+            || any.is::<DepthSpace>()
+            || any.is::<Expand>()
+            || any.is::<Tile>()
         {
             self.move_int8(ix, "data movement on the int8 tensor (exact)")
         } else if any.is::<Resize>() {
