@@ -431,7 +431,13 @@ pub fn import(
             .iter()
             .flatten()
             .all(|&t| g.tensors[t].value.is_some());
-        let folded = if let Some(v) = op.fold_from_facts(&infos) {
+        let from_facts = op.fold_from_facts(&infos);
+        let how = if from_facts.is_some() {
+            "folded at load time (static shape)"
+        } else {
+            "folded at load time (constant inputs)"
+        };
+        let folded = if let Some(v) = from_facts {
             Some(Ok(v))
         } else if op.foldable() && all_const {
             let args: Vec<_> = inputs
@@ -450,10 +456,7 @@ pub fn import(
                         names.insert(o.clone(), t);
                     }
                 }
-                g.removed.push((
-                    origin[0].clone(),
-                    "folded at load time (constant inputs)".into(),
-                ));
+                g.removed.push((origin[0].clone(), how.into()));
             }
             Some(Err(e)) => {
                 problems.insert(

@@ -185,9 +185,13 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
              open an issue naming {op}"
         );
     }
-    if reason.contains("computed at run time") || reason.contains("is not a constant") {
-        return "make it a constant: export with static input shapes and fold constants \
-                (e.g. onnxsim or onnxruntime's graph optimizations)"
+    if reason.contains("computed at run time")
+        || reason.contains("is not a constant")
+        || reason.contains("must be a constant")
+    {
+        // The importer folds computations on static shapes itself; what remains depends on
+        // run-time values or on a symbolic dimension.
+        return "make it a constant: fix every input shape (export with static shapes, or give                 --input-shape), so that the shape computation feeding it folds at load time; a                 value computed from run-time data cannot set a shape"
             .into();
     }
     if reason.contains("dynamic") {

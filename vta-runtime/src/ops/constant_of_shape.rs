@@ -33,8 +33,9 @@ impl Op for ConstantOfShape {
     fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
         in_fact(inputs, 0, "input")?;
         let s = in_const(inputs, 0).ok_or(
-            "ConstantOfShape's shape must be a constant (fix the model's input shapes so that \
-             shape subgraphs fold)",
+            "ConstantOfShape's shape must be a constant: it sets the output shape, which must be \
+             static (computed from static shapes alone it folds; here it depends on run-time \
+             values)",
         )?;
         Ok(vec![Fact::new(self.value.dtype(), dims(s)?)])
     }

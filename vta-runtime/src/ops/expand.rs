@@ -37,8 +37,8 @@ impl Op for Expand {
         let x = in_fact(inputs, 0, "input")?;
         in_fact(inputs, 1, "shape")?;
         let s = in_const(inputs, 1).ok_or(
-            "Expand's shape must be a constant (fix the model's input shapes so that shape \
-             subgraphs fold)",
+            "Expand's shape must be a constant: it sets the output shape, which must be static \
+             (computed from static shapes alone it folds; here it depends on run-time values)",
         )?;
         Ok(vec![Fact::new(x.dtype, out_shape(&x.shape, s)?)])
     }

@@ -82,8 +82,9 @@ impl Op for Range {
             in_fact(inputs, i, what)?;
             vals.push(in_const(inputs, i).ok_or_else(|| {
                 format!(
-                    "Range's {what} must be a constant (its length sets the output shape; \
-                     fix the model's input shapes so that shape subgraphs fold)"
+                    "Range's {what} must be a constant: the range's length is the output \
+                     shape, which must be static (computed from static shapes alone it folds; \
+                     here it depends on run-time values)"
                 )
             })?);
         }

@@ -48,8 +48,8 @@ impl Op for Tile {
         let x = in_fact(inputs, 0, "input")?;
         in_fact(inputs, 1, "repeats")?;
         let r = in_const(inputs, 1).ok_or(
-            "Tile's repeats must be a constant (fix the model's input shapes so that shape \
-             subgraphs fold)",
+            "Tile's repeats must be a constant: they set the output shape, which must be static \
+             (computed from static shapes alone they fold; here they depend on run-time values)",
         )?;
         Ok(vec![Fact::new(x.dtype, out_shape(&x.shape, r)?)])
     }
