@@ -2,13 +2,16 @@
 //! grid is computed from the input's shape (Shape, Slice and Gather of shapes, Range, meshgrid's
 //! Reshape/Concat/Expand, expand's ConstantOfShape/Equal/Where, ConstantOfShape for `full`,
 //! Tile for `repeat`), nothing folded by onnxruntime. With the input shape fixed the importer
-//! folds all of it, the float executor matches onnxruntime, and the calibrated model compiles
-//! and runs on the functional simulator close to onnxruntime's float output.
+//! folds all of it (also when the export left height and width symbolic and `--input-shape`
+//! fixes them), the float executor matches onnxruntime, and the calibrated model compiles and
+//! runs on the functional simulator close to onnxruntime's float output.
 
 use std::path::{Path, PathBuf};
 
 use compiler::compile::Compiled;
-use compiler::frontend::{import_graph, load_calibration_npy, npy_to_f32, FrontendOptions};
+use compiler::frontend::{
+    import_graph, import_graph_shaped, load_calibration_npy, npy_to_f32, FrontendOptions,
+};
 use compiler::graph::Tensor;
 use ndarray::{ArrayD, Axis};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
@@ -52,6 +55,11 @@ fn shape_subgraphs_fold_and_the_float_executor_matches_onnxruntime() {
         ops,
         ["Add", "Concat", "Conv", "Mul", "Pow", "Reshape", "Sigmoid", "Slice", "Sub"]
     );
+    assert_matches_onnxruntime(&g);
+}
+
+/// The float executor's outputs on the test inputs are onnxruntime's.
+fn assert_matches_onnxruntime(g: &compiler::graph::Graph) {
     for (x, want) in cases() {
         let y = g.run_outputs(&[x]).unwrap();
         let y = y[0].as_f32().unwrap();
@@ -63,6 +71,30 @@ fn shape_subgraphs_fold_and_the_float_executor_matches_onnxruntime() {
             );
         }
     }
+}
+
+#[test]
+fn exported_with_symbolic_height_and_width_it_folds_once_the_input_shape_is_given() {
+    // As `torch.onnx.export(..., dynamic_axes={"x": {2: "h", 3: "w"}})` writes the input.
+    let bytes = std::fs::read(data().join(MODEL)).unwrap();
+    let mut m = compiler::onnx::decode_model(&bytes, MODEL).unwrap();
+    let input = &mut m.graph.as_mut().unwrap().input[0];
+    let tt = input.r#type.as_mut().unwrap().tensor_type.as_mut().unwrap();
+    let dims = &mut tt.shape.as_mut().unwrap().dim;
+    for (i, name) in [(2, "h"), (3, "w")] {
+        dims[i].dim_value = None;
+        dims[i].dim_param = Some(name.into());
+    }
+    let bytes = compiler::zoo::encode_model(&m);
+    let e = import_graph(&bytes, MODEL, DEFAULT_MEMORY_BUDGET)
+        .err()
+        .expect("refused without the input shape")
+        .to_string();
+    assert!(e.contains("--input-shape x=DIMS"), "{e}");
+    let shape = [("x".to_string(), vec![1, 3, 16, 16])];
+    let g = import_graph_shaped(&bytes, MODEL, DEFAULT_MEMORY_BUDGET, &shape)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_matches_onnxruntime(&g);
 }
 
 #[test]
