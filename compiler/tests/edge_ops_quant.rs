@@ -1068,3 +1068,27 @@ fn space_to_depth_and_depth_to_space_move_int8_data_on_the_cpu() {
         );
     }
 }
+
+#[test]
+fn comparisons_and_where_of_run_time_tensors_run_on_the_cpu() {
+    // A leaky ReLU written as a mask: Where(a < 0, 0.1 a, a); the bool mask is uint8 0/1.
+    let m = sandwich(16, |m| {
+        m.values("zero", &[], &[0.0])
+            .values("k", &[], &[0.1])
+            .node("lt", "Less", &["a", "zero"], &["mask"], vec![])
+            .node("small", "Mul", &["a", "k"], &["s"], vec![])
+            .node("sel", "Where", &["mask", "s", "a"], &["b"], vec![]);
+    });
+    check(
+        "where",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("conv1", Where::Accel("QConv2d")),
+            ("lt", Where::Cpu),
+            ("sel", Where::Cpu),
+            ("conv2", Where::Accel("QConv2d")),
+        ],
+        0.05,
+    );
+}
