@@ -10,9 +10,8 @@ use super::ops::{self, ParseCtx};
 use super::unsupported;
 use crate::frontend::FrontendError;
 use crate::graph::support::{Support, SupportEntry, SupportTable};
-use crate::graph::{DType, Fact, Graph, OnnxNode, TensorId};
+use crate::graph::{Fact, Graph, OnnxNode, TensorId};
 use crate::onnx::proto::{ModelProto, NodeProto, ValueInfoProto};
-use crate::onnx::OnnxDType;
 use crate::onnx::{default_opset, tensor_from_proto};
 use vta_runtime::budget::MemoryBudget;
 
@@ -32,13 +31,7 @@ fn input_fact(v: &ValueInfoProto, given: Option<&[usize]>) -> Result<Fact, Strin
         .as_ref()
         .and_then(|t| t.tensor_type.as_ref())
         .ok_or_else(|| format!("input '{}' is not a tensor", v.name))?;
-    // A bool input is held as uint8 0/1, as bool constants are (`crate::onnx::tensor_from_proto`).
-    let dtype = if tt.elem_type == crate::onnx::proto::data_type::BOOL {
-        Ok(DType::U8)
-    } else {
-        DType::from_onnx(tt.elem_type)
-    };
-    let dtype = dtype.map_err(|t| {
+    let dtype = crate::onnx::ir_dtype(tt.elem_type).map_err(|t| {
         format!(
             "input '{}' has element type {t}, which is not supported",
             v.name

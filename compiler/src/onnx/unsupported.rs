@@ -8,13 +8,12 @@ use std::collections::HashMap;
 
 use crate::graph::{DType, Fact};
 use crate::onnx::proto::{GraphProto, NodeProto, ValueInfoProto};
-use crate::onnx::OnnxDType;
 
 /// The static fact of a value's declared type, if it is a tensor of a supported type with a
 /// fully known shape (a symbolic first dimension, the batch, counts as 1).
 fn declared_fact(v: &ValueInfoProto) -> Option<Fact> {
     let tt = v.r#type.as_ref()?.tensor_type.as_ref()?;
-    let dtype = DType::from_onnx(tt.elem_type).ok()?;
+    let dtype = crate::onnx::ir_dtype(tt.elem_type).ok()?;
     let mut dims = Vec::new();
     for (i, d) in tt.shape.as_ref()?.dim.iter().enumerate() {
         match d.dim_value {
