@@ -4,7 +4,8 @@
 //! Tile for `repeat`), nothing folded by onnxruntime. With the input shape fixed the importer
 //! folds all of it (also when the export left height and width symbolic and `--input-shape`
 //! fixes them), the float executor matches onnxruntime, and the calibrated model compiles and
-//! runs on the functional simulator close to onnxruntime's float output.
+//! runs on the functional simulator close to onnxruntime's float output. YOLOv5's Focus stem,
+//! as onnxruntime pre-processes (SpaceToDepth) and quantizes it, runs as onnxruntime does.
 
 use std::path::{Path, PathBuf};
 
@@ -129,4 +130,59 @@ fn the_calibrated_model_runs_on_the_simulator_close_to_onnxruntime() {
     let cos = dot / (na.sqrt() * nb.sqrt());
     println!("raw export head, int8 on fsim vs onnxruntime float: cosine {cos:.5}");
     assert!(cos > 0.99, "cosine similarity {cos}");
+}
+
+/// The scale of the quantized model's output (its last DequantizeLinear's): one LSB.
+fn output_lsb(bytes: &[u8]) -> f32 {
+    let m = compiler::onnx::decode_model(bytes, "focus_stem_qdq.onnx").unwrap();
+    let g = m.graph.unwrap();
+    let dq = g
+        .node
+        .iter()
+        .find(|n| n.op_type == "DequantizeLinear" && n.output[0] == g.output[0].name)
+        .expect("the output's DequantizeLinear");
+    let scale = g
+        .initializer
+        .iter()
+        .find(|t| t.name == dq.input[1])
+        .unwrap();
+    compiler::onnx::tensor_from_proto(scale)
+        .unwrap()
+        .scalar_f32()
+        .unwrap()
+}
+
+#[test]
+fn yolov5_focus_stem_as_onnxruntime_rewrites_and_quantizes_it_runs_as_onnxruntime_does() {
+    let name = "focus_stem_qdq.onnx";
+    let bytes = std::fs::read(data().join(name)).unwrap();
+    let lsb = output_lsb(&bytes);
+    let cfg = isa::HwConfig::preset("default").unwrap();
+    let c = Compiled::compile(bytes, name, &[], &cfg, &FrontendOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let report = c.compile_report();
+    assert!(report.contains("SpaceToDepth"), "{report}");
+    assert_eq!(
+        c.counts().0,
+        1,
+        "the convolution on the accelerator: {report}"
+    );
+    let m = Model::from_bytes(&c.to_bytes().unwrap(), name).unwrap();
+    let mut dev = FsimDevice::checking_races(&m.config);
+    let want = npy("focus_stem_qdq_out.npy");
+    let mut worst = 0f32;
+    for (x, w) in cases().into_iter().zip(want.axis_iter(Axis(0))) {
+        let inputs = [x.0];
+        let r = m.run(&mut dev, &inputs).unwrap();
+        let chk = m.check(&inputs, &r).unwrap();
+        assert!(chk.is_exact(), "{chk}");
+        let y = r.outputs[0].as_f32().unwrap();
+        assert_eq!(y.shape()[1..], w.shape()[..]);
+        for (a, b) in y.iter().zip(w.iter()) {
+            worst = worst.max((a - b).abs() / lsb);
+        }
+    }
+    println!("Focus stem (SpaceToDepth, QDQ): largest difference from onnxruntime {worst} LSB");
+    // The convolution requantizes within 1 of ONNX's result (operators.md).
+    assert!(worst <= 1.0 + 1e-3, "{worst} LSB from onnxruntime");
 }

@@ -33,17 +33,25 @@ meshgrid, Unsqueeze + Concat for stack and size lists, ConstantOfShape + Mul + E
 for expand's -1, ConstantOfShape for full, Tile for repeat), since PyTorch itself cannot be
 installed where the tests are made. Nothing is folded: every shape computation is in the graph.
 
+It also writes YOLOv5's Focus stem (`torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2],
+x[..., ::2, 1::2], x[..., 1::2, 1::2]], 1)` then a Conv: four pairs of strided Slices and a
+Concat) as onnxruntime's `quant_pre_process` rewrites it (SpaceToDepth and a Gather of the
+channels) and `quantize_static` then quantizes it (QDQ, its defaults).
+
 Outputs:
 - raw_export_head.onnx: the model (input "x" [1, 3, 16, 16], output "boxes" [1, 4, 256])
 - raw_export_calib.npy: 8 calibration inputs [8, 3, 16, 16] float32
 - raw_export_test.npy: 4 test inputs [4, 3, 16, 16] float32
 - raw_export_out.npy: onnxruntime's outputs on the test inputs [4, 4, 256]
+- focus_stem_qdq.onnx: the quantized stem (input "x" [1, 3, 16, 16], output "y" [1, 16, 8, 8])
+- focus_stem_qdq_out.npy: onnxruntime's outputs of it on raw_export_test.npy [4, 16, 8, 8]
 """
 import os
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnxruntime import quantization as q
 from onnx import TensorProto, helper, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -158,6 +166,63 @@ def head(seed=0):
     return m
 
 
+def focus_stem(seed=2):
+    """The float Focus stem: strided Slices of H and W, Concat, a 3x3 Conv."""
+    rng = np.random.default_rng(seed)
+    b = Builder()
+    end = np.array([9223372036854775807], np.int64)
+    parts = []
+    for oh, ow in [(0, 0), (1, 0), (0, 1), (1, 1)]:
+        t = "x"
+        for axis, start in [(2, oh), (3, ow)]:
+            t = b.op("Slice", [t, b.const(np.array([start], np.int64)), b.const(end),
+                               b.const(np.array([axis], np.int64)),
+                               b.const(np.array([2], np.int64))])
+        parts.append(t)
+    cat = b.op("Concat", parts, axis=1)
+    b.inits += [
+        numpy_helper.from_array((rng.standard_normal((16, 12, 3, 3)) * 0.2).astype(np.float32),
+                                "conv.weight"),
+        numpy_helper.from_array((rng.standard_normal(16) * 0.1).astype(np.float32), "conv.bias"),
+    ]
+    b.nodes.append(helper.make_node("Conv", [cat, "conv.weight", "conv.bias"], ["y"],
+                                    name="/conv/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    g = helper.make_graph(
+        b.nodes, "focus_stem",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 8, 8])], b.inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                          producer_name="make_raw_export.py")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def quantized_focus_stem(calib, test):
+    """The stem pre-processed and quantized by onnxruntime, and onnxruntime's outputs."""
+    fp, pre = os.path.join(HERE, "focus_stem.onnx"), os.path.join(HERE, "focus_stem_pre.onnx")
+    qdq = os.path.join(HERE, "focus_stem_qdq.onnx")
+    onnx.save(focus_stem(), fp)
+    q.quant_pre_process(fp, pre)
+    ops = [n.op_type for n in onnx.load(pre).graph.node]
+    assert "SpaceToDepth" in ops, ops
+
+    class Reader(q.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"x": calib[i:i + 1]} for i in range(len(calib))])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    q.quantize_static(pre, qdq, Reader(), quant_format=q.QuantFormat.QDQ)
+    os.remove(fp)
+    os.remove(pre)
+    print(qdq, os.path.getsize(qdq), "bytes, ops:", [n.op_type for n in onnx.load(qdq).graph.node])
+    s = ort.InferenceSession(qdq, providers=["CPUExecutionProvider"])
+    out = np.concatenate([s.run(None, {"x": test[i:i + 1]})[0] for i in range(len(test))])
+    np.save(os.path.join(HERE, "focus_stem_qdq_out.npy"), out.astype(np.float32))
+
+
 def main():
     m = head()
     path = os.path.join(HERE, "raw_export_head.onnx")
@@ -175,6 +240,7 @@ def main():
     out = np.concatenate([s.run(None, {"x": test[i:i + 1]})[0] for i in range(len(test))])
     np.save(os.path.join(HERE, "raw_export_out.npy"), out.astype(np.float32))
     print("outputs", out.shape, "range", out.min(), out.max())
+    quantized_focus_stem(calib, test)
 
 
 if __name__ == "__main__":
