@@ -87,10 +87,10 @@ fn exported_with_symbolic_height_and_width_it_folds_once_the_input_shape_is_give
         dims[i].dim_param = Some(name.into());
     }
     let bytes = compiler::zoo::encode_model(&m);
-    let e = import_graph(&bytes, MODEL, DEFAULT_MEMORY_BUDGET)
-        .err()
-        .expect("refused without the input shape")
-        .to_string();
+    let Err(e) = import_graph(&bytes, MODEL, DEFAULT_MEMORY_BUDGET) else {
+        panic!("imported without the input shape");
+    };
+    let e = e.to_string();
     assert!(e.contains("--input-shape x=DIMS"), "{e}");
     let shape = [("x".to_string(), vec![1, 3, 16, 16])];
     let g = import_graph_shaped(&bytes, MODEL, DEFAULT_MEMORY_BUDGET, &shape)
