@@ -31,6 +31,7 @@ pub mod global_average_pool;
 pub mod identity;
 pub mod internal;
 pub mod kernels;
+pub mod logic;
 pub mod matmul;
 pub mod matmul_integer;
 pub mod max_pool;
@@ -138,6 +139,7 @@ any_op! {
     Compare(compare::Compare),
     Where(where_op::Where),
     DepthSpace(depth_space::DepthSpace),
+    Logic(logic::Logic),
 }
 
 /// An operator of the graph IR.

@@ -31,6 +31,7 @@ pub mod gather;
 pub mod gemm;
 pub mod identity;
 pub mod kernels;
+pub mod logic;
 pub mod max_pool;
 pub mod pad;
 pub mod prelu;
@@ -151,7 +152,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Conv" => Box::new(conv::Conv::parse(ctx)?),
         "Gemm" => Box::new(gemm::Gemm::parse(ctx)?),
         "MatMul" => Box::new(matmul::MatMul),
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" => {
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Mod" => {
             Box::new(binary::Binary::parse(ctx)?)
         }
         "Relu" => Box::new(relu::Relu),
@@ -204,6 +205,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
             Box::new(compare::Compare::parse(ctx)?)
         }
         "SpaceToDepth" | "DepthToSpace" => Box::new(depth_space::DepthSpace::parse(ctx)?),
+        "Not" | "And" | "Or" | "Xor" => Box::new(logic::Logic::parse(ctx)?),
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }

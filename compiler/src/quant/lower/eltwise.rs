@@ -396,6 +396,7 @@ impl<'g> Lowerer<'g> {
                 return Err("division of a constant by a tensor (not affine)".into())
             }
             (BinKind::Pow, _) => return Err("Pow is not affine".into()),
+            (BinKind::Mod | BinKind::Fmod, _) => return Err("Mod is not affine".into()),
             (BinKind::Max | BinKind::Min, _) => {
                 return Err(format!(
                     "{} by a constant of several values (a per-element bound, not a clamp)",
@@ -488,7 +489,9 @@ impl<'g> Lowerer<'g> {
             }
             BinKind::Div => return Err("division of two tensors".into()),
             BinKind::Pow => return Err("Pow of two tensors".into()),
-            BinKind::Max | BinKind::Min => return Err(format!("{} of two tensors", bin.op_type())),
+            BinKind::Max | BinKind::Min | BinKind::Mod | BinKind::Fmod => {
+                return Err(format!("{} of two tensors", bin.op_type()))
+            }
         };
         self.check_muls(&requant)?;
         let c = RequantChoice {
