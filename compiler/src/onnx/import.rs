@@ -380,7 +380,26 @@ pub fn import(
                     .map(|s| names.get(s).map(|&t| g.tensors[t].fact.clone()))
                     .collect();
                 let contrib = unsupported::contrib_facts(node, &in_facts)
-                    .or_else(|| unsupported::standard_facts(node, &in_facts));
+                    .or_else(|| unsupported::standard_facts(node, &in_facts))
+                    .or_else(|| {
+                        // The node without the attributes that change its values, not its
+                        // shape (a Resize's interpolation mode), infers its output facts.
+                        let relaxed = unsupported::shape_only_node(node)?;
+                        let op = ops::parse(&ParseCtx {
+                            node: &relaxed,
+                            opset,
+                        })
+                        .ok()?;
+                        let infos = node
+                            .input
+                            .iter()
+                            .map(|s| match s.as_str() {
+                                "" => Some(None),
+                                s => names.get(s).map(|&t| Some(&g.tensors[t])),
+                            })
+                            .collect::<Option<Vec<_>>>()?;
+                        op.infer(&infos).ok()
+                    });
                 let outs: Option<Vec<Fact>> = node
                     .output
                     .iter()

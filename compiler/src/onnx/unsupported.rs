@@ -1,8 +1,9 @@
 //! What the importer does with nodes it cannot import, so that a model that does not compile
 //! gets the whole picture at once: the output facts such a node must have (from the model's
-//! own `value_info`, its outputs, the known signature of onnxruntime's contrib operators, or
-//! the definition of standard element-wise operators), so that the analysis of every later node goes on; and for every unsupported
-//! node, what would make it compile.
+//! own `value_info`, its outputs, the known signature of onnxruntime's contrib operators, the
+//! definition of standard element-wise operators, or the op's own shape inference without the
+//! attributes that only change values), so that the analysis of every later node goes on;
+//! and for every unsupported node, what would make it compile.
 
 use std::collections::HashMap;
 
@@ -156,6 +157,28 @@ pub fn standard_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact
         x.dtype
     };
     Some(vec![Fact::new(dtype, x.shape.clone())])
+}
+
+/// The node without the attributes that choose how its output values are computed but not
+/// its output shape, for ops the importer takes with other values of them: a Resize's
+/// interpolation (cubic, antialiasing) and coordinate mapping (`tf_crop_and_resize`).
+pub fn shape_only_node(node: &NodeProto) -> Option<NodeProto> {
+    const VALUES_ONLY: &[&str] = &[
+        "mode",
+        "antialias",
+        "cubic_coeff_a",
+        "exclude_outside",
+        "extrapolation_value",
+        "coordinate_transformation_mode",
+        "nearest_mode",
+    ];
+    if !(node.domain.is_empty() || node.domain == "ai.onnx") || node.op_type != "Resize" {
+        return None;
+    }
+    let mut n = node.clone();
+    n.attribute
+        .retain(|a| !VALUES_ONLY.contains(&a.name.as_str()));
+    Some(n)
 }
 
 /// What would make an unsupported node compile, from its op and the reason it was refused.
