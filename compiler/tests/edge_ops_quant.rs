@@ -156,6 +156,9 @@ fn single_input_functions_are_tables_on_the_cpu() {
         ("Gelu", vec![]),
         ("Softplus", vec![]),
         ("Mish", vec![]),
+        ("Floor", vec![]),
+        ("Ceil", vec![]),
+        ("Round", vec![]),
     ];
     for (op, attrs) in cases {
         let m = sandwich(16, |m| {
@@ -1030,4 +1033,62 @@ fn qdq_tables_are_exactly_onnx_and_alu_layers_within_one_lsb() {
             assert!(worst <= bound, "{name}: {worst} > {bound}");
         }
     }
+}
+
+#[test]
+fn space_to_depth_and_depth_to_space_move_int8_data_on_the_cpu() {
+    for mode in ["DCR", "CRD"] {
+        let m = sandwich(16, |m| {
+            m.node(
+                "s2d",
+                "SpaceToDepth",
+                &["a"],
+                &["s"],
+                vec![("blocksize", A::I(2))],
+            )
+            .node(
+                "d2s",
+                "DepthToSpace",
+                &["s"],
+                &["b"],
+                vec![("blocksize", A::I(2)), ("mode", A::S(mode))],
+            );
+        });
+        check(
+            mode,
+            &m,
+            &[1, 16, 8, 8],
+            &[
+                ("conv1", Where::Accel("QConv2d")),
+                ("s2d", Where::Cpu),
+                ("d2s", Where::Cpu),
+                ("conv2", Where::Accel("QConv2d")),
+            ],
+            0.05,
+        );
+    }
+}
+
+#[test]
+fn comparisons_and_where_of_run_time_tensors_run_on_the_cpu() {
+    // A leaky ReLU written as a mask: Where(a < 0, 0.1 a, a); the bool mask is uint8 0/1.
+    let m = sandwich(16, |m| {
+        m.values("zero", &[], &[0.0])
+            .values("k", &[], &[0.1])
+            .node("lt", "Less", &["a", "zero"], &["mask"], vec![])
+            .node("small", "Mul", &["a", "k"], &["s"], vec![])
+            .node("sel", "Where", &["mask", "s", "a"], &["b"], vec![]);
+    });
+    check(
+        "where",
+        &m,
+        &[1, 16, 8, 8],
+        &[
+            ("conv1", Where::Accel("QConv2d")),
+            ("lt", Where::Cpu),
+            ("sel", Where::Cpu),
+            ("conv2", Where::Accel("QConv2d")),
+        ],
+        0.05,
+    );
 }

@@ -1,8 +1,10 @@
 //! A model that cannot compile fails with the whole support table: every unsupported node
 //! (name, op type, why, and what would make it compile), never just the first; nodes after an
 //! unsupported one are still analysed when the model declares the shapes between them
-//! (`value_info`) or the unsupported node is an onnxruntime contrib operator of known
-//! signature.
+//! (`value_info`), the unsupported node is an onnxruntime contrib operator of known signature
+//! or a standard element-wise operator, or only an attribute that does not change its output
+//! shape is unsupported (a cubic Resize); only after an output of unknowable shape are they
+//! "not analysed".
 
 mod onnx_builder;
 
@@ -85,18 +87,14 @@ fn every_unsupported_node_is_listed_with_a_fix() {
         "{t}"
     );
     // Nodes after the unsupported ones were analysed: the Relu and the second Conv (facts from
-    // value_info and from QLinearSoftmax's signature) and the Sigmoid (after the Resize, whose
-    // output shape nobody declared) is at least known to be supported.
-    for n in ["conv", "relu", "conv2"] {
+    // value_info and from QLinearSoftmax's signature) and the Sigmoid (after the cubic Resize,
+    // whose output shape does not depend on its mode).
+    for n in ["conv", "relu", "conv2", "sig"] {
         assert!(
             matches!(get(n), Support::NotPlaced { reason } if reason.contains("supported operator; not placed")),
             "{n}: {t}"
         );
     }
-    assert!(
-        matches!(get("sig"), Support::NotAnalyzed { reason } if reason.contains("comes from node 'up'")),
-        "{t}"
-    );
     // The error message is the whole table, with the fixes.
     assert!(
         text.starts_with("m.onnx: 3 node(s) cannot be compiled:"),
@@ -110,10 +108,11 @@ fn every_unsupported_node_is_listed_with_a_fix() {
 
 #[test]
 fn a_supported_node_after_an_unknown_shape_is_still_checked_for_its_attributes() {
-    // The Conv after the unknown op has an invalid attribute: reported, not "not analysed".
+    // The Conv after an op whose output shape depends on the data (NonZero, unsupported) has
+    // an invalid attribute: reported, not "not analysed".
     let mut m = Model::new(13);
     m.input("x", &[1, 4, 8, 8])
-        .node("odd", "Celu", &["x"], &["a"], vec![])
+        .node("odd", "NonZero", &["x"], &["a"], vec![])
         .weight("w", &[4, 4, 3, 3], 0.3)
         .node(
             "conv",
@@ -127,6 +126,21 @@ fn a_supported_node_after_an_unknown_shape_is_still_checked_for_its_attributes()
     assert_eq!(count, 2, "{t}");
     assert!(
         matches!(&t.get("conv").unwrap().support, Support::Unsupported { reason, .. } if reason.contains("unknown auto_pad")),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_node_after_an_unknown_shape_is_not_analysed() {
+    let mut m = Model::new(13);
+    m.input("x", &[1, 4, 8, 8])
+        .node("nz", "NonZero", &["x"], &["a"], vec![])
+        .node("cast", "Cast", &["a"], &["y"], vec![("to", A::I(1))])
+        .output("y");
+    let (count, t, _) = table(&m);
+    assert_eq!(count, 1, "{t}");
+    assert!(
+        matches!(&t.get("cast").unwrap().support, Support::NotAnalyzed { reason } if reason.contains("comes from node 'nz'")),
         "{t}"
     );
 }

@@ -10,9 +10,8 @@ use super::ops::{self, ParseCtx};
 use super::unsupported;
 use crate::frontend::FrontendError;
 use crate::graph::support::{Support, SupportEntry, SupportTable};
-use crate::graph::{DType, Fact, Graph, OnnxNode, TensorId};
+use crate::graph::{Fact, Graph, OnnxNode, TensorId};
 use crate::onnx::proto::{ModelProto, NodeProto, ValueInfoProto};
-use crate::onnx::OnnxDType;
 use crate::onnx::{default_opset, tensor_from_proto};
 use vta_runtime::budget::MemoryBudget;
 
@@ -32,7 +31,7 @@ fn input_fact(v: &ValueInfoProto, given: Option<&[usize]>) -> Result<Fact, Strin
         .as_ref()
         .and_then(|t| t.tensor_type.as_ref())
         .ok_or_else(|| format!("input '{}' is not a tensor", v.name))?;
-    let dtype = DType::from_onnx(tt.elem_type).map_err(|t| {
+    let dtype = crate::onnx::ir_dtype(tt.elem_type).map_err(|t| {
         format!(
             "input '{}' has element type {t}, which is not supported",
             v.name
@@ -373,13 +372,34 @@ pub fn import(
             Ok(v) => v,
             Err(support) => {
                 // Go on with the facts the model declares (or a contrib operator's known
-                // signature), so that every later node is analysed too.
+                // signature, or a standard element-wise operator's definition), so that every
+                // later node is analysed too.
                 let in_facts: Vec<Option<Fact>> = node
                     .input
                     .iter()
                     .map(|s| names.get(s).map(|&t| g.tensors[t].fact.clone()))
                     .collect();
-                let contrib = unsupported::contrib_facts(node, &in_facts);
+                let contrib = unsupported::contrib_facts(node, &in_facts)
+                    .or_else(|| unsupported::standard_facts(node, &in_facts))
+                    .or_else(|| {
+                        // The node without the attributes that change its values, not its
+                        // shape (a Resize's interpolation mode), infers its output facts.
+                        let relaxed = unsupported::shape_only_node(node)?;
+                        let op = ops::parse(&ParseCtx {
+                            node: &relaxed,
+                            opset,
+                        })
+                        .ok()?;
+                        let infos = node
+                            .input
+                            .iter()
+                            .map(|s| match s.as_str() {
+                                "" => Some(None),
+                                s => names.get(s).map(|&t| Some(&g.tensors[t])),
+                            })
+                            .collect::<Option<Vec<_>>>()?;
+                        op.infer(&infos).ok()
+                    });
                 let outs: Option<Vec<Fact>> = node
                     .output
                     .iter()
@@ -423,7 +443,13 @@ pub fn import(
             .iter()
             .flatten()
             .all(|&t| g.tensors[t].value.is_some());
-        let folded = if let Some(v) = op.fold_from_facts(&infos) {
+        let from_facts = op.fold_from_facts(&infos);
+        let how = if from_facts.is_some() {
+            "folded at load time (static shape)"
+        } else {
+            "folded at load time (constant inputs)"
+        };
+        let folded = if let Some(v) = from_facts {
             Some(Ok(v))
         } else if op.foldable() && all_const {
             let args: Vec<_> = inputs
@@ -442,10 +468,7 @@ pub fn import(
                         names.insert(o.clone(), t);
                     }
                 }
-                g.removed.push((
-                    origin[0].clone(),
-                    "folded at load time (constant inputs)".into(),
-                ));
+                g.removed.push((origin[0].clone(), how.into()));
             }
             Some(Err(e)) => {
                 problems.insert(
@@ -455,8 +478,12 @@ pub fn import(
                         fix: "the constant sub-graph cannot be evaluated: check its values".into(),
                     },
                 );
-                for o in &node.output {
-                    unknown.insert(o.clone(), name.clone());
+                // The inferred facts still hold, so later nodes are analysed too.
+                for (o, f) in node.output.iter().zip(facts) {
+                    if !o.is_empty() {
+                        let t = g.add_tensor(o.clone(), f, None);
+                        names.insert(o.clone(), t);
+                    }
                 }
             }
             None => {

@@ -180,6 +180,18 @@ fn from_raw<T, const W: usize>(
         .collect())
 }
 
+/// The IR's type for the values of an ONNX element type, or its ONNX name if the IR has none.
+/// Bools (masks, comparison results) are held as uint8 0/1, their own encoding, which `Where`
+/// and `Cast` read back (see `vta_runtime::ops::compare`); [`OnnxDType::from_onnx`] is the
+/// strict mapping, for types an operator declares (a quantized type is never bool).
+pub fn ir_dtype(code: i32) -> Result<DType, String> {
+    if code == data_type::BOOL {
+        Ok(DType::U8)
+    } else {
+        DType::from_onnx(code)
+    }
+}
+
 /// Converts a `TensorProto` (raw little-endian data or the typed fields) to a [`Tensor`].
 /// Refuses external data, chunked tensors and element types the IR does not compute with,
 /// naming the tensor.
@@ -212,7 +224,7 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
         shape.push(d);
     }
     let raw = !t.raw_data.is_empty();
-    let dtype = DType::from_onnx(t.data_type).map_err(|ty| {
+    let dtype = ir_dtype(t.data_type).map_err(|ty| {
         format!("tensor '{name}' has element type {ty}, which the compiler does not support")
     })?;
     let s = IxDyn(&shape);

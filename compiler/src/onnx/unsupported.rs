@@ -1,20 +1,20 @@
 //! What the importer does with nodes it cannot import, so that a model that does not compile
 //! gets the whole picture at once: the output facts such a node must have (from the model's
-//! own `value_info`, its outputs, or the known signature of onnxruntime's contrib
-//! operators), so that the analysis of every later node goes on; and for every unsupported
-//! node, what would make it compile.
+//! own `value_info`, its outputs, the known signature of onnxruntime's contrib operators, the
+//! definition of standard element-wise operators, or the op's own shape inference without the
+//! attributes that only change values), so that the analysis of every later node goes on;
+//! and for every unsupported node, what would make it compile.
 
 use std::collections::HashMap;
 
 use crate::graph::{DType, Fact};
 use crate::onnx::proto::{GraphProto, NodeProto, ValueInfoProto};
-use crate::onnx::OnnxDType;
 
 /// The static fact of a value's declared type, if it is a tensor of a supported type with a
 /// fully known shape (a symbolic first dimension, the batch, counts as 1).
 fn declared_fact(v: &ValueInfoProto) -> Option<Fact> {
     let tt = v.r#type.as_ref()?.tensor_type.as_ref()?;
-    let dtype = DType::from_onnx(tt.elem_type).ok()?;
+    let dtype = crate::onnx::ir_dtype(tt.elem_type).ok()?;
     let mut dims = Vec::new();
     for (i, d) in tt.shape.as_ref()?.dim.iter().enumerate() {
         match d.dim_value {
@@ -109,6 +109,78 @@ pub fn contrib_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact>
     Some(vec![fact])
 }
 
+/// Output facts of standard ONNX operators the importer does not take but whose output has
+/// their first input's type and shape by definition (element-wise functions and
+/// normalizations), so that the nodes after them are analysed too.
+pub fn standard_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact>> {
+    const SAME_AS_INPUT: &[&str] = &[
+        "Abs",
+        "Acos",
+        "Acosh",
+        "Asin",
+        "Asinh",
+        "Atan",
+        "Atanh",
+        "Celu",
+        "Cos",
+        "Cosh",
+        "Elu",
+        "Hardmax",
+        "InstanceNormalization",
+        "IsInf",
+        "IsNaN",
+        "LogSoftmax",
+        "Log",
+        "LpNormalization",
+        "MeanVarianceNormalization",
+        "Neg",
+        "Reciprocal",
+        "Selu",
+        "Shrink",
+        "Sign",
+        "Sin",
+        "Sinh",
+        "Softsign",
+        "Tan",
+        "ThresholdedRelu",
+    ];
+    if !(node.domain.is_empty() || node.domain == "ai.onnx")
+        || !SAME_AS_INPUT.contains(&node.op_type.as_str())
+    {
+        return None;
+    }
+    let x = ins.first()?.as_ref()?;
+    // IsInf and IsNaN answer in bool, which the IR holds as uint8.
+    let dtype = if node.op_type.starts_with("Is") {
+        DType::U8
+    } else {
+        x.dtype
+    };
+    Some(vec![Fact::new(dtype, x.shape.clone())])
+}
+
+/// The node without the attributes that choose how its output values are computed but not
+/// its output shape, for ops the importer takes with other values of them: a Resize's
+/// interpolation (cubic, antialiasing) and coordinate mapping (`tf_crop_and_resize`).
+pub fn shape_only_node(node: &NodeProto) -> Option<NodeProto> {
+    const VALUES_ONLY: &[&str] = &[
+        "mode",
+        "antialias",
+        "cubic_coeff_a",
+        "exclude_outside",
+        "extrapolation_value",
+        "coordinate_transformation_mode",
+        "nearest_mode",
+    ];
+    if !(node.domain.is_empty() || node.domain == "ai.onnx") || node.op_type != "Resize" {
+        return None;
+    }
+    let mut n = node.clone();
+    n.attribute
+        .retain(|a| !VALUES_ONLY.contains(&a.name.as_str()));
+    Some(n)
+}
+
 /// What would make an unsupported node compile, from its op and the reason it was refused.
 pub fn fix_for(node: &NodeProto, reason: &str) -> String {
     let op = node.op_type.as_str();
@@ -135,9 +207,13 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
              open an issue naming {op}"
         );
     }
-    if reason.contains("computed at run time") || reason.contains("is not a constant") {
-        return "make it a constant: export with static input shapes and fold constants \
-                (e.g. onnxsim or onnxruntime's graph optimizations)"
+    if reason.contains("computed at run time")
+        || reason.contains("is not a constant")
+        || reason.contains("must be a constant")
+    {
+        // The importer folds computations on static shapes itself; what remains depends on
+        // run-time values or on a symbolic dimension.
+        return "make it a constant: fix every input shape (export with static shapes, or give                 --input-shape), so that the shape computation feeding it folds at load time; a                 value computed from run-time data cannot set a shape"
             .into();
     }
     if reason.contains("dynamic") {

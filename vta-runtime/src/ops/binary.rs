@@ -1,4 +1,4 @@
-//! `Add`, `Sub`, `Mul`, `Div`, `Max`, `Min` with numpy broadcasting, in f32 or wrapping
+//! `Add`, `Sub`, `Mul`, `Div`, `Max`, `Min`, `Mod` with numpy broadcasting, in f32 or wrapping
 //! int32/int64 (integer `Div` truncates toward zero), and `Pow` in f32. `Add` can carry a
 //! fused activation (a residual add followed by `Relu`).
 
@@ -21,6 +21,11 @@ pub enum BinKind {
     /// constant bound they become a `Clip`).
     Max,
     Min,
+    /// `Mod` with `fmod = 0`: integers only, the remainder takes the divisor's sign (Python's
+    /// `%`, shape arithmetic of exported models).
+    Mod,
+    /// `Mod` with `fmod = 1`: the remainder takes the dividend's sign (C's `fmod`).
+    Fmod,
 }
 
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
@@ -70,6 +75,7 @@ impl Op for Binary {
             BinKind::Pow => "Pow",
             BinKind::Max => "Max",
             BinKind::Min => "Min",
+            BinKind::Mod | BinKind::Fmod => "Mod",
         }
     }
 
@@ -79,7 +85,8 @@ impl Op for Binary {
         if a.dtype != b.dtype {
             return Err(format!("operand types differ: {} and {}", a.dtype, b.dtype));
         }
-        if !matches!(a.dtype, DType::F32 | DType::I32 | DType::I64) {
+        let is_mod = matches!(self.kind, BinKind::Mod | BinKind::Fmod);
+        if !matches!(a.dtype, DType::F32 | DType::I32 | DType::I64) && !is_mod {
             return Err(format!(
                 "{} is supported on float, int32 and int64, got {}",
                 self.op_type(),
@@ -117,6 +124,16 @@ impl Op for Binary {
                         BinKind::Pow => x.powf(y),
                         BinKind::Max => x.max(y),
                         BinKind::Min => x.min(y),
+                        BinKind::Fmod => x % y,
+                        // numpy's `mod`, by which ONNX's tests define fmod = 0 on floats.
+                        BinKind::Mod => {
+                            let r = x % y;
+                            if r != 0.0 && (r < 0.0) != (y < 0.0) {
+                                r + y
+                            } else {
+                                r
+                            }
+                        }
                     };
                     Ok(act.map_or(v, |a| a.apply(v)))
                 })?)
@@ -128,6 +145,13 @@ impl Op for Binary {
                     BinKind::Mul => Ok(x.wrapping_mul(y)),
                     BinKind::Max => Ok(x.max(y)),
                     BinKind::Min => Ok(x.min(y)),
+                    BinKind::Mod | BinKind::Fmod => {
+                        let r = x
+                            .checked_rem(y)
+                            .ok_or_else(|| "integer Mod by zero".to_string())?;
+                        let adjust = k == BinKind::Mod && r != 0 && (r < 0) != (y < 0);
+                        Ok(if adjust { r + y } else { r })
+                    }
                     _ => x
                         .checked_div(y)
                         .ok_or_else(|| "integer division by zero".to_string()),
@@ -140,10 +164,25 @@ impl Op for Binary {
                     BinKind::Mul => Ok(x.wrapping_mul(y)),
                     BinKind::Max => Ok(x.max(y)),
                     BinKind::Min => Ok(x.min(y)),
+                    BinKind::Mod | BinKind::Fmod => {
+                        let r = x
+                            .checked_rem(y)
+                            .ok_or_else(|| "integer Mod by zero".to_string())?;
+                        let adjust = k == BinKind::Mod && r != 0 && (r < 0) != (y < 0);
+                        Ok(if adjust { r + y } else { r })
+                    }
                     _ => x
                         .checked_div(y)
                         .ok_or_else(|| "integer division by zero".to_string()),
                 })?)
+            }
+            (a, b) if matches!(k, BinKind::Mod | BinKind::Fmod) && a.dtype() == b.dtype() => {
+                // int8 and uint8: exactly in i64 (the remainder fits the operands' type).
+                let ints = |t: &Tensor| {
+                    ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_i64_vec()).expect("same shape")
+                };
+                let r = self.eval(&[Some(&Tensor::I64(ints(a))), Some(&Tensor::I64(ints(b)))])?;
+                r[0].cast(a.dtype())
             }
             (a, b) => {
                 return Err(format!(

@@ -14,12 +14,16 @@ pub mod batch_norm;
 pub mod binary;
 pub mod cast;
 pub mod clip;
+pub mod compare;
 pub mod concat;
 pub mod constant;
+pub mod constant_of_shape;
 pub mod conv;
 pub mod conv_integer;
 pub mod conv_transpose;
+pub mod depth_space;
 pub mod dequantize_linear;
+pub mod expand;
 pub mod flatten;
 pub mod gather;
 pub mod gemm;
@@ -27,6 +31,7 @@ pub mod global_average_pool;
 pub mod identity;
 pub mod internal;
 pub mod kernels;
+pub mod logic;
 pub mod matmul;
 pub mod matmul_integer;
 pub mod max_pool;
@@ -35,17 +40,21 @@ pub mod prelu;
 pub mod qlinear_conv;
 pub mod qlinear_matmul;
 pub mod quantize_linear;
+pub mod range;
 pub mod reduce_mean;
 pub mod relu;
 pub mod reshape;
 pub mod resize;
 pub mod shape;
+pub mod size;
 pub mod slice;
 pub mod softmax;
 pub mod split;
 pub mod squeeze;
+pub mod tile;
 pub mod transpose;
 pub mod unary;
+pub mod where_op;
 
 /// What an op's shape inference sees of an input tensor: its name, static fact and constant
 /// value (if any).
@@ -122,6 +131,15 @@ any_op! {
     Pad(pad::Pad),
     InsertZeros(internal::InsertZeros),
     ReduceMean(reduce_mean::ReduceMean),
+    Size(size::Size),
+    Range(range::Range),
+    ConstantOfShape(constant_of_shape::ConstantOfShape),
+    Expand(expand::Expand),
+    Tile(tile::Tile),
+    Compare(compare::Compare),
+    Where(where_op::Where),
+    DepthSpace(depth_space::DepthSpace),
+    Logic(logic::Logic),
 }
 
 /// An operator of the graph IR.

@@ -1,5 +1,6 @@
 //! Single-input element-wise functions of float tensors: `Sigmoid`, `HardSigmoid`,
-//! `HardSwish`, `Tanh`, `LeakyRelu`, `Erf`, `Exp`, `Gelu`, `Softplus`, `Mish`, `Sqrt`, and SiLU
+//! `HardSwish`, `Tanh`, `LeakyRelu`, `Erf`, `Exp`, `Gelu`, `Softplus`, `Mish`, `Sqrt`, `Floor`,
+//! `Ceil`, `Round`, and SiLU
 //! (`x * Sigmoid(x)`, which the graph passes fuse from its two ONNX nodes).
 //!
 //! [`Unary::apply`] is the one scalar definition: [`Op::eval`] maps it over a tensor, and the
@@ -41,6 +42,10 @@ pub enum UnaryKind {
     Silu,
     /// The square root (NaN below 0, as ONNX and IEEE 754 define it).
     Sqrt,
+    Floor,
+    Ceil,
+    /// To the nearest integer, halves to even (ONNX's `Round`, numpy's `round`).
+    Round,
 }
 
 /// A single-input element-wise float function.
@@ -121,6 +126,9 @@ impl UnaryKind {
             UnaryKind::Mish => "Mish",
             UnaryKind::Silu => "Silu",
             UnaryKind::Sqrt => "Sqrt",
+            UnaryKind::Floor => "Floor",
+            UnaryKind::Ceil => "Ceil",
+            UnaryKind::Round => "Round",
         }
     }
 }
@@ -159,6 +167,9 @@ impl Unary {
             UnaryKind::Mish => x * softplus(x).tanh(),
             UnaryKind::Silu => x * sigmoid(x),
             UnaryKind::Sqrt => x.sqrt(),
+            UnaryKind::Floor => x.floor(),
+            UnaryKind::Ceil => x.ceil(),
+            UnaryKind::Round => x.round_ties_even(),
         }
     }
 }

@@ -23,6 +23,8 @@ impl FromOnnx for Binary {
             "Pow" => BinKind::Pow,
             "Max" => BinKind::Max,
             "Min" => BinKind::Min,
+            "Mod" if ctx.int("fmod", 0)? != 0 => BinKind::Fmod,
+            "Mod" => BinKind::Mod,
             _ => BinKind::Div,
         };
         Ok(Binary::new(kind))

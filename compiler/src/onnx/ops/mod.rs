@@ -8,7 +8,8 @@ use crate::onnx::proto::{attribute_type, AttributeProto, NodeProto};
 pub use vta_runtime::ops::{arg, axis, in_const, in_fact, to_usizes, Activation, Op, TensorInfo};
 /// Ops with no ONNX attributes: nothing to parse.
 pub use vta_runtime::ops::{
-    global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, relu,
+    expand, global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, range, relu,
+    size, tile, where_op,
 };
 
 pub mod average_pool;
@@ -16,17 +17,21 @@ pub mod batch_norm;
 pub mod binary;
 pub mod cast;
 pub mod clip;
+pub mod compare;
 pub mod concat;
 pub mod constant;
+pub mod constant_of_shape;
 pub mod conv;
 pub mod conv_integer;
 pub mod conv_transpose;
+pub mod depth_space;
 pub mod dequantize_linear;
 pub mod flatten;
 pub mod gather;
 pub mod gemm;
 pub mod identity;
 pub mod kernels;
+pub mod logic;
 pub mod max_pool;
 pub mod pad;
 pub mod prelu;
@@ -147,7 +152,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Conv" => Box::new(conv::Conv::parse(ctx)?),
         "Gemm" => Box::new(gemm::Gemm::parse(ctx)?),
         "MatMul" => Box::new(matmul::MatMul),
-        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" => {
+        "Add" | "Sub" | "Mul" | "Div" | "Pow" | "Max" | "Min" | "Mod" => {
             Box::new(binary::Binary::parse(ctx)?)
         }
         "Relu" => Box::new(relu::Relu),
@@ -166,6 +171,12 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "QLinearMatMul" => Box::new(qlinear_matmul::QLinearMatMul),
         "ConvInteger" => Box::new(conv_integer::ConvInteger::parse(ctx)?),
         "MatMulInteger" => Box::new(matmul_integer::MatMulInteger),
+        // The IR holds bools as uint8 0/1, so a cast to bool is `x != 0`.
+        "Cast" if ctx.int("to", 0)? == i64::from(crate::onnx::proto::data_type::BOOL) => {
+            Box::new(compare::Compare {
+                kind: compare::CompareKind::NonZero,
+            })
+        }
         "Cast" => Box::new(cast::Cast::parse(ctx)?),
         "Identity" | "Dropout" => Box::new(identity::Identity::parse(ctx)?),
         "Constant" => Box::new(constant::Constant::parse(ctx)?),
@@ -174,7 +185,9 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Squeeze" | "Unsqueeze" => Box::new(squeeze::Squeeze::parse(ctx)?),
         "Transpose" => Box::new(transpose::Transpose::parse(ctx)?),
         "Sigmoid" | "HardSigmoid" | "HardSwish" | "Tanh" | "LeakyRelu" | "Erf" | "Exp" | "Gelu"
-        | "Softplus" | "Mish" | "Sqrt" => Box::new(unary::Unary::parse(ctx)?),
+        | "Softplus" | "Mish" | "Sqrt" | "Floor" | "Ceil" | "Round" => {
+            Box::new(unary::Unary::parse(ctx)?)
+        }
         "PRelu" => Box::new(prelu::PRelu),
         "Resize" | "Upsample" => Box::new(resize::Resize::parse(ctx)?),
         "ConvTranspose" => Box::new(conv_transpose::ConvTranspose::parse(ctx)?),
@@ -182,6 +195,17 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "Slice" => Box::new(slice::Slice::parse(ctx)?),
         "Pad" => Box::new(pad::Pad::parse(ctx)?),
         "ReduceMean" => Box::new(reduce_mean::ReduceMean::parse(ctx)?),
+        "Size" => Box::new(size::Size),
+        "Range" => Box::new(range::Range),
+        "ConstantOfShape" => Box::new(constant_of_shape::ConstantOfShape::parse(ctx)?),
+        "Expand" => Box::new(expand::Expand),
+        "Tile" => Box::new(tile::Tile),
+        "Where" => Box::new(where_op::Where),
+        "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" => {
+            Box::new(compare::Compare::parse(ctx)?)
+        }
+        "SpaceToDepth" | "DepthToSpace" => Box::new(depth_space::DepthSpace::parse(ctx)?),
+        "Not" | "And" | "Or" | "Xor" => Box::new(logic::Logic::parse(ctx)?),
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }

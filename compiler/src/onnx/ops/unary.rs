@@ -29,6 +29,9 @@ impl FromOnnx for Unary {
             "Softplus" => UnaryKind::Softplus,
             "Mish" => UnaryKind::Mish,
             "Sqrt" => UnaryKind::Sqrt,
+            "Floor" => UnaryKind::Floor,
+            "Ceil" => UnaryKind::Ceil,
+            "Round" => UnaryKind::Round,
             other => return Err(format!("{other} is not an element-wise function")),
         };
         Ok(Unary::new(kind))

@@ -8,7 +8,8 @@
 //! - Add, Sub and Mul of two tensors (one possibly `[N, C, 1, 1]`) to [`QBinary`] (or
 //!   [`QAdd`] for a plain residual add);
 //! - nearest Resize by integer factors to [`QUpsample`]; other data movement (Split, Slice,
-//!   Transpose, Pad, nearest Resize) to exact CPU steps on the int8 data;
+//!   Transpose, Pad, nearest Resize, SpaceToDepth, DepthToSpace, Expand, Tile) to exact CPU
+//!   steps on the int8 data;
 //! - ConvTranspose to an `InsertZeros` CPU step and a stride-1 [`QConv2d`]; AveragePool to a
 //!   depthwise [`QConv2d`] of constant weights; Concat of differently quantized inputs to
 //!   rescaling [`QAffine`] layers and an int8 concatenation.
@@ -395,6 +396,7 @@ impl<'g> Lowerer<'g> {
                 return Err("division of a constant by a tensor (not affine)".into())
             }
             (BinKind::Pow, _) => return Err("Pow is not affine".into()),
+            (BinKind::Mod | BinKind::Fmod, _) => return Err("Mod is not affine".into()),
             (BinKind::Max | BinKind::Min, _) => {
                 return Err(format!(
                     "{} by a constant of several values (a per-element bound, not a clamp)",
@@ -487,7 +489,9 @@ impl<'g> Lowerer<'g> {
             }
             BinKind::Div => return Err("division of two tensors".into()),
             BinKind::Pow => return Err("Pow of two tensors".into()),
-            BinKind::Max | BinKind::Min => return Err(format!("{} of two tensors", bin.op_type())),
+            BinKind::Max | BinKind::Min | BinKind::Mod | BinKind::Fmod => {
+                return Err(format!("{} of two tensors", bin.op_type()))
+            }
         };
         self.check_muls(&requant)?;
         let c = RequantChoice {
@@ -587,8 +591,9 @@ impl<'g> Lowerer<'g> {
         Ok(())
     }
 
-    /// A data-movement op (Split, Slice, Transpose, Pad, nearest Resize) as an exact CPU step
-    /// on the int8 tensor; its outputs keep the input's quantization.
+    /// A data-movement op (Split, Slice, Transpose, Pad, nearest Resize, SpaceToDepth,
+    /// DepthToSpace, Expand, Tile) as an exact CPU step on the int8 tensor; its outputs keep
+    /// the input's quantization.
     pub(super) fn move_int8(&mut self, ix: NodeIndex, reason: &str) -> R<()> {
         let n = &self.g.dag[ix];
         let xt = n.inputs[0].ok_or("no input")?;

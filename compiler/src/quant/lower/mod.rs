@@ -31,7 +31,9 @@ use crate::graph::ops::concat::Concat;
 use crate::graph::ops::conv::Conv;
 use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::conv_transpose::ConvTranspose;
+use crate::graph::ops::depth_space::DepthSpace;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::expand::Expand;
 use crate::graph::ops::flatten::Flatten;
 use crate::graph::ops::gemm::Gemm;
 use crate::graph::ops::global_average_pool::GlobalAveragePool;
@@ -51,6 +53,7 @@ use crate::graph::ops::resize::Resize;
 use crate::graph::ops::slice::Slice;
 use crate::graph::ops::split::Split;
 use crate::graph::ops::squeeze::Squeeze;
+use crate::graph::ops::tile::Tile;
 use crate::graph::ops::transpose::Transpose;
 use crate::graph::ops::unary::Unary;
 use crate::graph::ops::{Activation, Op};
@@ -468,7 +471,12 @@ impl<'g> Lowerer<'g> {
             self.reshape_int8(ix)
         } else if any.is::<Split>() || any.is::<Slice>() {
             self.channel_slices(ix)
-        } else if any.is::<Transpose>() || any.is::<Pad>() {
+        } else if any.is::<Transpose>()
+            || any.is::<Pad>()
+            || any.is::<DepthSpace>()
+            || any.is::<Expand>()
+            || any.is::<Tile>()
+        {
             self.move_int8(ix, "data movement on the int8 tensor (exact)")
         } else if any.is::<Resize>() {
             self.resize(ix)
