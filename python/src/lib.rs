@@ -1028,6 +1028,99 @@ impl PyCompiledModel {
         )
     }
 
+    /// run_pool(inputs, schedule="auto", devices="fsim,fsim", cpu_threads=2, in_flight=1,
+    /// trace=None, check=False) -> (list[numpy.ndarray], dict)
+    ///
+    /// Runs the samples on a pool of accelerators and CPU worker threads with a scheduling
+    /// policy (`vta run --schedule`): `devices` is a comma-separated list of backends, one
+    /// worker each. Returns the outputs (bit-identical to `run`'s under every policy) and the
+    /// pool's report: throughput, latency, per-worker utilization, overlap, the lower bound.
+    /// `trace` writes the timeline as Chrome-trace JSON; `check` compares the outputs with a
+    /// serial run's.
+    #[pyo3(signature = (inputs, schedule = "auto", devices = "fsim,fsim", cpu_threads = 2,
+        in_flight = 1, trace = None, check = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn run_pool(
+        &self,
+        py: Python<'_>,
+        inputs: &Bound<'_, PyAny>,
+        schedule: &str,
+        devices: &str,
+        cpu_threads: usize,
+        in_flight: usize,
+        trace: Option<PathBuf>,
+        check: bool,
+    ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
+        use vta::cmd::pool::{check_against_serial, run_pool, PoolArgs};
+        let policy = schedule
+            .parse()
+            .map_err(|e: String| PyValueError::new_err(e))?;
+        if cpu_threads == 0 || in_flight == 0 {
+            return Err(PyValueError::new_err(
+                "cpu_threads and in_flight must be at least 1",
+            ));
+        }
+        let model = &*self.model;
+        let file = self.file.clone().unwrap_or_else(|| model.source.clone());
+        let tensors = self.read_inputs(inputs)?;
+        let facts: Vec<_> = model
+            .plan
+            .inputs
+            .iter()
+            .map(|&v| model.plan.values[v].fact.clone())
+            .collect();
+        let runs = runtime_io::split_samples(tensors, &self.input_names(), &facts)
+            .map_err(|e| InputError::new_err(e))?;
+        let args = PoolArgs {
+            schedule: Some(policy),
+            devices: Some(devices.to_string()),
+            cpu_threads: Some(cpu_threads),
+            in_flight: Some(in_flight),
+            trace,
+        };
+        let owned = Arc::clone(&self.model);
+        // Devices other than the RTL simulator ignore these; RTL devices get its defaults.
+        let rtl = RtlArgs {
+            mem_latency: None,
+            mem_bytes_per_cycle: None,
+            hang_cycles: None,
+            mem_stall_percent: None,
+            mem_stall_seed: None,
+        };
+        let pool = interruptible(py, move || -> Result<_, PyErr> {
+            let model = &*owned;
+            let run = run_pool(model, &runs, &args, &Backend::Fsim, &rtl, &file)
+                .map_err(|e| {
+                    let msg = vta::message(&e);
+                    if msg.contains("cannot start the pool") {
+                        BackendError::new_err(msg)
+                    } else {
+                        RunError::new_err(msg)
+                    }
+                })?;
+            if check {
+                check_against_serial(model, &runs, &run.outputs)
+                    .map_err(|e| CheckError::new_err(vta::message(&e)))?;
+            }
+            Ok(run)
+        })??;
+        let mut outs = Vec::new();
+        for k in 0..model.plan.outputs.len() {
+            let per_sample: Vec<Tensor> = pool.outputs.iter().map(|o| o[k].clone()).collect();
+            let t = if per_sample.len() == 1 {
+                per_sample.into_iter().next().expect("one sample")
+            } else {
+                runtime_io::concat_samples(&per_sample)
+                    .map_err(|e| RunError::new_err(format!("output {k}: {e}")))?
+            };
+            outs.push(tensor_to_py(py, t));
+        }
+        let mut doc = pool.json;
+        doc["table"] = serde_json::Value::String(pool.text);
+        doc["checked"] = serde_json::Value::Bool(check);
+        Ok((outs, json_to_py(py, &doc)?))
+    }
+
     /// The compiled-model file's bytes (what `save` writes and `vta run` reads).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let b = self

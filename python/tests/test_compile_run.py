@@ -61,6 +61,28 @@ def test_stacked_samples_and_accuracy(model, digits):
     assert y[3:4].tobytes() == y3.tobytes()
 
 
+@pytest.mark.parametrize("schedule", ["serial", "pipeline", "by-op", "by-path", "dynamic", "auto"])
+def test_run_pool_equals_run_under_every_schedule(model, digits, tmp_path, schedule):
+    test = digits["test"][:6]
+    (want,) = model.run(test)
+    trace = tmp_path / "t.json"
+    (got,), report = model.run_pool(test, schedule=schedule, devices="fsim,fsim",
+                                    in_flight=3, trace=trace, check=True)
+    assert got.tobytes() == want.tobytes()
+    assert report["samples"] == 6 and report["checked"] is True
+    assert len(report["devices"]) == 4  # two accelerators and two CPU workers
+    assert "traceEvents" in trace.read_text()
+
+
+def test_run_pool_refuses_bad_options(model, x):
+    with pytest.raises(ValueError, match="unknown schedule 'fastest'"):
+        model.run_pool(x, schedule="fastest")
+    with pytest.raises(ValueError, match="at least 1"):
+        model.run_pool(x, in_flight=0)
+    with pytest.raises(vta.BackendError):
+        model.run_pool(x, devices="fsim,gpu")
+
+
 def test_run_report_and_check(model, x):
     outs, rep = model.run_with_report({"image": x}, check=True)
     assert outs[0].shape == (1, 10)

@@ -109,6 +109,16 @@ class CompiledModel:
         mem_bytes_per_cycle: Optional[int] = None,
         hang_cycles: Optional[int] = None,
     ) -> Tuple[List[np.ndarray], Dict[str, Any]]: ...
+    def run_pool(
+        self,
+        inputs: _Inputs,
+        schedule: str = "auto",
+        devices: str = "fsim,fsim",
+        cpu_threads: int = 2,
+        in_flight: int = 1,
+        trace: Optional[Union[str, "os.PathLike[str]"]] = None,
+        check: bool = False,
+    ) -> Tuple[List[np.ndarray], Dict[str, Any]]: ...
     def save(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
     def to_bytes(self) -> bytes: ...
     @property
