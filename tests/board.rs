@@ -267,13 +267,7 @@ fn digit_runs(model: &vta_runtime::Model, n: usize) -> Vec<Vec<vta_runtime::Tens
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("compiler/tests/data");
     let digits = isa::npy::read_file(&data.join("digits_test.npy")).unwrap();
     let all = vta_runtime::io::tensor_from_npy(&digits).unwrap();
-    let v = model.plan.inputs[0];
-    let mut runs = vta_runtime::io::split_samples(
-        vec![all],
-        &[model.plan.values[v].name.clone()],
-        &[model.plan.values[v].fact.clone()],
-    )
-    .unwrap();
+    let mut runs = model.split_samples(vec![all]).unwrap();
     runs.truncate(n);
     runs
 }

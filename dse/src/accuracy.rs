@@ -113,13 +113,9 @@ impl EvalSet {
                 plan.inputs.len()
             ));
         }
-        let v = plan.inputs[0];
-        let runs = runtime::split_samples(
-            vec![self.input.clone()],
-            &[plan.values[v].name.clone()],
-            &[plan.values[v].fact.clone()],
-        )
-        .map_err(|e| format!("{}: {e}", self.name))?;
+        let runs = model
+            .split_samples(vec![self.input.clone()])
+            .map_err(|e| format!("{}: {e}", self.name))?;
         let mut dev = FsimDevice::new(&model.config);
         let dev: &mut dyn Device = &mut dev;
         let mut resident = model

@@ -884,14 +884,8 @@ impl PyCompiledModel {
         rtl.refuse_unless_rtl(&backend, &[])
             .map_err(|e| BackendError::new_err(vta::message(&e)))?;
         let tensors = self.read_inputs(inputs)?;
-        let names = self.input_names();
-        let facts: Vec<_> = model
-            .plan
-            .inputs
-            .iter()
-            .map(|&v| model.plan.values[v].fact.clone())
-            .collect();
-        let runs = runtime_io::split_samples(tensors, &names, &facts)
+        let runs = model
+            .split_samples(tensors)
             .map_err(|e| InputError::new_err(e))?;
         let n_runs = runs.len();
         // The device is opened and the model run on this thread with the GIL released; after
@@ -1063,13 +1057,8 @@ impl PyCompiledModel {
         let model = &*self.model;
         let file = self.file.clone().unwrap_or_else(|| model.source.clone());
         let tensors = self.read_inputs(inputs)?;
-        let facts: Vec<_> = model
-            .plan
-            .inputs
-            .iter()
-            .map(|&v| model.plan.values[v].fact.clone())
-            .collect();
-        let runs = runtime_io::split_samples(tensors, &self.input_names(), &facts)
+        let runs = model
+            .split_samples(tensors)
             .map_err(|e| InputError::new_err(e))?;
         let args = PoolArgs {
             schedule: Some(policy),

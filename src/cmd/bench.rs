@@ -366,19 +366,8 @@ fn schedule(a: ScheduleBenchArgs) -> Result<String> {
     }
     let stacked = super::run::read_inputs(&model, &a.inputs)?;
     // Stacked samples: the first one.
-    let names: Vec<String> = model
-        .plan
-        .inputs
-        .iter()
-        .map(|&v| model.plan.values[v].name.clone())
-        .collect();
-    let facts: Vec<_> = model
-        .plan
-        .inputs
-        .iter()
-        .map(|&v| model.plan.values[v].fact.clone())
-        .collect();
-    let inputs = vta_runtime::io::split_samples(stacked, &names, &facts)
+    let inputs = model
+        .split_samples(stacked)
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?
         .into_iter()
         .next()

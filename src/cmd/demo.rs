@@ -94,13 +94,10 @@ pub fn evaluate_digits(
     let fp32 = argmax_rows(&embedded("fp32 outputs", digits::FP32_OUTPUT_NPY)?);
     let input =
         runtime::tensor_from_npy(&test).map_err(|e| anyhow!("embedded test digits: {e}"))?;
-    let v = model.plan.inputs[0];
-    let runs = runtime::split_samples(
-        vec![input],
-        &[model.plan.values[v].name.clone()],
-        &[model.plan.values[v].fact.clone()],
-    )
-    .map_err(|e| anyhow!("embedded test digits: {e}"))?;
+    let runs = model
+        .model
+        .split_samples(vec![input])
+        .map_err(|e| anyhow!("embedded test digits: {e}"))?;
     let samples = run_samples(&model, dev, &runs, true, SOURCE).context("the digits run failed")?;
     let ours = samples.outputs[0]
         .iter()

@@ -273,20 +273,9 @@ pub fn run(a: RunArgs) -> Result<String> {
     let budget = a.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET);
     let model = Model::read(&bytes, &file, select.as_ref(), budget)?;
     let inputs = read_inputs(&model, &a.inputs)?;
-    let names: Vec<String> = model
-        .plan
-        .inputs
-        .iter()
-        .map(|&v| model.plan.values[v].name.clone())
-        .collect();
-    let facts: Vec<_> = model
-        .plan
-        .inputs
-        .iter()
-        .map(|&v| model.plan.values[v].fact.clone())
-        .collect();
-    let runs =
-        runtime::split_samples(inputs, &names, &facts).map_err(|e| anyhow!("{file}: {e}"))?;
+    let runs = model
+        .split_samples(inputs)
+        .map_err(|e| anyhow!("{file}: {e}"))?;
     if a.outputs.len() > model.plan.outputs.len() {
         bail!(
             "{} --output files given, but the model has {} output(s)",

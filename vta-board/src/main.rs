@@ -15,7 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use drivers::board::{bitstream, clock, BoardDevice, BoardOptions, BoardPaths, RegisterWindow};
 use drivers::remote::{serve, ServeOptions, TOKEN_ENV};
 use isa::npy;
-use vta_runtime::io::{concat_samples, split_samples, tensor_from_npy, tensor_to_npy};
+use vta_runtime::io::{concat_samples, tensor_from_npy, tensor_to_npy};
 use vta_runtime::resident::LoadOptions;
 
 #[derive(Parser)]
@@ -321,17 +321,9 @@ fn run_model(
             tensor_from_npy(&a).map_err(|e| anyhow!("{}: {e}", p.display()))
         })
         .collect::<Result<Vec<_>>>()?;
-    let names: Vec<String> = plan
-        .inputs
-        .iter()
-        .map(|&v| plan.values[v].name.clone())
-        .collect();
-    let facts: Vec<_> = plan
-        .inputs
-        .iter()
-        .map(|&v| plan.values[v].fact.clone())
-        .collect();
-    let runs = split_samples(tensors, &names, &facts).map_err(|e| anyhow!("inputs: {e}"))?;
+    let runs = model
+        .split_samples(tensors)
+        .map_err(|e| anyhow!("inputs: {e}"))?;
 
     let opts = board.options(Duration::from_secs_f64(timeout))?;
     let mut dev = BoardDevice::open(&model.config, &opts)?;

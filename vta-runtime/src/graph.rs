@@ -411,14 +411,14 @@ impl TaskGraph {
     }
 }
 
+/// Hand-built graphs for the tests of this module and of the executor.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A task reading and writing the given values (kind by position: even launches).
-    fn t(i: usize, reads: &[ValueId], writes: &[ValueId]) -> Task {
+impl Task {
+    /// The task of step `i` alone (launch `i` or CPU step `i`), reading and writing `reads`
+    /// and `writes`.
+    pub(crate) fn of_step(i: usize, launch: bool, reads: &[ValueId], writes: &[ValueId]) -> Task {
         Task {
-            kind: if i % 2 == 0 {
+            kind: if launch {
                 TaskKind::Launch(i)
             } else {
                 TaskKind::Cpu(i)
@@ -427,6 +427,16 @@ mod tests {
             reads: reads.to_vec(),
             writes: writes.to_vec(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task reading and writing the given values (kind by position: even launches).
+    fn t(i: usize, reads: &[ValueId], writes: &[ValueId]) -> Task {
+        Task::of_step(i, i % 2 == 0, reads, writes)
     }
 
     /// Input 0 -> task 0 -> (1: a branch of two tasks 1, 2), (3), (4) -> join 5.

@@ -105,6 +105,19 @@ pub struct Model {
 }
 
 impl Model {
+    /// The model's inputs given stacked (several samples along the first axis, or one) as
+    /// one list of inputs per sample ([`crate::io::split_samples`] with the model's input
+    /// names and types).
+    pub fn split_samples(&self, stacked: Vec<Tensor>) -> Result<Vec<Vec<Tensor>>, String> {
+        let (names, facts): (Vec<String>, Vec<Fact>) = self
+            .plan
+            .inputs
+            .iter()
+            .map(|&v| (self.plan.values[v].name.clone(), self.plan.values[v].fact.clone()))
+            .unzip();
+        crate::io::split_samples(stacked, &names, &facts)
+    }
+
     /// Reads a compiled-model file; `file` names it in errors. The model runs on its own
     /// config, within the default memory budget.
     pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Model, Error> {

@@ -169,14 +169,9 @@ pub fn run(a: ServeBenchArgs) -> Result<String> {
     };
     let test = npy::decode(digits::TEST_NPY).map_err(|e| anyhow!("test digits: {e}"))?;
     let input = runtime::tensor_from_npy(&test).map_err(|e| anyhow!("test digits: {e}"))?;
-    let plan = &models[0].plan;
-    let v = plan.inputs[0];
-    let samples = runtime::split_samples(
-        vec![input],
-        &[plan.values[v].name.clone()],
-        &[plan.values[v].fact.clone()],
-    )
-    .map_err(|e| anyhow!("test digits: {e}"))?;
+    let samples = models[0]
+        .split_samples(vec![input])
+        .map_err(|e| anyhow!("test digits: {e}"))?;
     // The local runs every remote one must equal.
     let mut local = FsimDevice::new(&cfg);
     let mut want = Vec::new();

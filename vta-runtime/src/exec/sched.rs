@@ -428,16 +428,7 @@ mod tests {
     use crate::graph::Task;
 
     fn t(i: usize, launch: bool, reads: &[usize], writes: &[usize]) -> Task {
-        Task {
-            kind: if launch {
-                TaskKind::Launch(i)
-            } else {
-                TaskKind::Cpu(i)
-            },
-            steps: vec![i],
-            reads: reads.to_vec(),
-            writes: writes.to_vec(),
-        }
+        Task::of_step(i, launch, reads, writes)
     }
 
     /// CPU 0 -> launches 1, 2, 3 in parallel -> CPU join 4.

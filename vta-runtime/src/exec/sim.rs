@@ -348,19 +348,10 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::graph::{Task, TaskKind};
+    use crate::graph::Task;
 
     fn t(i: usize, launch: bool, reads: &[usize], writes: &[usize]) -> Task {
-        Task {
-            kind: if launch {
-                TaskKind::Launch(i)
-            } else {
-                TaskKind::Cpu(i)
-            },
-            steps: vec![i],
-            reads: reads.to_vec(),
-            writes: writes.to_vec(),
-        }
+        Task::of_step(i, launch, reads, writes)
     }
 
     /// CPU 0 -> launches 1 and 2 in parallel -> CPU join 3.
