@@ -71,7 +71,7 @@ fn draw(root: &Area, x: &Exploration) -> DrawResult {
         .collect();
     let hidden = x.points.len() - shown.len();
     let title = format!(
-        "{} on {}: accelerator latency vs resources, {} configs{}",
+        "{} on {}: accelerator latency vs resources, {} configs{}{}",
         x.network,
         x.target.name,
         shown.len(),
@@ -79,7 +79,10 @@ fn draw(root: &Area, x: &Exploration) -> DrawResult {
             format!(" ({hidden} not shown: not synthesized or not measured)")
         } else {
             String::new()
-        }
+        },
+        x.eval
+            .as_ref()
+            .map_or_else(String::new, |set| format!("; labels: top-1 on the {set}"))
     );
     let (head, body) = root.split_vertically(44);
     head.draw(&Text::new(
@@ -153,6 +156,18 @@ fn panel(
         .draw_series(fit.iter().map(|p| Circle::new(xy(p), 4, FIT.filled())))?
         .label("fits")
         .legend(|c| Circle::new(c, 4, FIT.filled()));
+    // With an evaluation set, each config that fits carries its top-1 accuracy.
+    chart.draw_series(fit.iter().filter_map(|p| {
+        let a = p.accuracy()?;
+        Some(
+            EmptyElement::at(xy(p))
+                + Text::new(
+                    format!("{:.1}%", 100.0 * a),
+                    (6, 2),
+                    ("sans-serif", 11).into_font().color(&BLACK),
+                ),
+        )
+    }))?;
 
     let coords: Vec<(f64, f64)> = fit.iter().map(|p| xy(p)).collect();
     let stair: Vec<(f64, f64)> = staircase(&coords).into_iter().map(|i| coords[i]).collect();

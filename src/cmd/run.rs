@@ -295,7 +295,6 @@ pub fn run(a: RunArgs) -> Result<String> {
     } = run_samples(&model, dev.as_mut(), &runs, a.check, &file)?;
 
     let mut text = String::new();
-    let mut json_outputs = Vec::new();
     let (na, nc) = model.counts();
     writeln!(
         text,
@@ -310,40 +309,8 @@ pub fn run(a: RunArgs) -> Result<String> {
             String::new()
         }
     )?;
-    for (k, &v) in model.plan.outputs.iter().enumerate() {
-        let t = if runs.len() == 1 {
-            outputs[k][0].clone()
-        } else {
-            runtime::concat_samples(&outputs[k]).map_err(|e| anyhow!("output {k}: {e}"))?
-        };
-        let pv = &model.plan.values[v];
-        json_outputs.push(serde_json::json!({
-            "name": pv.name,
-            "type": t.fact().to_string(),
-            "file": a.outputs.get(k).map(|p| p.display().to_string()),
-            "top5": if runs.len() == 1 { top5(&t) } else { None },
-        }));
-        match a.outputs.get(k) {
-            Some(path) => {
-                let (elem, shape, data) = runtime::tensor_to_npy(&t);
-                npy::write_file(path, elem, &shape, &data)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                writeln!(
-                    text,
-                    "output '{}' {} -> {}",
-                    pv.name,
-                    t.fact(),
-                    path.display()
-                )?;
-            }
-            None => writeln!(text, "output '{}' {}", pv.name, t.fact())?,
-        }
-        if runs.len() == 1 {
-            if let Some(s) = top5(&t) {
-                writeln!(text, "  {s}")?;
-            }
-        }
-    }
+    let (written, json_outputs) = write_outputs(&a, &model, &outputs)?;
+    text.push_str(&written);
     if a.json {
         let check = checked.map(|(layers, accel, elements)| {
             serde_json::json!({"bit_exact": true, "layers": layers, "accel_layers": accel, "elements": elements})
