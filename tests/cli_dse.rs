@@ -306,6 +306,8 @@ fn a_width_sweep_with_accuracy_trades_accuracy_for_block_ram() {
         .collect();
     assert_eq!(w4_row[col("accuracy")], "0.9700", "{csv}");
     assert_eq!(w4_row[col("wgt_width")], "4", "{csv}");
+    let svg = std::fs::read_to_string(dir.join("out/pareto.svg")).unwrap();
+    assert!(svg.contains("97.0%") && svg.contains("labels: top-1 on the digits test set"));
     // A model of its own needs labelled samples.
     let e = fails(vta_dse(
         &dir,
