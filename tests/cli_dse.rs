@@ -313,5 +313,99 @@ fn a_width_sweep_with_accuracy_trades_accuracy_for_block_ram() {
         &dir,
         &["--net", "resnet18", "--size", "32", "--accuracy"],
     ));
-    assert!(e.contains("--accuracy needs labelled samples for resnet18-32"), "{e}");
+    assert!(
+        e.contains("--accuracy needs labelled samples for resnet18-32"),
+        "{e}"
+    );
+}
+
+/// A sweep run as two shards (one by `--shard`, one as a Slurm array task would, from the
+/// environment) and merged from the cache equals the same sweep on one machine, byte for
+/// byte; a merge with a shard missing names its configs and the command that reruns it.
+#[test]
+fn a_sharded_sweep_merges_to_the_single_machine_results() {
+    let fixtures = |dir: &Path| {
+        let default = isa::HwConfig::default();
+        let tool = "test fixture (yosys 0.23 synth_xilinx figures of vta hw report)";
+        fixture(dir, &default, tool, 30395, 18551, 176, 109.5);
+        fixture(
+            dir,
+            &default.with_widths(8, 4, 32).unwrap(),
+            tool,
+            29384,
+            15672,
+            176,
+            81.0,
+        );
+    };
+    let sweep = [
+        "--net",
+        "digits",
+        "--wgt-width",
+        "4,8",
+        "--jobs",
+        "1",
+        "-o",
+        "out",
+    ];
+    let with = |extra: &[&str]| -> Vec<String> {
+        sweep.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let one = scratch("dse_single");
+    fixtures(&one);
+    let args = with(&[]);
+    ok(vta_dse(
+        &one,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    ));
+    let want = std::fs::read_to_string(one.join("out/results.csv")).unwrap();
+
+    let dir = scratch("dse_sharded");
+    fixtures(&dir);
+    let run = |extra: &[&str]| {
+        vta_dse(
+            &dir,
+            &with(extra).iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+    };
+    let text = ok(run(&["--shard", "0/2"]));
+    assert!(
+        text.contains("shard 0/2: 1 of the sweep's 2 configs are in the cache"),
+        "{text}"
+    );
+    assert!(
+        !dir.join("out/results.csv").exists(),
+        "a shard writes no results"
+    );
+    // (Not `fails`: the sweep's progress lines come first on stderr.)
+    let out = run(&["--merge", "2"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8(out.stderr).unwrap();
+    assert!(e.contains("error: digits on xc7z020"), "{e}");
+    assert!(
+        e.contains("the merge is incomplete: results of 1 config(s)"),
+        "{e}"
+    );
+    assert!(
+        e.contains("(shard 1/2): vta dse --net digits --wgt-width 4,8"),
+        "{e}"
+    );
+    assert!(e.contains("--shard 1/2"), "{e}");
+    // The other shard as a Slurm array task runs it.
+    let slurm = Command::new(env!("CARGO_BIN_EXE_vta"))
+        .arg("dse")
+        .args(sweep)
+        .current_dir(&dir)
+        .env("VTA_CACHE_DIR", dir.join("cache"))
+        .env("SLURM_ARRAY_TASK_ID", "1")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .output()
+        .unwrap();
+    assert!(ok(slurm).contains("shard 1/2"));
+    let text = ok(run(&["--merge", "2"]));
+    assert!(text.contains("0 compiled, 0 synthesized"), "{text}");
+    let got = std::fs::read_to_string(dir.join("out/results.csv")).unwrap();
+    assert_eq!(got, want);
+    let e = fails(run(&["--shard", "2/2"]));
+    assert!(e.contains("the index must be below the count"), "{e}");
 }

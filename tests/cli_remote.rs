@@ -276,9 +276,19 @@ fn serve_help_is_true() {
 #[test]
 fn bench_serve_runs_every_client_through_the_queue_bit_exactly() {
     let out = ok(vta(&[
-        "bench", "serve", "--clients", "6", "--runs", "3", "--max-clients", "2",
+        "bench",
+        "serve",
+        "--clients",
+        "6",
+        "--runs",
+        "3",
+        "--max-clients",
+        "2",
     ]));
     assert!(out.contains("runs: 18 of 18 done"), "{out}");
-    assert!(out.contains("byte-identical to a local run: 18 of 18"), "{out}");
+    assert!(
+        out.contains("byte-identical to a local run: 18 of 18"),
+        "{out}"
+    );
     assert!(out.contains("wait for a session"), "{out}");
 }

@@ -35,7 +35,10 @@ fn prose_lines(text: &str) -> Vec<String> {
             continue;
         }
         if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
-            let marker: String = trimmed.chars().take_while(|&c| c == '`' || c == '~').collect();
+            let marker: String = trimmed
+                .chars()
+                .take_while(|&c| c == '`' || c == '~')
+                .collect();
             fence = Some(marker);
             out.push(String::new());
             continue;
@@ -104,7 +107,10 @@ fn links(text: &str) -> Vec<Link> {
                 if !t[..close].contains('(') {
                     let target = t[close + 2..].split_whitespace().next().unwrap_or("");
                     if !target.is_empty() {
-                        found.push(Link { line: line_no, target: target.trim_matches(['<', '>']).to_string() });
+                        found.push(Link {
+                            line: line_no,
+                            target: target.trim_matches(['<', '>']).to_string(),
+                        });
                     }
                     continue;
                 }
@@ -129,7 +135,10 @@ fn links(text: &str) -> Vec<Link> {
             }
             let target = line[start..end].trim_matches(['<', '>']).to_string();
             if !target.is_empty() {
-                found.push(Link { line: line_no, target });
+                found.push(Link {
+                    line: line_no,
+                    target,
+                });
             }
             i = end.max(start);
         }
@@ -157,11 +166,19 @@ fn slug(text: &str) -> String {
 /// The text a heading's line renders to: code spans keep their text without backticks,
 /// links their label, emphasis markers (`*`) go.
 fn heading_text(raw: &str) -> String {
-    let mut s = raw.trim().trim_end_matches('#').trim().replace('`', "").replace('*', "");
+    let mut s = raw
+        .trim()
+        .trim_end_matches('#')
+        .trim()
+        .replace(['`', '*'], "");
     // [label](target) -> label
     while let Some(open) = s.find('[') {
-        let Some(mid) = s[open..].find("](").map(|m| open + m) else { break };
-        let Some(close) = s[mid..].find(')').map(|c| mid + c) else { break };
+        let Some(mid) = s[open..].find("](").map(|m| open + m) else {
+            break;
+        };
+        let Some(close) = s[mid..].find(')').map(|c| mid + c) else {
+            break;
+        };
         s = format!("{}{}{}", &s[..open], &s[open + 1..mid], &s[close + 1..]);
     }
     s
@@ -281,7 +298,9 @@ fn check(root: &Path, files: &[PathBuf]) -> Vec<String> {
 
 /// Every `.md` file under `dir` (relative to `root`), not following symbolic links.
 fn markdown_under(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(root.join(dir)) else { return };
+    let Ok(entries) = fs::read_dir(root.join(dir)) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.flatten().collect();
     entries.sort_by_key(|e| e.file_name());
     for e in entries {
@@ -300,15 +319,24 @@ fn readme_and_guide_links_resolve() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = vec![PathBuf::from("README.md")];
     markdown_under(root, Path::new("docs/src"), &mut files);
-    assert!(files.len() > 5, "expected the guide's chapters under docs/src, found {files:?}");
+    assert!(
+        files.len() > 5,
+        "expected the guide's chapters under docs/src, found {files:?}"
+    );
     let problems = check(root, &files);
-    assert!(problems.is_empty(), "{} broken link(s):\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} broken link(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn every_chapter_is_in_the_summary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let summary = fs::read_to_string(root.join("docs/src/SUMMARY.md")).expect("docs/src/SUMMARY.md");
+    let summary =
+        fs::read_to_string(root.join("docs/src/SUMMARY.md")).expect("docs/src/SUMMARY.md");
     let listed: HashSet<PathBuf> = links(&summary)
         .into_iter()
         .map(|l| normalize(&Path::new("docs/src").join(l.target.split('#').next().unwrap())))
@@ -319,7 +347,10 @@ fn every_chapter_is_in_the_summary() {
         .iter()
         .filter(|f| f.file_name().unwrap() != "SUMMARY.md" && !listed.contains(*f))
         .collect();
-    assert!(orphans.is_empty(), "chapters not in docs/src/SUMMARY.md (mdBook would not build them): {orphans:?}");
+    assert!(
+        orphans.is_empty(),
+        "chapters not in docs/src/SUMMARY.md (mdBook would not build them): {orphans:?}"
+    );
 }
 
 /// The checker itself finds a missing file, a missing anchor and an anchor into a non-Markdown
@@ -352,7 +383,10 @@ fn the_checker_catches_broken_links() {
     )
     .unwrap();
     let problems = check(root, &[PathBuf::from("docs/src/b.md")]);
-    let lines: Vec<&str> = problems.iter().map(|p| p.split(": ").next().unwrap()).collect();
+    let lines: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split(": ").next().unwrap())
+        .collect();
     assert_eq!(
         lines,
         [
@@ -365,6 +399,9 @@ fn the_checker_catches_broken_links() {
         ],
         "{problems:#?}"
     );
-    assert!(problems[1].contains("no heading whose id is 'again-2'"), "{problems:#?}");
+    assert!(
+        problems[1].contains("no heading whose id is 'again-2'"),
+        "{problems:#?}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }

@@ -259,7 +259,10 @@ fn a_launch_per_layer_gives_per_layer_counters_and_the_same_results() {
     assert!(m.launches.iter().any(|l| l.steps.len() == 2));
     let x = images().swap_remove(3);
     let r = m
-        .run(&mut FsimDevice::checking_races(&m.config), &[x.clone()])
+        .run(
+            &mut FsimDevice::checking_races(&m.config),
+            std::slice::from_ref(&x),
+        )
         .unwrap();
     for l in &r.launches {
         let step = &m.plan.steps[l.steps[0]];

@@ -534,7 +534,10 @@ fn a_full_server_is_retried_then_named_busy_and_serves_again_once_free() {
         .err()
         .expect("a second client while the only slot is taken");
     let msg = e.to_string();
-    assert!(msg.contains("server busy: 1 clients connected and 0 waiting"), "{msg}");
+    assert!(
+        msg.contains("server busy: 1 clients connected and 0 waiting"),
+        "{msg}"
+    );
     assert!(msg.contains("still busy after 0.3 s of retries"), "{msg}");
     // The slot frees while a client is retrying: its retry gets in.
     let waiter = thread::spawn({
@@ -577,5 +580,8 @@ fn a_queued_client_is_refused_when_its_wait_runs_out() {
     .err()
     .expect("the queue's wait runs out while the holder stays");
     let msg = e.to_string();
-    assert!(msg.contains("server busy: waited 0.2 s in the queue"), "{msg}");
+    assert!(
+        msg.contains("server busy: waited 0.2 s in the queue"),
+        "{msg}"
+    );
 }

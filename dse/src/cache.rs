@@ -68,11 +68,14 @@ impl Cache {
         };
         let dir = path.parent().expect("a cache key is a relative file path");
         std::fs::create_dir_all(dir).map_err(err)?;
-        // Unique per process and thread: concurrent writers of one key each rename a whole
-        // file of their own into place.
+        // Unique per host, process and thread (shards on several machines may share the
+        // cache over NFS): concurrent writers of one key each rename a whole file of their
+        // own into place.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let tmp = dir.join(format!(
-            ".{}.{}.{:?}.tmp",
+            ".{}.{}.{}.{:?}.tmp",
             path.file_name().expect("a file name").to_string_lossy(),
+            host.trim(),
             std::process::id(),
             std::thread::current().id()
         ));

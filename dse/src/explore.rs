@@ -36,7 +36,13 @@ pub struct Options {
     /// Measure each config's top-1 accuracy on this set (on the functional simulator) and
     /// make it an objective of the front.
     pub eval: Option<EvalSet>,
+    /// Take every result from the cache and measure nothing: what a merge of shards does. A
+    /// result not there is an error naming it ([`NOT_CACHED`]).
+    pub cache_only: bool,
 }
+
+/// How a result missing from the cache of a `cache_only` exploration is described.
+pub const NOT_CACHED: &str = "not in the cache";
 
 /// What an exploration tells its caller as it goes.
 pub trait Observer: Sync {
@@ -452,6 +458,9 @@ impl Context<'_> {
                 return Ok(c);
             }
         }
+        if self.opts.cache_only {
+            return Err(format!("cycles {NOT_CACHED}"));
+        }
         let name = cfg.config_string();
         let t = Instant::now();
         self.observer.stage(&name, "compiling");
@@ -536,6 +545,9 @@ impl Context<'_> {
                     };
                 }
             }
+        }
+        if self.opts.cache_only {
+            return Estimate::Failed(format!("resources {NOT_CACHED}"));
         }
         self.observer.stage(&name, "synthesizing");
         let doc = match self.estimator.synthesize(&g, &mut |s| {

@@ -231,7 +231,10 @@ pub fn summary(x: &Exploration) -> String {
             .total_cmp(&b.latency_ms().unwrap_or(f64::INFINITY))
     });
     if let Some(set) = &x.eval {
-        let _ = writeln!(s, "top-1: accuracy on the {set}, run on the functional simulator");
+        let _ = writeln!(
+            s,
+            "top-1: accuracy on the {set}, run on the functional simulator"
+        );
     }
     // The accuracy column only when it was measured.
     let top1 = |p: Option<&Point>| match (&x.eval, p) {

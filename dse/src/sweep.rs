@@ -411,6 +411,77 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
 }
 
+/// One shard of a sweep split `count` ways, `index` of them (0-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Shard {
+    /// `I/N` as written on the command line.
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("shard '{text}': write it INDEX/COUNT, e.g. 0/4 (indices from 0)");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse::<usize>().map_err(|_| bad())?,
+            n.trim().parse::<usize>().map_err(|_| bad())?,
+        );
+        if count == 0 || index >= count {
+            return Err(format!(
+                "shard '{text}': the index must be below the count (0/{count} to {}/{count})",
+                count.max(1) - 1
+            ));
+        }
+        Ok(Shard { index, count })
+    }
+
+    /// The shard a Slurm array task is (`SLURM_ARRAY_TASK_ID` of `SLURM_ARRAY_TASK_COUNT`,
+    /// an array submitted as `--array=0-(N-1)`), when both are set.
+    pub fn from_env() -> Option<Result<Shard, String>> {
+        let id = std::env::var("SLURM_ARRAY_TASK_ID").ok()?;
+        let count = std::env::var("SLURM_ARRAY_TASK_COUNT").ok()?;
+        Some(
+            Shard::parse(&format!("{id}/{count}"))
+                .map_err(|e| format!("{e} (from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT)")),
+        )
+    }
+
+    /// Whether the sweep's `k`-th config (in expansion order) is this shard's: every
+    /// `count`-th, so neighbouring configs, of similar cost, spread over the shards.
+    pub fn owns(self, k: usize) -> bool {
+        k % self.count == self.index
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Plan {
+    /// The configs of `shard` (the skipped combinations stay with shard 0, so that they are
+    /// reported once).
+    pub fn shard(&self, shard: Shard) -> Plan {
+        Plan {
+            combinations: self.combinations,
+            configs: self
+                .configs
+                .iter()
+                .enumerate()
+                .filter(|&(k, _)| shard.owns(k))
+                .map(|(_, c)| c.clone())
+                .collect(),
+            skipped: if shard.index == 0 {
+                self.skipped.clone()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+}
+
 /// Every combination of `axes` over `base`, validated.
 pub fn expand(base: &HwConfig, axes: &Axes) -> Plan {
     let axes: Vec<(Param, &[u32])> = axes.iter().collect();

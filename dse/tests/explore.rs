@@ -88,6 +88,7 @@ fn sweep(
         jobs: 2,
         fresh,
         eval: None,
+        cache_only: false,
     };
     let counts = Counts::default();
     let x = explore(&plan, network, &target, estimator, cache, &opts, &counts).unwrap();

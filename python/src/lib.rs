@@ -218,11 +218,7 @@ impl PyConfig {
     }
 
     /// `self` with `fields` (Python keyword arguments) applied, validated.
-    fn with_fields(
-        cfg: &HwConfig,
-        fields: &Bound<'_, PyDict>,
-        origin: &str,
-    ) -> PyResult<PyConfig> {
+    fn with_fields(cfg: &HwConfig, fields: &Bound<'_, PyDict>, origin: &str) -> PyResult<PyConfig> {
         let mut doc: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(&cfg.to_json()).expect("a config is JSON");
         let mut applied = Vec::new();
@@ -263,12 +259,10 @@ impl PyConfig {
                     }
                     match v.extract::<u32>() {
                         Ok(n) => n.into(),
-                        Err(_) => {
-                            return Err(ConfigError::new_err(format!(
-                                "config field {name} ({key}) must be a non-negative integer, got {}",
-                                v.repr()?
-                            )))
-                        }
+                        Err(_) => return Err(ConfigError::new_err(format!(
+                            "config field {name} ({key}) must be a non-negative integer, got {}",
+                            v.repr()?
+                        ))),
                     }
                 }
             };
@@ -532,7 +526,11 @@ impl PyConfig {
     }
 
     fn __repr__(&self) -> String {
-        format!("vta.Config('{}' from {})", self.cfg().config_string(), self.origin)
+        format!(
+            "vta.Config('{}' from {})",
+            self.cfg().config_string(),
+            self.origin
+        )
     }
 
     fn __str__(&self) -> String {
@@ -833,7 +831,11 @@ impl PyCompiledModel {
                 )));
             }
             for (i, v) in items.iter().enumerate() {
-                slots[i] = Some(tensor_from_py(v, &format!("input '{}'", names[i]), &facts[i])?);
+                slots[i] = Some(tensor_from_py(
+                    v,
+                    &format!("input '{}'", names[i]),
+                    &facts[i],
+                )?);
             }
         } else {
             if names.len() != 1 {
@@ -843,7 +845,11 @@ impl PyCompiledModel {
                     m.input_list()
                 )));
             }
-            slots[0] = Some(tensor_from_py(inputs, &format!("input '{}'", names[0]), &facts[0])?);
+            slots[0] = Some(tensor_from_py(
+                inputs,
+                &format!("input '{}'", names[0]),
+                &facts[0],
+            )?);
         }
         let missing: Vec<String> = slots
             .iter()
@@ -1078,15 +1084,14 @@ impl PyCompiledModel {
         };
         let pool = interruptible(py, move || -> Result<_, PyErr> {
             let model = &*owned;
-            let run = run_pool(model, &runs, &args, &Backend::Fsim, &rtl, &file)
-                .map_err(|e| {
-                    let msg = vta::message(&e);
-                    if msg.contains("cannot start the pool") {
-                        BackendError::new_err(msg)
-                    } else {
-                        RunError::new_err(msg)
-                    }
-                })?;
+            let run = run_pool(model, &runs, &args, &Backend::Fsim, &rtl, &file).map_err(|e| {
+                let msg = vta::message(&e);
+                if msg.contains("cannot start the pool") {
+                    BackendError::new_err(msg)
+                } else {
+                    RunError::new_err(msg)
+                }
+            })?;
             if check {
                 check_against_serial(model, &runs, &run.outputs)
                     .map_err(|e| CheckError::new_err(vta::message(&e)))?;
@@ -1112,10 +1117,9 @@ impl PyCompiledModel {
 
     /// The compiled-model file's bytes (what `save` writes and `vta run` reads).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let b = self
-            .model
-            .to_bytes()
-            .map_err(|e| ModelFileError::new_err(format!("cannot write the compiled model: {}", chain(&e))))?;
+        let b = self.model.to_bytes().map_err(|e| {
+            ModelFileError::new_err(format!("cannot write the compiled model: {}", chain(&e)))
+        })?;
         Ok(PyBytes::new(py, &b))
     }
 
@@ -1124,9 +1128,8 @@ impl PyCompiledModel {
         let b = self.model.to_bytes().map_err(|e| {
             ModelFileError::new_err(format!("cannot write the compiled model: {}", chain(&e)))
         })?;
-        std::fs::write(&path, b).map_err(|e| {
-            ModelFileError::new_err(format!("cannot write {}: {e}", path.display()))
-        })
+        std::fs::write(&path, b)
+            .map_err(|e| ModelFileError::new_err(format!("cannot write {}: {e}", path.display())))
     }
 
     /// The inputs: a list of {"name", "shape", "dtype"} dicts, in order.
@@ -1266,11 +1269,7 @@ fn hw_verilog(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Py<
 /// (minutes on large configs) and returns `vta hw report --json`'s document.
 #[pyfunction]
 #[pyo3(signature = (config = None, part = "xc7z020"))]
-fn hw_report(
-    py: Python<'_>,
-    config: Option<&Bound<'_, PyAny>>,
-    part: &str,
-) -> PyResult<Py<PyAny>> {
+fn hw_report(py: Python<'_>, config: Option<&Bound<'_, PyAny>>, part: &str) -> PyResult<Py<PyAny>> {
     let cfg = config_arg(config)?.unwrap_or_default();
     let part = vta_hw::report::part(part).ok_or_else(|| {
         let known: Vec<&str> = vta_hw::report::PARTS.iter().map(|p| p.name).collect();
@@ -1282,8 +1281,9 @@ fn hw_report(
     let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
         let version = vta_hw::report::yosys_version().map_err(|e| chain(&e))?;
         let g = vta_hw::generate(&cfg).map_err(|e| chain(&e))?;
-        let u = vta_hw::report::synthesize_in_temp_dir(&g.verilog, "vta_top", part.family, &mut |_| {})
-            .map_err(|e| chain(&e))?;
+        let u =
+            vta_hw::report::synthesize_in_temp_dir(&g.verilog, "vta_top", part.family, &mut |_| {})
+                .map_err(|e| chain(&e))?;
         if u.cells.is_empty() {
             return Err("yosys reported no cells for vta_top".into());
         }
@@ -1411,8 +1411,9 @@ fn dse_sweep(
             return Err(DseError::new_err("give a part or a board, not both"));
         }
         (Some(b), None) => dse::resources::Target::board(b).map_err(|e| derr(&e))?,
-        (None, p) => dse::resources::Target::part(p.as_deref().unwrap_or("xc7z020"))
-            .map_err(|e| derr(&e))?,
+        (None, p) => {
+            dse::resources::Target::part(p.as_deref().unwrap_or("xc7z020")).map_err(|e| derr(&e))?
+        }
     };
     let mut ax = Axes::default();
     if let Some(axes) = axes {
@@ -1504,6 +1505,7 @@ fn dse_sweep(
         jobs,
         fresh,
         eval,
+        cache_only: false,
     };
     let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
         let network = dse::network::Network::load(&spec).map_err(|e| chain(&e))?;

@@ -3,8 +3,8 @@
 
 mod devtime;
 mod precision;
-mod serve;
 mod resnet;
+mod serve;
 
 use std::path::PathBuf;
 

@@ -5,15 +5,15 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use dse::accuracy::EvalSet;
 use dse::cache::Cache;
-use dse::explore::{explore, Observer, Options};
+use dse::explore::{explore, Estimate, Exploration, Observer, Options, NOT_CACHED};
 use dse::measure::CycleSource;
 use dse::network::{Network, NetworkSpec};
 use dse::resources::Target;
-use dse::sweep::{self, Axes, Param};
+use dse::sweep::{self, Axes, Param, Shard};
 
 use super::progress::Progress;
 
@@ -161,6 +161,15 @@ pub struct DseArgs {
     /// Print the JSON document instead of the table
     #[arg(long)]
     json: bool,
+    /// Evaluate only shard I of N of the sweep's configs (I from 0), into the cache, for a
+    /// cluster's array job; `--merge N` then writes the results. Default in a Slurm array task:
+    /// SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT
+    #[arg(long, value_name = "I/N", conflicts_with_all = ["merge", "dry_run"])]
+    shard: Option<String>,
+    /// Write the results of a sweep run as N shards from the cache alone, measuring nothing;
+    /// names each config not there with the command that reruns its shard
+    #[arg(long, value_name = "N", conflicts_with_all = ["fresh", "dry_run"], value_parser = clap::value_parser!(u32).range(1..=100000))]
+    merge: Option<u32>,
     /// Only list the sweep's configs (with their scratchpads' block RAM) and the skipped
     /// combinations; measure and synthesize nothing
     #[arg(long)]
@@ -317,7 +326,16 @@ pub fn run(a: DseArgs) -> Result<String> {
     };
     let (axes, base_spec) = a.axes()?;
     let base = super::load_config(Some(&base_spec))?;
-    let plan = sweep::expand(&base, &axes);
+    let full = sweep::expand(&base, &axes);
+    let shard = match (&a.shard, a.merge) {
+        (Some(s), _) => Some(Shard::parse(s).map_err(|e| anyhow!("--shard: {e}"))?),
+        (None, None) if !a.dry_run => Shard::from_env().transpose().map_err(|e| anyhow!(e))?,
+        _ => None,
+    };
+    let plan = match shard {
+        Some(s) => full.shard(s),
+        None => full.clone(),
+    };
     if a.dry_run {
         return Ok(dry_run(&plan, &target));
     }
@@ -364,6 +382,7 @@ pub fn run(a: DseArgs) -> Result<String> {
         jobs,
         fresh: a.fresh,
         eval,
+        cache_only: a.merge.is_some(),
     };
     let bars = Bars(Mutex::new(None));
     let estimator = target.estimator();
@@ -377,6 +396,19 @@ pub fn run(a: DseArgs) -> Result<String> {
         &bars,
     )?;
     drop(bars);
+    if let Some(s) = shard {
+        // Shards share the cache, not the output directory: the merge writes the results.
+        let mut text = dse::report::summary(&x);
+        text.push_str(&format!(
+            "shard {s}: {} of the sweep's {} configs are in the cache; when every shard is \
+             done, `{}` writes the results\n",
+            x.points.len(),
+            full.configs.len(),
+            rerun_command(None, Some(s.count))
+        ));
+        return Ok(text);
+    }
+    let missing = a.merge.map(|n| missing_shards(&x, &full, n as usize));
 
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -400,5 +432,62 @@ pub fn run(a: DseArgs) -> Result<String> {
         json.display(),
         svg.display()
     ));
-    Ok(text)
+    match missing {
+        Some(lines) if !lines.is_empty() => bail!(
+            "{text}the merge is incomplete: results of {} config(s) are not in the cache:\n{}",
+            lines.len(),
+            lines.join("\n")
+        ),
+        _ => Ok(text),
+    }
+}
+
+/// This command line again, without `--merge`/`--shard`, with `--shard S` or `--merge N`.
+fn rerun_command(shard: Option<Shard>, merge: Option<usize>) -> String {
+    let mut args: Vec<String> = Vec::new();
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--shard" | "--merge" => {
+                it.next();
+            }
+            a if a.starts_with("--shard=") || a.starts_with("--merge=") => {}
+            _ => args.push(arg),
+        }
+    }
+    if let Some(s) = shard {
+        args.push(format!("--shard {s}"));
+    }
+    if let Some(n) = merge {
+        args.push(format!("--merge {n}"));
+    }
+    format!("vta {}", args.join(" "))
+}
+
+/// For a merge of `count` shards: one line per config whose results are not in the cache,
+/// with the command that reruns its shard.
+fn missing_shards(x: &Exploration, full: &sweep::Plan, count: usize) -> Vec<String> {
+    x.points
+        .iter()
+        .filter(|p| {
+            p.cycles.as_ref().is_err_and(|e| e.contains(NOT_CACHED))
+                || matches!(&p.estimate, Estimate::Failed(e) if e.contains(NOT_CACHED))
+        })
+        .map(|p| {
+            let k = full
+                .configs
+                .iter()
+                .position(|c| c == &p.config)
+                .expect("a merged point is one of the sweep's configs");
+            let s = Shard {
+                index: k % count,
+                count,
+            };
+            format!(
+                "  {} (shard {s}): {}",
+                p.config.config_string(),
+                rerun_command(Some(s), None)
+            )
+        })
+        .collect()
 }

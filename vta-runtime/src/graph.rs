@@ -436,7 +436,7 @@ mod tests {
 
     /// A task reading and writing the given values (kind by position: even launches).
     fn t(i: usize, reads: &[ValueId], writes: &[ValueId]) -> Task {
-        Task::of_step(i, i % 2 == 0, reads, writes)
+        Task::of_step(i, i.is_multiple_of(2), reads, writes)
     }
 
     /// Input 0 -> task 0 -> (1: a branch of two tasks 1, 2), (3), (4) -> join 5.

@@ -129,7 +129,9 @@ impl ActLayout {
         if self.batch == 0 || self.block == 0 || self.shape.contains(&0) {
             return Err(format!("an empty layout {self:?}"));
         }
-        if ![2, 4, 8].contains(&self.bits) || (self.batch * self.block * self.bits) % 8 != 0 {
+        if ![2, 4, 8].contains(&self.bits)
+            || !(self.batch * self.block * self.bits).is_multiple_of(8)
+        {
             return Err(format!(
                 "layout {self:?}: lanes of {} bits (2, 4 or 8) that fill whole bytes",
                 self.bits

@@ -113,7 +113,12 @@ impl Model {
             .plan
             .inputs
             .iter()
-            .map(|&v| (self.plan.values[v].name.clone(), self.plan.values[v].fact.clone()))
+            .map(|&v| {
+                (
+                    self.plan.values[v].name.clone(),
+                    self.plan.values[v].fact.clone(),
+                )
+            })
             .unzip();
         crate::io::split_samples(stacked, &names, &facts)
     }

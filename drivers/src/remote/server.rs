@@ -147,7 +147,9 @@ fn accept(listener: TcpListener, jobs: Sender<Job>, shared: Arc<Shared>) {
                 Some(t)
             }
             Entry::Full { active, waiting } => {
-                shared.log(&format!("{peer}: refused, {active} clients and {waiting} waiting"));
+                shared.log(&format!(
+                    "{peer}: refused, {active} clients and {waiting} waiting"
+                ));
                 refuse(
                     &stream,
                     format!(

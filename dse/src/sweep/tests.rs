@@ -183,3 +183,27 @@ fn depths_follow_the_block_and_the_default_sweep_is_valid() {
     let default = expand(&base, &Axes::default_sweep());
     assert_eq!(default.configs.len(), 12, "{:?}", default.skipped);
 }
+
+#[test]
+fn shards_split_a_sweep_into_disjoint_parts_that_cover_it() {
+    let mut axes = Axes::default();
+    axes.set(Param::Block, vec![8, 16, 32]).unwrap();
+    axes.set(Param::Bus, vec![64, 96, 128]).unwrap();
+    let plan = expand(&HwConfig::default(), &axes);
+    let parts: Vec<Plan> = (0..4)
+        .map(|i| plan.shard(Shard { index: i, count: 4 }))
+        .collect();
+    let mut all: Vec<String> = parts
+        .iter()
+        .flat_map(|p| p.configs.iter().map(HwConfig::config_string))
+        .collect();
+    all.sort();
+    let mut want: Vec<String> = plan.configs.iter().map(HwConfig::config_string).collect();
+    want.sort();
+    assert_eq!(all, want);
+    assert_eq!(parts[0].skipped.len(), plan.skipped.len());
+    assert!(parts[1..].iter().all(|p| p.skipped.is_empty()));
+    assert_eq!(Shard::parse("1/4"), Ok(Shard { index: 1, count: 4 }));
+    assert!(Shard::parse("4/4").unwrap_err().contains("below the count"));
+    assert!(Shard::parse("1-4").unwrap_err().contains("INDEX/COUNT"));
+}

@@ -284,7 +284,10 @@ pub fn run(a: ServeBenchArgs) -> Result<String> {
         quantile_ms(&waits, 1.0)
     )?;
     if let Some(p) = peak {
-        writeln!(out, "peak resident memory of this process (server and clients): {p:.1} MiB")?;
+        writeln!(
+            out,
+            "peak resident memory of this process (server and clients): {p:.1} MiB"
+        )?;
     }
     if mismatches > 0 || !errors.is_empty() {
         bail!(
