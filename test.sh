@@ -48,6 +48,14 @@ if [ "${VTA_PYTHON:-1}" = 1 ]; then
     scripts/python-test.sh
 fi
 
+# A sharded design sweep on a real one-node Slurm cluster (munged, slurmctld, slurmd from
+# Debian's packages, started and torn down by the script; about 30 s): 4 array tasks and a
+# merge give the single machine's results byte for byte, and a failed task is named with its
+# rerun command (VTA_SLURM=0 skips it).
+if [ "${VTA_SLURM:-1}" = 1 ]; then
+    scripts/slurm-check.sh
+fi
+
 # The open FPGA flow on the SoC: yosys, nextpnr-ecp5 and ecppack build vta_soc (1x4x4) for an
 # ECP5-25F board to a bitstream with timing met (5 CPU-minutes, 15 on a busy machine; the tools come from PyPI into
 # the user's tool cache on first use; VTA_OPENFLOW=0 skips it).

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# A sharded `vta dse` on a real one-node Slurm cluster: starts munged, slurmctld and slurmd
+# (Debian's packages, as root, no systemd) with a generated slurm.conf on loopback in a
+# temporary directory, and checks that
+#   1. a 4-task array (`sbatch --array=0-3`, each task's shard from SLURM_ARRAY_TASK_ID) plus a
+#      merge job depending on it (`afterok`) gives the single-machine sweep's results.csv,
+#      byte for byte;
+#   2. with one task failing, the merge names its configs and the command that reruns that
+#      shard, and rerunning it completes the sweep.
+# The sweep: the digits CNN on the xc7z010 over bus and clock, cycle model only (every config's
+# scratchpads overflow that part's block RAM, so nothing is synthesized: seconds, not minutes).
+# Everything is torn down on exit. Used by ./test.sh (VTA_SLURM=0 skips it there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+need=()
+for tool in slurmctld slurmd sbatch munged; do
+    command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "slurm-check: installing slurmctld, slurmd, slurm-client and munge (missing: ${need[*]})" >&2
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        slurmctld slurmd slurm-client munge >/dev/null
+fi
+if [ "$(id -u)" != 0 ]; then
+    echo "slurm-check: the one-node cluster runs its daemons as root; run as root" >&2
+    exit 1
+fi
+
+cargo build -q --bin vta
+vta=${CARGO_TARGET_DIR:-$root/target}/debug/vta
+
+work=$(mktemp -d /tmp/vta-slurm.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    pkill -f "$work/" 2>/dev/null || true
+    sleep 1
+    rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work"/{state,spool,log,munge}
+
+# munge with a key and socket of its own, so a host's munge is left alone.
+dd if=/dev/urandom bs=1 count=1024 of="$work/munge/munge.key" 2>/dev/null
+chmod 400 "$work/munge/munge.key"
+chmod 700 "$work/munge"
+munged --force --key-file="$work/munge/munge.key" --socket="$work/munge/munge.sock" \
+    --pid-file="$work/munge/munged.pid" --log-file="$work/munge/munged.log" \
+    --seed-file="$work/munge/munged.seed"
+pids+=("$(cat "$work/munge/munged.pid")")
+
+host=$(hostname -s)
+mem=$(free -m | awk '/Mem:/ { print int($2 / 2) }')
+cat >"$work/slurm.conf" <<EOF
+ClusterName=vta-check
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$work/munge/munge.sock
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+JobAcctGatherType=jobacct_gather/none
+ReturnToService=2
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/log/slurmctld.log
+SlurmdLogFile=$work/log/slurmd.log
+SlurmctldPort=16817
+SlurmdPort=16818
+NodeName=$host CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+PartitionName=check Nodes=$host Default=YES MaxTime=INFINITE State=UP
+EOF
+export SLURM_CONF=$work/slurm.conf
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF"
+for _ in $(seq 60); do
+    sinfo -h -o %T 2>/dev/null | grep -q idle && break
+    sleep 0.5
+done
+sinfo -h -o %T | grep -q idle || {
+    echo "slurm-check: the node did not come up; logs:" >&2
+    tail -n 20 "$work"/log/*.log >&2
+    exit 1
+}
+
+sweep=(dse --net digits --part xc7z010 --bus 64,128 --clock 100,150 --jobs 1 -o out)
+export VTA_CACHE_DIR=$work/cache
+
+# The single machine's results.
+mkdir -p "$work/one" && (cd "$work/one" && VTA_CACHE_DIR=$work/one-cache "$vta" "${sweep[@]}" >/dev/null 2>&1)
+
+# 1. Four array tasks and the merge.
+mkdir -p "$work/array" && cd "$work/array"
+t0=$(date +%s.%N)
+job=$(sbatch --parsable --array=0-3 -o "$work/array/shard-%a.log" --wrap "$vta ${sweep[*]}")
+sbatch --parsable --dependency="afterok:$job" --kill-on-invalid-dep=yes --wait \
+    -o "$work/array/merge.log" --wrap "$vta ${sweep[*]} --merge 4" >/dev/null
+t1=$(date +%s.%N)
+cmp "$work/array/out/results.csv" "$work/one/out/results.csv"
+echo "slurm-check: 4 shards + merge on Slurm: results.csv identical to one machine's ($(echo "$t1 - $t0" | bc) s end to end)"
+
+# 2. Task 2 fails (it does not run its shard); the merge names it; rerunning it completes.
+rm -rf "$work/cache" && mkdir -p "$work/partial" && cd "$work/partial"
+job=$(sbatch --parsable --array=0-3 -o "$work/partial/shard-%a.log" \
+    --wrap "if [ \"\$SLURM_ARRAY_TASK_ID\" = 2 ]; then exit 3; fi; $vta ${sweep[*]}")
+sbatch --parsable --dependency="afterany:$job" --wait -o "$work/partial/merge.log" \
+    --wrap "$vta ${sweep[*]} --merge 4" >/dev/null && {
+    echo "slurm-check: the merge of a sweep with a failed shard succeeded" >&2
+    exit 1
+}
+grep -q "the merge is incomplete" "$work/partial/merge.log"
+rerun=$(grep -o "(shard 2/4): .*" "$work/partial/merge.log" | head -n 1 | sed 's/^(shard 2\/4): vta //')
+[ -n "$rerun" ] || { echo "slurm-check: the merge did not name shard 2/4" >&2; exit 1; }
+"$vta" $rerun >/dev/null 2>&1
+"$vta" "${sweep[@]}" --merge 4 >/dev/null 2>&1
+cmp "$work/partial/out/results.csv" "$work/one/out/results.csv"
+echo "slurm-check: a failed shard is named by the merge with its rerun command; rerun, the sweep completes identically"
