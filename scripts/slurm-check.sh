@@ -6,7 +6,8 @@
 #      merge job depending on it (`afterok`) gives the single-machine sweep's results.csv,
 #      byte for byte;
 #   2. with one task failing, the merge names its configs and the command that reruns that
-#      shard, and rerunning it completes the sweep.
+#      shard, and rerunning it completes the sweep;
+#   3. `vta dse --slurm 4 --wait` submits both jobs itself and gives the same results.
 # The sweep: the digits CNN on the xc7z010 over bus and clock, cycle model only (every config's
 # scratchpads overflow that part's block RAM, so nothing is synthesized: seconds, not minutes).
 # Everything is torn down on exit. Used by ./test.sh (VTA_SLURM=0 skips it there).
@@ -125,3 +126,10 @@ rerun=$(grep -o "(shard 2/4): .*" "$work/partial/merge.log" | head -n 1 | sed 's
 "$vta" "${sweep[@]}" --merge 4 >/dev/null 2>&1
 cmp "$work/partial/out/results.csv" "$work/one/out/results.csv"
 echo "slurm-check: a failed shard is named by the merge with its rerun command; rerun, the sweep completes identically"
+
+# 3. `vta dse --slurm 4 --wait`: the array, the merge and the wait in one command.
+rm -rf "$work/cache" && mkdir -p "$work/submit" && cd "$work/submit"
+"$vta" "${sweep[@]}" --slurm 4 --max-running 2 --wait >"$work/submit/report.txt" 2>&1
+grep -q "submitted the sweep as Slurm job" "$work/submit/report.txt"
+cmp "$work/submit/out/results.csv" "$work/one/out/results.csv"
+echo "slurm-check: vta dse --slurm 4 --wait: submitted, merged, results identical to one machine's"

@@ -408,4 +408,13 @@ fn a_sharded_sweep_merges_to_the_single_machine_results() {
     assert_eq!(got, want);
     let e = fails(run(&["--shard", "2/2"]));
     assert!(e.contains("the index must be below the count"), "{e}");
+    let e = fails(run(&["--slurm", "2", "--shard", "0/2"]));
+    assert!(
+        e.contains("--slurm submits the shards and the merge itself"),
+        "{e}"
+    );
+    // A usage error (clap's exit status 2): --partition goes with --slurm.
+    let out = run(&["--partition", "debug"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--slurm <N>"));
 }

@@ -259,10 +259,12 @@ impl PyConfig {
                     }
                     match v.extract::<u32>() {
                         Ok(n) => n.into(),
-                        Err(_) => return Err(ConfigError::new_err(format!(
+                        Err(_) => {
+                            return Err(ConfigError::new_err(format!(
                             "config field {name} ({key}) must be a non-negative integer, got {}",
                             v.repr()?
-                        ))),
+                        )))
+                        }
                     }
                 }
             };

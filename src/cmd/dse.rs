@@ -15,6 +15,8 @@ use dse::network::{Network, NetworkSpec};
 use dse::resources::Target;
 use dse::sweep::{self, Axes, Param, Shard};
 
+mod slurm;
+
 use super::progress::Progress;
 
 /// Help heading of the axis options.
@@ -170,6 +172,8 @@ pub struct DseArgs {
     /// names each config not there with the command that reruns its shard
     #[arg(long, value_name = "N", conflicts_with_all = ["fresh", "dry_run"], value_parser = clap::value_parser!(u32).range(1..=100000))]
     merge: Option<u32>,
+    #[command(flatten)]
+    slurm: slurm::SlurmArgs,
     /// Only list the sweep's configs (with their scratchpads' block RAM) and the skipped
     /// combinations; measure and synthesize nothing
     #[arg(long)]
@@ -336,6 +340,16 @@ pub fn run(a: DseArgs) -> Result<String> {
         Some(s) => full.shard(s),
         None => full.clone(),
     };
+    if let Some(shards) = a.slurm.shards {
+        if a.shard.is_some() || a.merge.is_some() || a.dry_run {
+            bail!("--slurm submits the shards and the merge itself: drop --shard, --merge and --dry-run");
+        }
+        let out_dir = a.output.clone().unwrap_or_else(|| {
+            let part = target.name.split(' ').next().unwrap_or("part");
+            PathBuf::from(format!("dse-{}-{part}", spec.name()))
+        });
+        return slurm::submit(&a.slurm, shards as usize, &sweep_arguments(), &out_dir);
+    }
     if a.dry_run {
         return Ok(dry_run(&plan, &target));
     }
@@ -442,19 +456,40 @@ pub fn run(a: DseArgs) -> Result<String> {
     }
 }
 
-/// This command line again, without `--merge`/`--shard`, with `--shard S` or `--merge N`.
-fn rerun_command(shard: Option<Shard>, merge: Option<usize>) -> String {
+/// The options that say how a sweep is split and run, not what it is: left out when the
+/// command line is written again for a shard, a merge or a Slurm job.
+const DISTRIBUTION_OPTIONS: &[&str] = &[
+    "--shard",
+    "--merge",
+    "--slurm",
+    "--partition",
+    "--time",
+    "--max-running",
+];
+
+/// This command's arguments (after `vta`) without [`DISTRIBUTION_OPTIONS`] and `--wait`.
+fn sweep_arguments() -> Vec<String> {
     let mut args: Vec<String> = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--shard" | "--merge" => {
+        let name = arg.split('=').next().unwrap_or_default();
+        if arg == "--wait" {
+            continue;
+        }
+        if DISTRIBUTION_OPTIONS.contains(&name) {
+            if !arg.contains('=') {
                 it.next();
             }
-            a if a.starts_with("--shard=") || a.starts_with("--merge=") => {}
-            _ => args.push(arg),
+            continue;
         }
+        args.push(arg);
     }
+    args
+}
+
+/// This command line again, without how it was split, with `--shard S` or `--merge N`.
+fn rerun_command(shard: Option<Shard>, merge: Option<usize>) -> String {
+    let mut args = sweep_arguments();
     if let Some(s) = shard {
         args.push(format!("--shard {s}"));
     }
