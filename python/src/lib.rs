@@ -23,7 +23,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use vta::cmd::run::{device, run_samples_until, Backend, RtlArgs, Samples};
+use vta::cmd::run::{device, run_document, run_samples_until, Backend, RtlArgs, Samples};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 use vta_runtime::io as runtime_io;
 use vta_runtime::model::Model;
@@ -928,7 +928,6 @@ impl PyCompiledModel {
             total,
             checked,
         } = result?;
-        let (na, nc) = model.counts();
         let mut outs = Vec::new();
         let mut json_outputs = Vec::new();
         for (k, &v) in model.plan.outputs.iter().enumerate() {
@@ -944,21 +943,8 @@ impl PyCompiledModel {
             }));
             outs.push(tensor_to_py(py, t));
         }
-        let check = checked.map(|(layers, accel, elements)| {
-            serde_json::json!({"bit_exact": true, "layers": layers, "accel_layers": accel, "elements": elements})
-        });
-        let doc = serde_json::json!({
-            "model": file,
-            "source": model.source,
-            "config": model.config.config_string(),
-            "steps": model.plan.steps.len(),
-            "accel_steps": na,
-            "cpu_steps": nc,
-            "outputs": json_outputs,
-            "run": total.to_json(),
-            "table": total.table(),
-            "check": check,
-        });
+        let mut doc = run_document(&file, model, json_outputs, &total, checked);
+        doc["table"] = serde_json::Value::String(total.table());
         Ok((outs, json_to_py(py, &doc)?))
     }
 }

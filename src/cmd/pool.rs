@@ -11,7 +11,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use drivers::Device;
 use serde_json::json;
-use vta_runtime::exec::{DeviceSpec, ExecOptions, Executor, Policy, Timeline};
+use vta_runtime::exec::{DeviceSpec, ExecOptions, Executor, Policy, Timeline, WorkerStats};
 use vta_runtime::model::Model;
 use vta_runtime::Tensor;
 
@@ -167,15 +167,20 @@ pub fn describe(
         "span_ms": s.span * 1e3,
         "overlap_ms": s.overlap * 1e3,
         "lower_bound_ms": s.lower_bound * 1e3,
-        "workers": s.workers.iter().map(|w| json!({
-            "name": w.name,
-            "tasks": w.tasks,
-            "busy_ms": w.busy * 1e3,
-            "utilization": w.utilization,
-            "queue_wait_ms": w.queue_wait * 1e3,
-        })).collect::<Vec<_>>(),
+        "workers": s.workers.iter().map(worker_json).collect::<Vec<_>>(),
     });
     (text, json)
+}
+
+/// One worker's figures in `--json` (live runs and device-time simulations alike).
+pub fn worker_json(w: &WorkerStats) -> serde_json::Value {
+    json!({
+        "name": w.name,
+        "tasks": w.tasks,
+        "busy_ms": w.busy * 1e3,
+        "utilization": w.utilization,
+        "queue_wait_ms": w.queue_wait * 1e3,
+    })
 }
 
 /// Starts a pool for `model` from the options (`backend` when no --devices).

@@ -312,20 +312,13 @@ pub fn run(a: RunArgs) -> Result<String> {
     let (written, json_outputs) = write_outputs(&a, &model, &outputs)?;
     text.push_str(&written);
     if a.json {
-        let check = checked.map(|(layers, accel, elements)| {
-            serde_json::json!({"bit_exact": true, "layers": layers, "accel_layers": accel, "elements": elements})
-        });
-        return Ok(super::json::text(&serde_json::json!({
-            "model": file,
-            "source": model.source,
-            "config": model.config.config_string(),
-            "steps": model.plan.steps.len(),
-            "accel_steps": na,
-            "cpu_steps": nc,
-            "outputs": json_outputs,
-            "run": super::json::run_result(&total),
-            "check": check,
-        })));
+        return Ok(super::json::text(&run_document(
+            &file,
+            &model,
+            json_outputs,
+            &total,
+            checked,
+        )));
     }
     writeln!(text, "per layer:")?;
     text.push_str(&total.table());
@@ -342,6 +335,32 @@ pub fn run(a: RunArgs) -> Result<String> {
         )?;
     }
     Ok(text)
+}
+
+/// The document `vta run --json` prints (and the Python package's run report): the model,
+/// its step counts, `outputs` (one object per output), the run's per-step and per-launch
+/// figures and the check's counts.
+pub fn run_document(
+    file: &str,
+    model: &Model,
+    outputs: Vec<serde_json::Value>,
+    total: &RunResult,
+    checked: Option<(usize, usize, usize)>,
+) -> serde_json::Value {
+    let (na, nc) = model.counts();
+    serde_json::json!({
+        "model": file,
+        "source": model.source,
+        "config": model.config.config_string(),
+        "steps": model.plan.steps.len(),
+        "accel_steps": na,
+        "cpu_steps": nc,
+        "outputs": outputs,
+        "run": total.to_json(),
+        "check": checked.map(|(layers, accel, elements)| serde_json::json!({
+            "bit_exact": true, "layers": layers, "accel_layers": accel, "elements": elements,
+        })),
+    })
 }
 
 /// Writes the outputs (`--output`), one per model output, samples stacked; returns the

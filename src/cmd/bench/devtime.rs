@@ -331,13 +331,7 @@ pub fn run(
                     "vs_serial": p.best_throughput() / serial_thr,
                     "slower_than_serial": p.best_throughput() < serial_thr * (1.0 - 1e-9),
                     "busiest_worker_ms": p.busiest * 1e3,
-                    "workers": p.workers.iter().map(|w| json!({
-                        "name": w.name,
-                        "tasks": w.tasks,
-                        "busy_ms": w.busy * 1e3,
-                        "utilization": w.utilization,
-                        "queue_wait_ms": w.queue_wait * 1e3,
-                    })).collect::<Vec<_>>(),
+                    "workers": p.workers.iter().map(crate::cmd::pool::worker_json).collect::<Vec<_>>(),
                 })
             })
             .collect();
