@@ -221,7 +221,12 @@ pub fn run(a: ServeBenchArgs) -> Result<String> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_default())
+            .map(|h| {
+                h.join().unwrap_or_else(|_| ClientStats {
+                    errors: vec!["a client thread panicked".into()],
+                    ..ClientStats::default()
+                })
+            })
             .collect()
     });
     let wall = t.elapsed();
