@@ -418,3 +418,38 @@ fn a_sharded_sweep_merges_to_the_single_machine_results() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--slurm <N>"));
 }
+
+/// A config the back end refuses (16-bit accumulators for a network quantized for 32) fails
+/// in its shard, and the merge takes that failure from the cache like a result: the merged
+/// results equal one machine's instead of naming the config as never run.
+#[test]
+fn a_config_refused_in_a_shard_is_merged_as_refused() {
+    let sweep = [
+        "--net",
+        "digits",
+        "--part",
+        "xc7z010",
+        "--acc-width",
+        "16,32",
+        "--jobs",
+        "1",
+        "-o",
+        "out",
+    ];
+    let run = |dir: &Path, extra: &[&str]| {
+        let args: Vec<&str> = sweep.iter().chain(extra).copied().collect();
+        vta_dse(dir, &args)
+    };
+    let one = scratch("dse_refused_single");
+    ok(run(&one, &[]));
+    let want = std::fs::read_to_string(one.join("out/results.csv")).unwrap();
+    assert!(want.contains("cannot run quantized layers exactly"), "{want}");
+
+    let dir = scratch("dse_refused_sharded");
+    ok(run(&dir, &["--shard", "0/2"]));
+    ok(run(&dir, &["--shard", "1/2"]));
+    let text = ok(run(&dir, &["--merge", "2"]));
+    assert!(text.contains("0 compiled"), "{text}");
+    let got = std::fs::read_to_string(dir.join("out/results.csv")).unwrap();
+    assert_eq!(got, want);
+}

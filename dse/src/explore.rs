@@ -18,7 +18,7 @@ use crate::cache::{build_id, Cache};
 use crate::measure::{self, CycleSource};
 use crate::network::Network;
 use crate::resources::{rtl_hash, Estimator, Resources, Target};
-use crate::sweep::{Plan, Skipped};
+use crate::sweep::{Plan, Shard, Skipped};
 use crate::{pareto, Error};
 
 /// How to explore.
@@ -170,6 +170,26 @@ impl Exploration {
             let luts = |p: &Point| p.resources().map_or(u64::MAX, |r| r.luts);
             l(a).total_cmp(&l(b)).then(luts(a).cmp(&luts(b)))
         })
+    }
+
+    /// For a merge of `full` run as `count` shards: each config whose results are not in the
+    /// cache, with the shard that evaluates it (in the order of the points).
+    pub fn not_cached(&self, full: &Plan, count: usize) -> Vec<(&HwConfig, Shard)> {
+        self.points
+            .iter()
+            .filter(|p| {
+                p.cycles.as_ref().is_err_and(|e| e.contains(NOT_CACHED))
+                    || matches!(&p.estimate, Estimate::Failed(e) if e.contains(NOT_CACHED))
+            })
+            .map(|p| {
+                let k = full
+                    .configs
+                    .iter()
+                    .position(|c| c == &p.config)
+                    .expect("a merged point is one of the sweep's configs");
+                (&p.config, Shard { index: k % count, count })
+            })
+            .collect()
     }
 
     /// The validated configs' model errors: (mean |error|, max |error|, count).
@@ -355,9 +375,10 @@ impl Context<'_> {
         }
     }
 
-    /// Whether both of `cfg`'s results are in the cache.
+    /// Whether both of `cfg`'s results (or its compile failure) are in the cache.
     fn is_cached(&self, cfg: &HwConfig) -> bool {
-        self.cached_cycles(cfg, self.opts.cycles).is_some()
+        let key = self.cycles_key(cfg, self.opts.cycles);
+        (self.cycles_at(&key, self.opts.cycles).is_some() || self.failure_at(&key).is_some())
             && (self.target.memory_bram36(cfg) > self.target.capacity.bram36
                 || vta_hw::generate(cfg)
                     .ok()
@@ -430,6 +451,12 @@ impl Context<'_> {
         })
     }
 
+    /// The compile failure recorded at cache entry `key`: a config the back end refuses is
+    /// refused again by the same build, and a merge of shards must see that it was tried.
+    fn failure_at(&self, key: &str) -> Option<String> {
+        Some(self.cache.get(key)?["failed"].as_str()?.to_string())
+    }
+
     /// Writes `c` to the cache entries `keys`. A cache that cannot be written costs the next
     /// run this work again, nothing more.
     fn store(&self, keys: &[&str], cfg: &HwConfig, c: &Cycles) {
@@ -457,6 +484,9 @@ impl Context<'_> {
             if let Some(c) = self.cycles_at(&key, source) {
                 return Ok(c);
             }
+            if let Some(e) = self.failure_at(&key) {
+                return Err(e);
+            }
         }
         if self.opts.cache_only {
             return Err(format!("cycles {NOT_CACHED}"));
@@ -464,7 +494,16 @@ impl Context<'_> {
         let name = cfg.config_string();
         let t = Instant::now();
         self.observer.stage(&name, "compiling");
-        let model = self.network.compile(cfg).map_err(|e| e.to_string())?;
+        let model = self.network.compile(cfg).map_err(|e| {
+            let e = e.to_string();
+            let record = json!({
+                "network": self.network.name,
+                "config_string": name,
+                "failed": e,
+            });
+            let _ = self.cache.put(&key, &record);
+            e
+        })?;
         self.compiled.fetch_add(1, Ordering::Relaxed);
         let mem = self.target.mem_timing(cfg);
         let rtl_key = match source {

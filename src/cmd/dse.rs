@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, ValueEnum};
 use dse::accuracy::EvalSet;
 use dse::cache::Cache;
-use dse::explore::{explore, Estimate, Exploration, Observer, Options, NOT_CACHED};
+use dse::explore::{explore, Exploration, Observer, Options};
 use dse::measure::CycleSource;
 use dse::network::{Network, NetworkSpec};
 use dse::resources::Target;
@@ -502,25 +502,12 @@ fn rerun_command(shard: Option<Shard>, merge: Option<usize>) -> String {
 /// For a merge of `count` shards: one line per config whose results are not in the cache,
 /// with the command that reruns its shard.
 fn missing_shards(x: &Exploration, full: &sweep::Plan, count: usize) -> Vec<String> {
-    x.points
-        .iter()
-        .filter(|p| {
-            p.cycles.as_ref().is_err_and(|e| e.contains(NOT_CACHED))
-                || matches!(&p.estimate, Estimate::Failed(e) if e.contains(NOT_CACHED))
-        })
-        .map(|p| {
-            let k = full
-                .configs
-                .iter()
-                .position(|c| c == &p.config)
-                .expect("a merged point is one of the sweep's configs");
-            let s = Shard {
-                index: k % count,
-                count,
-            };
+    x.not_cached(full, count)
+        .into_iter()
+        .map(|(config, s)| {
             format!(
                 "  {} (shard {s}): {}",
-                p.config.config_string(),
+                config.config_string(),
                 rerun_command(Some(s), None)
             )
         })
