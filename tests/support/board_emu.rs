@@ -75,6 +75,10 @@ struct Shared {
     syncs: Vec<(&'static str, u64, u64)>,
 }
 
+/// A started run: when it finishes (`None`: never) and the registers (offset, value) it
+/// ends with.
+type StartedRun = (Option<Instant>, Vec<(u32, u32)>);
+
 pub struct EmulatedBoard {
     pub dir: tempfile::TempDir,
     shared: Arc<Mutex<Shared>>,
@@ -301,8 +305,7 @@ impl Emulator {
             assert_eq!(buf.phys_addr, PHYS, "the whole RTL memory is the u-dma-buf");
             (dev, buf)
         });
-        // A started run: when it finishes (None: never) and the registers it ends with.
-        let mut running: Option<(Option<Instant>, Vec<(u32, u32)>)> = None;
+        let mut running: Option<StartedRun> = None;
         while !stop.load(Ordering::SeqCst) {
             let mut fds = [
                 libc::pollfd {

@@ -1,6 +1,7 @@
 //! `vta-board`: the one file copied to a Zynq board. It loads a bitstream through the kernel's
 //! FPGA manager, runs compiled models (`vta compile` output) on the accelerator through the
-//! board device (`drivers::board::BoardDevice`), and serves that device to workstations
+//! board device (`drivers::board::BoardDevice`), times their CPU steps on the board's cores
+//! (a CPU profile for `vta bench schedule --time device`), and serves that device to workstations
 //! (`vta run --backend remote://BOARD:PORT`, the remote runner of `drivers::remote`). It links the runtime and the device HAL
 //! only, so it cross-builds for armv7 and aarch64 without the simulators, the HDL or a C++
 //! toolchain (`scripts/cross-build.sh`).
@@ -15,6 +16,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use drivers::board::{bitstream, clock, BoardDevice, BoardOptions, BoardPaths, RegisterWindow};
 use drivers::remote::{serve, ServeOptions, TOKEN_ENV};
 use isa::npy;
+use vta_runtime::exec::{profile, DeviceSpec, ExecOptions, Executor};
 use vta_runtime::io::{concat_samples, tensor_from_npy, tensor_to_npy};
 use vta_runtime::resident::LoadOptions;
 
@@ -62,6 +64,30 @@ enum Cmd {
         /// Most memory all of the model's tensors together may take (e.g. 256MiB, or bytes);
         /// a model beyond it is refused, naming the tensor, before anything is allocated
         /// [default: 4GiB]
+        #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size)]
+        memory_budget: Option<u64>,
+        #[command(flatten)]
+        board: BoardArgs,
+    },
+    /// Time each CPU step of a compiled model on this board's cores, its launches on the
+    /// accelerator: a CPU profile for `vta bench schedule --time device --cpu-profile FILE`,
+    /// which then predicts every scheduling policy on this board without it.
+    Profile {
+        /// The compiled model (`vta compile -o MODEL.vtab`).
+        model: PathBuf,
+        /// One .npy per model input, in order (of a batch, the first inference is timed).
+        #[arg(long = "input", short, required = true)]
+        inputs: Vec<PathBuf>,
+        /// Where to write the profile (JSON).
+        #[arg(long, short, value_name = "FILE.json")]
+        output: PathBuf,
+        /// Serial runs per step; its fastest is kept.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Wall-clock bound of each accelerator launch, in seconds.
+        #[arg(long, default_value_t = 10.0)]
+        timeout: f64,
+        /// As for `run`.
         #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size)]
         memory_budget: Option<u64>,
         #[command(flatten)]
@@ -228,6 +254,15 @@ fn run(cli: Cli) -> Result<()> {
             memory_budget,
             board,
         } => run_model(&model, &inputs, &outputs, timeout, memory_budget, &board),
+        Cmd::Profile {
+            model,
+            inputs,
+            output,
+            runs,
+            timeout,
+            memory_budget,
+            board,
+        } => profile_model(&model, &inputs, &output, runs, timeout, memory_budget, &board),
         Cmd::Serve {
             listen,
             config,
@@ -291,14 +326,13 @@ fn serve_board(
     serve(listener, &mut dev, serve_opts).with_context(|| format!("serving on {bound}"))
 }
 
-fn run_model(
+/// The compiled model `file` (within `memory_budget`) and its inputs, one list per inference.
+fn read_model(
     file: &Path,
     inputs: &[PathBuf],
-    outputs: &[PathBuf],
     timeout: f64,
     memory_budget: Option<u64>,
-    board: &BoardArgs,
-) -> Result<()> {
+) -> Result<(vta_runtime::Model, Vec<Vec<vta_runtime::Tensor>>)> {
     if !(timeout > 0.0 && timeout.is_finite()) {
         bail!("--timeout {timeout}: give a positive number of seconds");
     }
@@ -306,14 +340,6 @@ fn run_model(
     let budget = memory_budget.unwrap_or(vta_runtime::budget::DEFAULT_MEMORY_BUDGET);
     let model = vta_runtime::file::read(&bytes, None, budget)
         .map_err(|e| anyhow!("{}: {e}", file.display()))?;
-    let plan = &model.plan;
-    if outputs.len() != plan.outputs.len() {
-        bail!(
-            "the model has {} output(s); give one --output per output ({} given)",
-            plan.outputs.len(),
-            outputs.len()
-        );
-    }
     let tensors = inputs
         .iter()
         .map(|p| {
@@ -324,6 +350,90 @@ fn run_model(
     let runs = model
         .split_samples(tensors)
         .map_err(|e| anyhow!("inputs: {e}"))?;
+    Ok((model, runs))
+}
+
+fn profile_model(
+    file: &Path,
+    inputs: &[PathBuf],
+    output: &Path,
+    runs: usize,
+    timeout: f64,
+    memory_budget: Option<u64>,
+    board: &BoardArgs,
+) -> Result<()> {
+    if runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    let (model, samples) = read_model(file, inputs, timeout, memory_budget)?;
+    let x = samples.into_iter().next().context("inputs: no inference in them")?;
+    let opts = board.options(Duration::from_secs_f64(timeout))?;
+    // The serial run on the board is the reference every profiling run must reproduce.
+    let want = {
+        let mut dev = BoardDevice::open(&model.config, &opts)?;
+        let mut resident = model
+            .load(&mut dev, LoadOptions::default())
+            .context("loading the model onto the board")?;
+        resident.run(&x).context("the serial run")?.outputs
+    };
+    let model = Arc::new(model);
+    let cfg = model.config.clone();
+    let board_dev = DeviceSpec::new("board", move || {
+        BoardDevice::open(&cfg, &opts)
+            .map(|d| Box::new(d) as Box<dyn drivers::Device>)
+            .map_err(|e| e.to_string())
+    });
+    let ex = Executor::new(
+        Arc::clone(&model),
+        vec![board_dev],
+        ExecOptions {
+            trace: true,
+            ..ExecOptions::default()
+        },
+    )?;
+    let secs = profile::measure(&ex, &x, &want, runs)?;
+    let measured_on = format!(
+        "vta-board on {} ({} cores), the fastest of {runs} serial run(s) per step",
+        std::env::consts::ARCH,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let doc = profile::to_json(&model, ex.graph(), &secs, &file.display().to_string(), &measured_on);
+    let text = serde_json::to_string_pretty(&doc)? + "\n";
+    std::fs::write(output, text).with_context(|| format!("writing {}", output.display()))?;
+    let cpu_us: f64 = ex
+        .graph()
+        .tasks
+        .iter()
+        .zip(&secs)
+        .filter(|(t, _)| !t.is_launch())
+        .map(|(_, s)| s * 1e6)
+        .sum();
+    eprintln!(
+        "profiled {} CPU step(s) of {} ({cpu_us:.0} us per inference on the CPU), wrote {}",
+        ex.graph().tasks.iter().filter(|t| !t.is_launch()).count(),
+        file.display(),
+        output.display()
+    );
+    Ok(())
+}
+
+fn run_model(
+    file: &Path,
+    inputs: &[PathBuf],
+    outputs: &[PathBuf],
+    timeout: f64,
+    memory_budget: Option<u64>,
+    board: &BoardArgs,
+) -> Result<()> {
+    let (model, runs) = read_model(file, inputs, timeout, memory_budget)?;
+    let plan = &model.plan;
+    if outputs.len() != plan.outputs.len() {
+        bail!(
+            "the model has {} output(s); give one --output per output ({} given)",
+            plan.outputs.len(),
+            outputs.len()
+        );
+    }
 
     let opts = board.options(Duration::from_secs_f64(timeout))?;
     let mut dev = BoardDevice::open(&model.config, &opts)?;

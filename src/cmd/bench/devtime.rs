@@ -2,24 +2,21 @@
 //! discrete-event simulator of `vta_runtime::exec::sim`, from each launch's cycles (the
 //! analytic cycle model, or the RTL simulator) at the config's clock and each CPU step's
 //! time from a CPU profile (a file, or measured here once), so the figures do not depend on
-//! how many cores this host has or what else runs on it. Also the CPU profile's file
-//! format (read with `--cpu-profile`, written with `--write-cpu-profile`).
+//! how many cores this host has or what else runs on it. The profile's file format is
+//! `vta_runtime::exec::profile`'s.
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::json;
-use vta_runtime::exec::{self, sim, Policy, Pool};
+use vta_runtime::exec::{self, profile, sim, Policy, Pool};
 use vta_runtime::graph::{TaskGraph, TaskKind};
 use vta_runtime::model::Model;
 use vta_runtime::Tensor;
 
 use super::ScheduleBenchArgs;
 
-/// The CPU profile's `format` field.
-const PROFILE_FORMAT: &str = "vta-cpu-profile";
 /// Numbers in flight the throughput is simulated at.
 const IN_FLIGHT: [usize; 4] = [1, 2, 4, 8];
 /// Serial runs the host profile takes the fastest of, per CPU step.
@@ -43,93 +40,6 @@ impl LaunchCycles {
     }
 }
 
-/// Per CPU task of `graph`, its time in seconds from the profile file `path`.
-fn read_profile(path: &Path, model: &Model, graph: &TaskGraph) -> Result<Vec<Option<f64>>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the CPU profile {}", path.display()))?;
-    let bad = |what: String| {
-        anyhow!(
-            "{}: {what}; a CPU profile is {{\"format\": \"{PROFILE_FORMAT}\", \"steps\": \
-             [{{\"step\": N, \"us\": T}}, ...]}} (write one with --write-cpu-profile)",
-            path.display()
-        )
-    };
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
-    if v["format"] != PROFILE_FORMAT {
-        return Err(bad(format!("\"format\" is not \"{PROFILE_FORMAT}\"")));
-    }
-    let steps = v["steps"]
-        .as_array()
-        .ok_or_else(|| bad("no \"steps\" list".into()))?;
-    let mut us = std::collections::HashMap::new();
-    for (i, s) in steps.iter().enumerate() {
-        let (Some(k), Some(t)) = (s["step"].as_u64(), s["us"].as_f64()) else {
-            return Err(bad(format!(
-                "entry {i} lacks a \"step\" number or a \"us\" time"
-            )));
-        };
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(bad(format!("step {k}: {t} us is not a time")));
-        }
-        let k = k as usize;
-        let step = model.plan.steps.get(k).ok_or_else(|| {
-            bad(format!(
-                "step {k} does not exist (the model has {} steps): written for another model?",
-                model.plan.steps.len()
-            ))
-        })?;
-        if let Some(name) = s["name"].as_str() {
-            if name != step.name {
-                return Err(bad(format!(
-                    "step {k} is '{name}' there but '{}' in {}: written for another model?",
-                    step.name, model.source
-                )));
-            }
-        }
-        us.insert(k, t);
-    }
-    graph
-        .tasks
-        .iter()
-        .map(|t| match t.kind {
-            TaskKind::Launch(_) => Ok(None),
-            TaskKind::Cpu(k) => us.get(&k).map(|t| Some(t * 1e-6)).ok_or_else(|| {
-                bad(format!(
-                    "no time for CPU step {k} ({} {}): written for another model?",
-                    model.plan.steps[k].kind_name(),
-                    model.plan.steps[k].name
-                ))
-            }),
-        })
-        .collect()
-}
-
-/// The profile file of `secs` (per task; CPU tasks only are written).
-fn profile_json(model: &Model, graph: &TaskGraph, secs: &[f64], file: &str) -> String {
-    let steps: Vec<serde_json::Value> = graph
-        .tasks
-        .iter()
-        .zip(secs)
-        .filter_map(|(t, s)| match t.kind {
-            TaskKind::Cpu(k) => Some(json!({
-                "step": k,
-                "op": model.plan.steps[k].kind_name(),
-                "name": model.plan.steps[k].name,
-                "us": s * 1e6,
-            })),
-            TaskKind::Launch(_) => None,
-        })
-        .collect();
-    crate::cmd::json::text(&json!({
-        "format": PROFILE_FORMAT,
-        "version": 1,
-        "model": file,
-        "measured_on": "this host (vta bench schedule --write-cpu-profile), the fastest of 3 serial runs per step",
-        "steps": steps,
-    }))
-}
-
 /// Runs the model serially on the pool's first device and one CPU worker, [`PROFILE_RUNS`]
 /// times: per task the fastest run (seconds); also checks the outputs against the serial
 /// run's.
@@ -140,17 +50,7 @@ fn measure_host(
     want: &[Tensor],
 ) -> Result<Vec<f64>> {
     let ex = crate::cmd::pool::executor(model, &a.pool, &a.backend, &a.rtl, Policy::Serial)?;
-    let mut best = vec![f64::INFINITY; ex.graph().len()];
-    for _ in 0..PROFILE_RUNS {
-        let done = ex.run(inputs)?;
-        if done.outputs != want {
-            bail!("the serial pool run's outputs differ from the serial run's");
-        }
-        for e in ex.take_timeline().events {
-            best[e.task] = best[e.task].min(e.end - e.start);
-        }
-    }
-    Ok(best)
+    Ok(profile::measure(&ex, inputs, want, PROFILE_RUNS)?)
 }
 
 /// Runs one request under every policy on the real pool and checks its outputs against
@@ -226,17 +126,32 @@ pub fn run(
     };
     let launch = launch_seconds(&model, a)?;
     let (cpu, cpu_source): (Vec<Option<f64>>, String) = match &a.cpu_profile {
-        Some(p) => (
-            read_profile(p, &model, &graph)?,
-            format!("profile {}", p.display()),
-        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the CPU profile {}", p.display()))?;
+            (
+                profile::read(&text, &p.display().to_string(), &model, &graph)
+                    .map_err(|e| anyhow!(e))?,
+                format!("profile {}", p.display()),
+            )
+        }
         None => {
             let (Some(x), Some(w)) = (&inputs, &want) else {
                 bail!("--time device needs each CPU step's time: give --cpu-profile FILE, or --input X.npy to measure them on this host");
             };
             let secs = measure_host(&model, a, x, w)?;
             if let Some(out) = &a.write_cpu_profile {
-                std::fs::write(out, profile_json(&model, &graph, &secs, file))
+                let doc = profile::to_json(
+                    &model,
+                    &graph,
+                    &secs,
+                    file,
+                    &format!(
+                        "this host (vta bench schedule --write-cpu-profile), the fastest of \
+                         {PROFILE_RUNS} serial runs per step"
+                    ),
+                );
+                std::fs::write(out, crate::cmd::json::text(&doc))
                     .with_context(|| format!("cannot write {}", out.display()))?;
             }
             let cpu = graph

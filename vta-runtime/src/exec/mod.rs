@@ -22,6 +22,7 @@
 
 pub mod device;
 pub mod sched;
+pub mod profile;
 pub mod sim;
 pub mod trace;
 
