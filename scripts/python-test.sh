@@ -9,7 +9,9 @@
 #
 # The wheel is built with cargo's dev profile, so that it shares the artifacts `cargo test
 # --workspace` built (a release wheel: `maturin build --release -m python/Cargo.toml`).
-# Extra arguments go to pytest.
+# VTA_RAY=1 also installs Ray (a large download, once) so that tests/test_ray.py runs: a
+# sharded sweep on a two-node local Ray cluster, one node killed mid-task; without it that
+# file is skipped. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -25,6 +27,12 @@ fi
 deps=(numpy pytest onnx onnxruntime)
 if ! ls "$work"/wheelhouse/onnxruntime-*.whl >/dev/null 2>&1; then
     "$work/build-venv/bin/pip" download -q -d "$work/wheelhouse" "${deps[@]}"
+fi
+if [ "${VTA_RAY:-0}" = 1 ]; then
+    deps+=(ray)
+    if ! ls "$work"/wheelhouse/ray-*.whl >/dev/null 2>&1; then
+        "$work/build-venv/bin/pip" download -q -d "$work/wheelhouse" ray
+    fi
 fi
 
 rm -rf "$work/dist"

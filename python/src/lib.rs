@@ -1351,18 +1351,21 @@ impl dse::explore::Observer for Quiet {
 
 /// dse_sweep(network="digits", axes={}, base=None, part=None, board=None, cycles="model",
 /// validate=0, jobs=None, cache_dir=None, fresh=False, calibration=[], size=224,
-/// output_dir=None, dry_run=False) -> dict
+/// output_dir=None, dry_run=False, accuracy=False, eval=None, labels=None, shard=None,
+/// merge=None) -> dict
 ///
 /// Sweeps configs for a network (`vta dse`): returns `vta dse --json`'s document (with
 /// `points`, one dict per config); with `output_dir`, also writes results.csv, results.json
-/// and pareto.svg there. `axes` maps axis names (batch, block, block_in, block_out,
+/// and pareto.svg there. `shard="I/N"` evaluates only that shard's configs into the cache
+/// (`vta dse --shard`, no files written); `merge=N` measures nothing and takes every result
+/// from the cache (`vta dse --merge`), failing with the configs not there and their shards. `axes` maps axis names (batch, block, block_in, block_out,
 /// log_uop_buff, log_inp_buff, log_wgt_buff, log_acc_buff, inp_depth, wgt_depth, acc_depth,
 /// bus, clock) to lists of values or `vta dse`'s value strings ("8..32").
 #[pyfunction]
 #[pyo3(signature = (network = "digits", axes = None, base = None, part = None, board = None,
     cycles = "model", validate = 0, jobs = None, cache_dir = None, fresh = false,
     calibration = Vec::new(), size = 224, output_dir = None, dry_run = false, accuracy = false,
-    eval = None, labels = None))]
+    eval = None, labels = None, shard = None, merge = None))]
 #[allow(clippy::too_many_arguments)]
 fn dse_sweep(
     py: Python<'_>,
@@ -1383,8 +1386,10 @@ fn dse_sweep(
     accuracy: bool,
     eval: Option<PathBuf>,
     labels: Option<PathBuf>,
+    shard: Option<String>,
+    merge: Option<usize>,
 ) -> PyResult<Py<PyAny>> {
-    use dse::sweep::{self, Axes, Param};
+    use dse::sweep::{self, Axes, Param, Shard};
     let derr = |e: &dyn std::error::Error| DseError::new_err(e.to_string());
     let spec = match network {
         "digits" => dse::network::NetworkSpec::Digits,
@@ -1434,7 +1439,27 @@ fn dse_sweep(
         ax = Axes::default_sweep();
     }
     let base = config_arg(base)?.unwrap_or_default();
-    let plan = sweep::expand(&base, &ax);
+    let full = sweep::expand(&base, &ax);
+    let shard = match (shard, merge, &output_dir) {
+        (Some(_), Some(_), _) => {
+            return Err(DseError::new_err("give shard or merge, not both"));
+        }
+        (Some(_), None, Some(_)) => {
+            return Err(DseError::new_err(
+                "a shard writes no results (they go to the cache): drop output_dir, and give \
+                 it to the merge (merge=N) once every shard has run",
+            ));
+        }
+        (Some(text), None, None) => {
+            Some(Shard::parse(&text).map_err(|e| DseError::new_err(format!("shard: {e}")))?)
+        }
+        (None, Some(0), _) => return Err(DseError::new_err("merge must be at least 1")),
+        _ => None,
+    };
+    let plan = match shard {
+        Some(s) => full.shard(s),
+        None => full.clone(),
+    };
     if dry_run {
         let doc = serde_json::json!({
             "combinations": plan.combinations,
@@ -1493,7 +1518,7 @@ fn dse_sweep(
         jobs,
         fresh,
         eval,
-        cache_only: false,
+        cache_only: merge.is_some(),
     };
     let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
         let network = dse::network::Network::load(&spec).map_err(|e| chain(&e))?;
@@ -1519,6 +1544,22 @@ fn dse_sweep(
             write("results.csv", dse::report::csv(&x))?;
             write("results.json", format!("{doc:#}\n"))?;
             dse::plot::write(&x, &dir.join("pareto.svg")).map_err(|e| chain(&e))?;
+        }
+        if let Some(count) = merge {
+            let missing: Vec<String> = x
+                .not_cached(&full, count)
+                .into_iter()
+                .map(|(config, s)| format!("  {} (shard {s})", config.config_string()))
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "the merge is incomplete: results of {} config(s) are not in the cache:\n{}\n\
+                     rerun each shard named (sweep(..., shard=\"I/N\") with the same arguments), \
+                     then merge again",
+                    missing.len(),
+                    missing.join("\n")
+                ));
+            }
         }
         let mut doc = dse::report::json(&x);
         doc["summary"] = dse::report::summary(&x).into();

@@ -97,3 +97,37 @@ def test_dse_bad_arguments(estimate_cache):
         vta.dse.sweep("digits", {"block": [16]}, part="xc9", cache_dir=estimate_cache)
     with pytest.raises(vta.DseError):
         vta.dse.sweep("digits", {"block": "x..y"}, cache_dir=estimate_cache)
+
+
+def test_shards_and_their_merge_equal_one_sweep(tmp_path):
+    axes = {"bus": [64, 128], "clock": [100, 150]}
+    one = vta.dse.sweep("digits", axes, part="xc7z010", cache_dir=tmp_path / "one",
+                        output_dir=tmp_path / "one-out")
+    for i in range(3):
+        shard = vta.dse.sweep("digits", axes, part="xc7z010", cache_dir=tmp_path / "c",
+                              shard=f"{i}/3")
+        assert len(shard) == len(range(i, 4, 3))
+    merged = vta.dse.sweep("digits", axes, part="xc7z010", cache_dir=tmp_path / "c",
+                           merge=3, output_dir=tmp_path / "merged")
+    assert [r["config_string"] for r in merged.rows] == [r["config_string"] for r in one.rows]
+    assert (tmp_path / "merged" / "results.csv").read_bytes() == \
+        (tmp_path / "one-out" / "results.csv").read_bytes()
+
+
+def test_shard_and_merge_refuse_bad_requests(tmp_path):
+    with pytest.raises(vta.DseError, match="shard '3/2'"):
+        vta.dse.sweep("digits", {"bus": [64]}, part="xc7z010", cache_dir=tmp_path, shard="3/2")
+    with pytest.raises(vta.DseError, match="drop output_dir"):
+        vta.dse.sweep("digits", {"bus": [64]}, part="xc7z010", cache_dir=tmp_path, shard="0/2",
+                      output_dir=tmp_path / "out")
+    with pytest.raises(vta.DseError, match="not both"):
+        vta.dse.sweep("digits", {"bus": [64]}, part="xc7z010", cache_dir=tmp_path, shard="0/2",
+                      merge=2)
+
+
+def test_merge_names_a_missing_shard(tmp_path):
+    vta.dse.sweep("digits", {"bus": [64, 128], "clock": [100, 150]}, part="xc7z010",
+                  cache_dir=tmp_path, shard="0/2")
+    with pytest.raises(vta.DseError, match=r"\(shard 1/2\)"):
+        vta.dse.sweep("digits", {"bus": [64, 128], "clock": [100, 150]}, part="xc7z010",
+                      cache_dir=tmp_path, merge=2)

@@ -179,4 +179,6 @@ def dse_sweep(
     accuracy: bool = False,
     eval: Optional[str] = None,
     labels: Optional[str] = None,
+    shard: Optional[str] = None,
+    merge: Optional[int] = None,
 ) -> Dict[str, Any]: ...

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 from . import _native
 from ._native import Config, DseError
 
-__all__ = ["sweep", "plan", "SweepResult"]
+__all__ = ["sweep", "sweep_on_ray", "plan", "SweepResult"]
 
 ConfigLike = Union[Config, str, "os.PathLike[str]", None]
 AxisValues = Union[Sequence[int], int, str]
@@ -74,6 +74,8 @@ def sweep(
     accuracy: bool = False,
     eval: Union[str, "os.PathLike[str]", None] = None,
     labels: Union[str, "os.PathLike[str]", None] = None,
+    shard: Optional[str] = None,
+    merge: Optional[int] = None,
 ) -> SweepResult:
     """Sweeps accelerator configs for a network (``vta dse``).
 
@@ -101,6 +103,11 @@ def sweep(
             test digits, another network needs ``eval`` and ``labels``.
         eval, labels: ``.npy`` files of evaluation inputs (samples on the first axis) and
             their integer classes.
+        shard: ``"I/N"``: evaluate only every N-th config from the I-th (``vta dse --shard``)
+            into the cache; the result has that shard's rows and nothing is written.
+        merge: ``N``: measure nothing, take every result of a sweep run as N shards from the
+            cache (``vta dse --merge``); a config not there raises :class:`DseError` naming
+            it and its shard.
 
     Returns:
         A :class:`SweepResult`; ``.rows`` is a list of dicts, ``.to_pandas()`` a DataFrame.
@@ -126,8 +133,83 @@ def sweep(
         accuracy,
         None if eval is None else os.fspath(eval),
         None if labels is None else os.fspath(labels),
+        shard,
+        merge,
     )
     return SweepResult(doc)
+
+
+def sweep_on_ray(
+    network: Union[str, "os.PathLike[str]"] = "digits",
+    axes: Optional[Mapping[str, AxisValues]] = None,
+    *,
+    shards: Optional[int] = None,
+    retries: int = 3,
+    cache_dir: Union[str, "os.PathLike[str]", None] = None,
+    output_dir: Union[str, "os.PathLike[str]", None] = None,
+    **options: Any,
+) -> SweepResult:
+    """Runs :func:`sweep` on a Ray cluster: one Ray task per shard, retried when it fails or
+    its node dies, then the merge here. The results equal :func:`sweep`'s on one machine.
+
+    Ray must be initialised by the caller (``ray.init(address=...)``), and every node must see
+    ``cache_dir`` (a shared filesystem; results are written whole and renamed into place, so
+    tasks on several nodes may fill it at once) and have this package installed.
+
+    Args:
+        network, axes: as :func:`sweep`.
+        shards: how many Ray tasks (default: the cluster's CPUs). Each evaluates every
+            ``shards``-th config with one job.
+        retries: how many times Ray reruns a shard whose task raised or whose node died.
+        cache_dir: the shared result cache (default as :func:`sweep`).
+        output_dir: where the merge writes ``results.csv``, ``results.json`` and
+            ``pareto.svg``.
+        options: any other keyword of :func:`sweep` (``part``, ``base``, ``cycles``, ...),
+            except ``jobs``, ``shard`` and ``merge``.
+
+    Raises:
+        DseError: a shard failed on every try (its error is named), or the merge found
+            results missing.
+    """
+    import ray  # optional dependency
+
+    for name in ("jobs", "shard", "merge"):
+        if name in options:
+            raise DseError(f"sweep_on_ray sets {name} itself: drop {name}=")
+    if not ray.is_initialized():
+        raise DseError("sweep_on_ray needs Ray initialised: call ray.init(address=...) first")
+    if shards is None:
+        shards = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    if shards < 1:
+        raise DseError("shards must be at least 1")
+    if retries < 0:
+        raise DseError("retries must be at least 0")
+    if cache_dir is not None:
+        cache_dir = os.fspath(cache_dir)
+    run_shard = ray.remote(num_cpus=1, max_retries=retries, retry_exceptions=True)(_ray_shard)
+    tasks = {
+        i: run_shard.remote(network, axes, f"{i}/{shards}", cache_dir, options)
+        for i in range(shards)
+    }
+    failed = []
+    for i, task in tasks.items():
+        try:
+            ray.get(task)
+        except Exception as e:  # the task's error after its retries, or Ray's
+            failed.append(f"  shard {i}/{shards}: {e}")
+    try:
+        return sweep(network, axes, cache_dir=cache_dir, output_dir=output_dir, merge=shards,
+                     **options)
+    except DseError as e:
+        if not failed:
+            raise
+        raise DseError(f"{e}\nshards that failed on every try:\n" + "\n".join(failed)) from e
+
+
+def _ray_shard(network: Any, axes: Any, shard: str, cache_dir: Optional[str],
+               options: Dict[str, Any]) -> int:
+    """One Ray task of :func:`sweep_on_ray`: a shard into the cache; its number of configs."""
+    return len(sweep(network, axes, shard=shard, jobs=1, cache_dir=cache_dir, **options))
 
 
 def plan(axes: Optional[Mapping[str, AxisValues]] = None, *, base: ConfigLike = None) -> Dict[str, Any]:
