@@ -46,10 +46,7 @@ fn units(out: &str) -> Vec<String> {
 
 #[test]
 fn help() {
-    insta::assert_snapshot!(
-        "help_check_diff",
-        ok(vta(&["check", "diff", "--help"]))
-    );
+    insta::assert_snapshot!("help_check_diff", ok(vta(&["check", "diff", "--help"])));
 }
 
 /// Shards are disjoint contiguous blocks that together are the campaign, whatever the count;
@@ -106,6 +103,34 @@ fn shards_split_the_campaign_into_disjoint_blocks_that_cover_it() {
         from_slurm.contains("shard 1/2: units 10..20 of 20"),
         "{from_slurm}"
     );
+}
+
+/// Units run the same whatever shard runs them and whatever ran before: three shards' RTL
+/// cycles and instructions add up to the whole campaign's (each unit gets a fresh simulator;
+/// a reused one carries state from earlier runs that changes cycle counts).
+#[test]
+fn sharded_runs_add_up_to_the_whole_campaign() {
+    let dir = scratch("check_diff_sum");
+    let run = |shard: Option<&str>| -> serde_json::Value {
+        let mut args = vec![
+            "--presets",
+            "default",
+            "--programs",
+            "12",
+            "--seed",
+            "11",
+            "--json",
+        ];
+        args.extend(shard.iter().flat_map(|s| ["--shard", *s]));
+        serde_json::from_str(&ok(vta_check(&dir, &args, &[]))).expect("JSON")
+    };
+    let whole = run(None);
+    assert_eq!(whole["identical"], 12);
+    let parts: Vec<serde_json::Value> = ["0/3", "1/3", "2/3"].map(|s| run(Some(s))).into();
+    for key in ["run", "identical", "instructions", "rtl_cycles"] {
+        let sum: u64 = parts.iter().map(|p| p[key].as_u64().unwrap()).sum();
+        assert_eq!(sum, whole[key].as_u64().unwrap(), "{key}");
+    }
 }
 
 /// A mismatch planted in unit 4 of 6 is found by the shard that runs it (and only by it), is
@@ -166,7 +191,10 @@ fn a_planted_mismatch_is_found_named_kept_and_replayed() {
     assert_eq!(r["planted_store"], 0);
     assert_eq!(r["config"]["LOG_BLOCK"], 4);
     assert_eq!(r["mismatch"]["kind"], "outputs");
-    assert!(r["program"]["assembly"].as_str().unwrap().contains("store out"));
+    assert!(r["program"]["assembly"]
+        .as_str()
+        .unwrap()
+        .contains("store out"));
 
     let err = fails(vta_check(&dir, &["--replay", "repro/unit-4.json"], &[]));
     assert!(

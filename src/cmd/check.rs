@@ -15,7 +15,7 @@ use dse::sweep::Shard;
 use isa::HwConfig;
 use serde_json::{json, Value};
 use vta_sim::diff::{campaign, check, Agreement, Campaign, Case, Mismatch, Reproducer};
-use vta_sim::rtl::{RtlDevice, RtlOptions};
+use vta_sim::rtl::RtlOptions;
 
 use super::progress::Progress;
 use super::sim::rtl_device;
@@ -222,9 +222,9 @@ fn diff(a: &DiffArgs) -> Result<String> {
     summarize(&camp, &configs, shard, range, &outcomes, secs, a.json)
 }
 
-/// Runs units `range` on `jobs` threads, each with its own RTL device, kept while its units stay
-/// on one config; writes a reproducer for every mismatch. Fails (naming it) only when a config's
-/// model cannot be had or a reproducer cannot be written.
+/// Runs units `range` on `jobs` threads, each unit on a fresh RTL simulator; writes a reproducer
+/// for every mismatch. Fails (naming it) only when a config's model cannot be had or a
+/// reproducer cannot be written.
 fn run_units(
     camp: &Campaign,
     configs: &[Option<HwConfig>],
@@ -237,15 +237,14 @@ fn run_units(
     let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let bar = Progress::bar("check diff", range.end - range.start);
     let opts = rtl_options();
-    let unit = |k: u64, dev: &mut Option<(usize, RtlDevice)>| -> Result<Outcome> {
+    let unit = |k: u64| -> Result<Outcome> {
         let u = camp.unit(k);
         let cfg = configs[u.config].as_ref().expect("drawn before the run");
-        if dev.as_ref().map(|d| d.0) != Some(u.config) {
-            // The previous config's device goes first: one simulator's memory at a time.
-            *dev = None;
-            *dev = Some((u.config, rtl_device(cfg, &opts)?));
-        }
-        let rtl = &mut dev.as_mut().expect("set above").1;
+        // A fresh simulator (a new instance of the config's model, built or loaded once per
+        // process) for every unit: the RTL simulator keeps state across runs that its reset
+        // does not clear (a run's cycle count depends on the runs before it), and a unit must
+        // run the same in any shard and in a replay.
+        let rtl = &mut rtl_device(cfg, &opts)?;
         let program_seed = campaign::program_seed(camp.seed, cfg, u.program);
         let mut case = Case::generated(cfg, program_seed)?;
         if a.plant_mismatch == Some(k) {
@@ -278,26 +277,23 @@ fn run_units(
     };
     std::thread::scope(|s| {
         for _ in 0..jobs.min((range.end - range.start) as usize).max(1) {
-            s.spawn(|| {
-                let mut dev = None;
-                loop {
-                    if failure.lock().expect("failure lock").is_some() {
-                        break;
-                    }
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    if k >= range.end {
-                        break;
-                    }
-                    bar.message(&format!("unit {k}"));
-                    match unit(k, &mut dev) {
-                        Ok(o) => outcomes.lock().expect("outcomes lock").push(o),
-                        Err(e) => {
-                            failure.lock().expect("failure lock").get_or_insert(e);
-                            break;
-                        }
-                    }
-                    bar.inc();
+            s.spawn(|| loop {
+                if failure.lock().expect("failure lock").is_some() {
+                    break;
                 }
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= range.end {
+                    break;
+                }
+                bar.message(&format!("unit {k}"));
+                match unit(k) {
+                    Ok(o) => outcomes.lock().expect("outcomes lock").push(o),
+                    Err(e) => {
+                        failure.lock().expect("failure lock").get_or_insert(e);
+                        break;
+                    }
+                }
+                bar.inc();
             });
         }
     });
