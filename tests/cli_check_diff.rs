@@ -205,6 +205,13 @@ fn a_planted_mismatch_is_found_named_kept_and_replayed() {
     assert!(err.contains("mismatch reproduced (as recorded)"), "{err}");
     assert!(!err.contains("no longer draws"), "{err}");
 
+    // With --json the result is a document on stdout, the status still says mismatch.
+    let out = vta_check(&dir, &["--replay", "repro/unit-4.json", "--json"], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["result"], "mismatch");
+    assert_eq!(doc["mismatch"], r["mismatch"]);
+
     let mut healed = r.clone();
     healed["planted_store"] = serde_json::Value::Null;
     std::fs::write(dir.join("healed.json"), healed.to_string()).unwrap();
