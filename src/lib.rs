@@ -63,6 +63,10 @@ enum Command {
     /// Explore designs: sweep configs for a network on an FPGA part (cycles, resources, fit,
     /// Pareto front, plot)
     Dse(Box<cmd::dse::DseArgs>),
+    /// Check the simulators against each other: the randomized differential campaign of the
+    /// RTL against the functional simulator, sharded, with reproducers
+    #[command(subcommand)]
+    Check(cmd::check::CheckCmd),
 }
 
 /// Runs the CLI on `args` (the program name first, as in `std::env::args_os`) and returns
@@ -131,6 +135,7 @@ fn dispatch(command: Command) -> anyhow::Result<String> {
         Command::Hw(h) => cmd::hw::run(h),
         Command::Serve(s) => cmd::serve::run(s),
         Command::Dse(d) => cmd::dse::run(*d),
+        Command::Check(c) => cmd::check::run(c),
     }
 }
 

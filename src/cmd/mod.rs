@@ -3,6 +3,7 @@
 pub mod asm;
 pub mod bench;
 pub mod bitstream;
+pub mod check;
 pub mod compile;
 pub mod config;
 pub mod demo;

@@ -220,30 +220,37 @@ impl RtlArgs {
             vcd,
             ..RtlOptions::default()
         };
-        let name = cfg.config_string();
-        let cache = opts.cache_dir();
-        let start = std::time::Instant::now();
-        let mut building = false;
-        let mut dev = RtlDevice::with_options(cfg, &opts, &mut |stage| {
-            if stage.starts_with("verilating") {
-                building = true;
-                eprintln!(
-                    "rtl: building the Verilator model of {name}{} (first use; cached in {})",
-                    if vcd { " with VCD tracing" } else { "" },
-                    cache.display()
-                );
-            }
-            if building {
-                eprintln!("rtl:   {stage} (+{:.1} s)", start.elapsed().as_secs_f64());
-            }
-        })
-        .with_context(|| format!("cannot simulate {name} on the RTL backend"))?;
-        if building {
-            eprintln!("rtl: model ready in {:.1} s", start.elapsed().as_secs_f64());
-        }
+        let mut dev = rtl_device(cfg, &opts)?;
         dev.limits.hang_cycles = self.hang_cycles.unwrap_or(RunLimits::DEFAULT_HANG_CYCLES);
         Ok(dev)
     }
+}
+
+/// An RTL device for `cfg` with `opts`: the model compiled into vta (the default config),
+/// loaded from the cache, or built now, with the build's stages on stderr.
+pub fn rtl_device(cfg: &HwConfig, opts: &RtlOptions) -> Result<RtlDevice> {
+    let name = cfg.config_string();
+    let cache = opts.cache_dir();
+    let start = std::time::Instant::now();
+    let mut building = false;
+    let dev = RtlDevice::with_options(cfg, opts, &mut |stage| {
+        if stage.starts_with("verilating") {
+            building = true;
+            eprintln!(
+                "rtl: building the Verilator model of {name}{} (first use; cached in {})",
+                if opts.vcd { " with VCD tracing" } else { "" },
+                cache.display()
+            );
+        }
+        if building {
+            eprintln!("rtl:   {stage} (+{:.1} s)", start.elapsed().as_secs_f64());
+        }
+    })
+    .with_context(|| format!("cannot simulate {name} on the RTL backend"))?;
+    if building {
+        eprintln!("rtl: model ready in {:.1} s", start.elapsed().as_secs_f64());
+    }
+    Ok(dev)
 }
 
 #[derive(Args)]

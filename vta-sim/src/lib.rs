@@ -11,6 +11,9 @@
 //! * The **SoC simulator** ([`soc`], with `rtl`): the whole SoC of an FPGA board without a
 //!   CPU (accelerator, device memory, UART bridge) in Verilator, reached through its UART
 //!   pins by the same serial driver a board is reached with.
+//! * The **differential campaign** ([`diff`], with `rtl`): random programs on presets and
+//!   random configs, run on both simulators and compared, mismatches bisected and kept as
+//!   reproducer files (`vta check diff`).
 //!
 //! Each comes as a device of the device HAL as well: [`FsimDevice`] and `rtl::RtlDevice`
 //! implement [`drivers::Device`].
@@ -19,6 +22,8 @@ pub mod bench;
 mod device;
 #[cfg(test)]
 mod device_tests;
+#[cfg(all(unix, feature = "rtl"))]
+pub mod diff;
 mod error;
 mod fsim;
 mod kernels;
