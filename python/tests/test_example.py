@@ -14,5 +14,6 @@ def test_first_hour_runs(estimate_cache, tmp_path):
                        capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
-    for needle in ["compiled", "fsim", "rtl", "per layer", "Pareto"]:
+    for needle in ["compiled", "fsim", "rtl", "per layer", "pool: 16 digits", "Pareto"]:
         assert needle in out, (needle, out)
+    assert "traceEvents" in (tmp_path / "timeline.json").read_text()
