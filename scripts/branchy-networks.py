@@ -48,6 +48,11 @@ class Builder:
         self.inits.append(numpy_helper.from_array(array.astype(np.float32), name))
         return name
 
+    def const_i64(self, what, values):
+        name = self.fresh(what)
+        self.inits.append(numpy_helper.from_array(np.array(values, np.int64), name))
+        return name
+
     def node(self, op, inputs, **attrs):
         out = self.fresh(op.lower())
         self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
@@ -153,6 +158,45 @@ def inception_test(size, rng, ch=32):
 INCEPTION_CHANNELS = 8
 
 
+def detector(size, rng, classes=20, anchors=3):
+    """A YOLO-style single-scale detector: a stride-8 convolutional backbone and a 1x1 head
+    (on the accelerator), then YOLOv5's box decoding in float on the CPU (sigmoid of every
+    output; centres (2 s - 0.5 + grid) * stride, sizes (2 s)^2 * anchor), so that the CPU's
+    post-processing is a large share of a frame: the network pipelining is for."""
+    b = Builder("detector", size, rng)
+    x = b.conv("x", 3, 16, 3, stride=2, pad=1)
+    x = b.conv(x, 16, 32, 3, stride=2, pad=1)
+    x = b.conv(x, 32, 64, 3, pad=1)
+    x = b.conv(x, 64, 128, 3, stride=2, pad=1)
+    per = 5 + classes
+    x = b.conv(x, 128, anchors * per, 1, relu=False)
+    g, stride = size // 8, 8
+    x = b.node("Reshape", [x, b.const_i64("shape", [1, anchors, per, g, g])])
+    x = b.node("Transpose", [x], perm=[0, 1, 3, 4, 2])
+    s = b.node("Sigmoid", [x])
+    outs = [b.fresh("split") for _ in range(3)]
+    b.nodes.append(helper.make_node("Split", [s, b.const_i64("sizes", [2, 2, per - 4])], outs,
+                                    axis=4))
+    xy, wh, rest = outs
+    gy, gx = np.meshgrid(np.arange(g), np.arange(g), indexing="ij")
+    grid = np.stack([gx, gy], -1).reshape(1, 1, g, g, 2) - 0.5
+    xy = b.node("Mul", [b.node("Add", [b.node("Mul", [xy, b.const("two", np.array(2.0))]),
+                                       b.const("grid", grid)]),
+                        b.const("stride", np.array(float(stride)))])
+    anchor = np.array([[10, 13], [16, 30], [33, 23]][:anchors], np.float32).reshape(
+        1, anchors, 1, 1, 2)
+    wh2 = b.node("Mul", [wh, b.const("two", np.array(2.0))])
+    wh = b.node("Mul", [b.node("Mul", [wh2, wh2]), b.const("anchor", anchor)])
+    y = b.node("Concat", [xy, wh, rest], axis=4)
+    y = b.node("Reshape", [y, b.const_i64("shape", [1, anchors * g * g, per])])
+    out = helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, anchors * g * g, per])
+    gr = helper.make_graph(b.nodes, b.name, [b.input], [out], b.inits)
+    m = helper.make_model(gr, opset_imports=[helper.make_opsetid("", 13)],
+                          producer_name="branchy-networks.py")
+    onnx.checker.check_model(m)
+    return m
+
+
 def torchvision_model(name, size, path):
     """Exports torchvision's model; False when torch or torchvision is missing."""
     try:
@@ -181,14 +225,14 @@ def main():
         ap.error("--size must be at least 32 (GoogLeNet pools its input down 32 times)")
     os.makedirs(a.out, exist_ok=True)
     for name, build in [("googlenet", googlenet), ("squeezenet", squeezenet),
-                        ("inception_test", inception_test)]:
+                        ("inception_test", inception_test), ("detector", detector)]:
         path = os.path.join(a.out, f"{name}.onnx")
         channels = INCEPTION_CHANNELS if name == "inception_test" else 3
-        if name != "inception_test" and torchvision_model(name, a.size, path):
+        if name in ("googlenet", "squeezenet") and torchvision_model(name, a.size, path):
             how = "torchvision"
         else:
             onnx.save(build(a.size, np.random.default_rng(0)), path)
-            how = "onnx helper" if name == "inception_test" else \
+            how = "onnx helper" if name in ("inception_test", "detector") else \
                 "onnx helper, torchvision's architecture"
         rng = np.random.default_rng(1)
         calib = rng.normal(0.0, 1.0, (a.samples, channels, a.size, a.size)).astype(np.float32)

@@ -363,12 +363,15 @@ impl Open {
         reader: &str,
         on_device: &HashSet<ValueId>,
     ) -> Result<Tensor, BackendError> {
+        // A tensor of another rank (a detector's [N, anchors, H, W, box] decoding, say) is
+        // no accelerator operand: the step is refused and runs on the CPU.
         let shape = plan.values[v]
             .fact
             .nchw()
-            .map_err(|reason| BackendError::InvalidLayer {
+            .map_err(|reason| BackendError::Unsupported {
                 layer: reader.into(),
-                reason,
+                config: self.net.config().config_string(),
+                reason: format!("{reason}: accelerator programs take rank 2 to 4 (NCHW)"),
             })?;
         let name = &plan.values[v].name;
         Ok(if on_device.contains(&v) {

@@ -1092,3 +1092,34 @@ fn comparisons_and_where_of_run_time_tensors_run_on_the_cpu() {
         0.05,
     );
 }
+
+/// YOLO's box decoding views the head's output as [N, anchors, H, W, box] (rank 5): a table
+/// activation there is no accelerator operand, so it is refused and runs on the CPU; the
+/// network compiles (it used to fail with "layer is invalid: a rank-5 tensor").
+#[test]
+fn a_table_activation_on_a_rank_5_tensor_runs_on_the_cpu() {
+    let m = sandwich(24, |m| {
+        m.ints("five", &[1, 3, 8, 8, 8])
+            .ints("four", &[1, 24, 8, 8])
+            .node("view5", "Reshape", &["a", "five"], &["a5"], vec![])
+            .node("sig", "Sigmoid", &["a5"], &["s5"], vec![])
+            .node("view4", "Reshape", &["s5", "four"], &["b"], vec![]);
+    });
+    let c = check(
+        "rank-5 sigmoid",
+        &m,
+        &[1, 24, 8, 8],
+        &[
+            ("conv1", Where::Accel("QConv2d")),
+            ("sig", Where::Refused("QTable")),
+            ("conv2", Where::Accel("QConv2d")),
+        ],
+        0.1,
+    );
+    let refusal = c.steps.iter().find(|s| s.kind == "QTable").unwrap();
+    assert!(
+        matches!(&refusal.report, LayerReport::Refused(r) if r.contains("rank 2 to 4")),
+        "{:?}",
+        refusal.report
+    );
+}
