@@ -150,6 +150,24 @@ fn one_sample_prints_top5_and_the_per_layer_table() {
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
+    // Every computed tensor of the run, named, for a comparison with another runtime; the
+    // output equals the run's own.
+    ok(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", "x.npy", "-o", "y.npy", "--dump-values", "values"],
+    ));
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("values/values.json")).unwrap())
+            .unwrap();
+    let entries = index.as_array().unwrap();
+    assert!(entries.len() >= 12, "{index:#}");
+    assert!(entries.iter().any(|e| e["scale"].is_number() && e["type"]
+        .as_str()
+        .unwrap()
+        .starts_with("int8[")));
+    let last = entries.last().unwrap();
+    let dumped = read_npy(&dir.join("values").join(last["file"].as_str().unwrap()));
+    assert_eq!(dumped, read_npy(&dir.join("y.npy")), "{last}");
     // Inputs can be given by name; a wrong name is called that, not a missing file.
     ok(vta_in(&dir, &["run", "tiny.vtab", "-i", "image=x.npy"]));
     let e = fails(vta_in(&dir, &["run", "tiny.vtab", "-i", "wrong=x.npy"]));

@@ -62,6 +62,12 @@ pub struct RunArgs {
     check: bool,
     #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size, help = super::MEMORY_BUDGET_HELP)]
     memory_budget: Option<u64>,
+    /// Also write every tensor the model computes for the first sample (the integer
+    /// reference's values, which --check proves the device's) as DIR/value-N.npy, with
+    /// DIR/values.json naming each (ONNX name, type, shape, scale and zero point, producing
+    /// step): what scripts/ort-compare.py compares with onnxruntime layer by layer
+    #[arg(long, value_name = "DIR")]
+    dump_values: Option<PathBuf>,
     /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
     #[arg(long)]
     json: bool,
@@ -121,6 +127,43 @@ pub fn read_inputs(m: &Model, specs: &[String]) -> Result<Vec<Tensor>> {
         bail!("missing --input for {}", missing.join(", "));
     }
     Ok(slots.into_iter().map(|s| s.expect("checked")).collect())
+}
+
+/// Writes every computed (non-constant) value of `model` on `inputs` into `dir`:
+/// `value-N.npy` per plan value N and `values.json` describing them.
+fn dump_values(model: &Model, inputs: &[Tensor], dir: &Path) -> Result<()> {
+    let trace = vta_runtime::reference::run_plan(&model.plan, inputs)
+        .map_err(|e| anyhow!("the integer reference failed: {e}"))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let producer = |v: usize| {
+        model
+            .plan
+            .steps
+            .iter()
+            .find(|s| s.outputs.contains(&v))
+            .map(|s| s.name.clone())
+    };
+    let mut index = Vec::new();
+    for (v, value) in model.plan.values.iter().enumerate() {
+        let Some(t) = trace.get(v).filter(|_| value.constant.is_none()) else {
+            continue;
+        };
+        let file = format!("value-{v}.npy");
+        let (elem, shape, data) = runtime::tensor_to_npy(t);
+        npy::write_file(&dir.join(&file), elem, &shape, &data)?;
+        index.push(serde_json::json!({
+            "value": v,
+            "name": value.name,
+            "type": value.fact.to_string(),
+            "scale": value.quant.as_ref().map(|q| q.scale),
+            "zero_point": value.quant.as_ref().map(|q| q.zero_point),
+            "producer": producer(v),
+            "file": file,
+        }));
+    }
+    let path = dir.join("values.json");
+    std::fs::write(&path, super::json::text(&serde_json::Value::from(index)))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `top-5: 3 (0.98), ...` for an output that is one vector of scores.
@@ -282,6 +325,9 @@ pub fn run(a: RunArgs) -> Result<String> {
             a.outputs.len(),
             model.plan.outputs.len()
         );
+    }
+    if let Some(dir) = &a.dump_values {
+        dump_values(&model, &runs[0], dir)?;
     }
     if a.pool.given() {
         return run_on_pool(&a, &model, &runs, &file);
