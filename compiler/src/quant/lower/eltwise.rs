@@ -324,6 +324,13 @@ impl<'g> Lowerer<'g> {
                 .ok_or("the bounds are not constants")?
         };
         let xt = n.inputs[0].ok_or("no input")?;
+        if self.g.fact(xt).dtype != DType::F32 {
+            return Err(
+                "a Clip of an integer tensor not fused into its QuantizeLinear (the \
+                        quantized tensor has other readers)"
+                    .into(),
+            );
+        }
         let ch = self.g.fact(xt).shape.get(1).copied().unwrap_or(1);
         self.affine(ix, xt, vec![1.0; ch], vec![0.0; ch], Some(act), "clamp")
     }

@@ -337,6 +337,13 @@ impl<'g> Lowerer<'g> {
                 "inputs with different quantization and no QuantizeLinear after the Concat",
             )?;
             let (s, z, dt) = self.q_params(q)?;
+            if self.q_saturation(q, dt)? != (-128, 127) {
+                return Err(
+                    "the QuantizeLinear after the Concat saturates to a range narrower \
+                            than its type, which rescaling the inputs does not apply"
+                        .into(),
+                );
+            }
             (s, z - offset_of(dt))
         } else {
             (self.stats.ok_or("no calibration")?.scale(yt, self.act.1), 0)
@@ -421,6 +428,7 @@ impl<'g> Lowerer<'g> {
         }
         let (scale, zp, dt) = self.q_params(ix)?;
         let zp8 = zp - offset_of(dt);
+        let (lo, hi) = self.q_saturation(ix, dt)?;
         let shifted = |v| {
             if dt == DType::U8 {
                 Repr::Shifted(v)
@@ -429,7 +437,14 @@ impl<'g> Lowerer<'g> {
             }
         };
         match self.repr.get(&xt).copied() {
-            Some(Repr::Deq { q, scale: s, zp: z }) if s == scale && z == zp8 => {
+            Some(Repr::Deq { q, scale: s, zp: z })
+                if s == scale
+                    && z == zp8
+                    && self
+                        .ranges
+                        .get(&q)
+                        .map_or((lo, hi) == (-128, 127), |&(a, b)| a >= lo && b <= hi) =>
+            {
                 self.repr.insert(yt, shifted(q));
                 self.status.insert(n.origin[0].name.clone(), Support::Removed { how: "QuantizeLinear of a DequantizeLinear with the same parameters (identity on the int8 data)".into() });
                 Ok(())
@@ -453,11 +468,12 @@ impl<'g> Lowerer<'g> {
                     vec![v],
                     StepKind::Quantize {
                         q: qp,
-                        lo: -128,
-                        hi: 127,
+                        lo: lo as i8,
+                        hi: hi as i8,
                     },
                 );
                 self.repr.insert(yt, shifted(v));
+                self.ranges.insert(v, (lo, hi));
                 let how = if dt == DType::U8 {
                     " (to uint8 held as int8: zero point - 128)"
                 } else {
