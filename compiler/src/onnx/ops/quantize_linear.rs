@@ -9,9 +9,7 @@ use crate::onnx::OnnxDType;
 
 impl FromOnnx for QuantizeLinear {
     fn parse(ctx: &ParseCtx) -> Result<QuantizeLinear, String> {
-        if ctx.int("block_size", 0)? != 0 {
-            return Err("blocked quantization (block_size) is not supported".into());
-        }
+        super::dequantize_linear::refuse_blocked(ctx)?;
         let default_dtype = match ctx.int("output_dtype", 0)? {
             0 => DType::U8,
             code => DType::from_onnx(code as i32)
@@ -20,6 +18,9 @@ impl FromOnnx for QuantizeLinear {
         Ok(QuantizeLinear {
             axis: ctx.int("axis", 1)?,
             default_dtype,
+            // int4/int2 outputs are rewritten by `crate::onnx::lowbit` before parsing, and a
+            // following integer Clip is fused in by the graph's simplification.
+            range: None,
         })
     }
 }
