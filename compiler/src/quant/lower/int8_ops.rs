@@ -446,7 +446,18 @@ impl<'g> Lowerer<'g> {
                         .map_or((lo, hi) == (-128, 127), |&(a, b)| a >= lo && b <= hi) =>
             {
                 self.repr.insert(yt, shifted(q));
-                self.status.insert(n.origin[0].name.clone(), Support::Removed { how: "QuantizeLinear of a DequantizeLinear with the same parameters (identity on the int8 data)".into() });
+                // (a Clip fused into the quantization is removed with it: the values are
+                // within its range)
+                for o in &n.origin {
+                    self.status.insert(
+                        o.name.clone(),
+                        Support::Removed {
+                            how: "QuantizeLinear of a DequantizeLinear with the same parameters \
+                                  (identity on the int8 data)"
+                                .into(),
+                        },
+                    );
+                }
                 Ok(())
             }
             Some(Repr::Deq { .. }) => {
