@@ -5,8 +5,8 @@ compiler/tests/data/lowbit/, with their reference outputs.
 One small CNN (input 1x1x8x8; Conv 3x3 pad 1 -> Relu -> Conv 3x3 stride 2 pad 1 -> Relu ->
 Flatten -> Gemm to 10 logits; deterministic weights) in four low-bit forms:
 
-- ort_w4a8.onnx, ort_w4a4.onnx: onnxruntime's `quantize_static` in QDQ form, per channel, int4
-  weights (QuantType.QInt4, opset 21) with uint8 activations, and with int4 activations;
+- ort_w4a8.onnx, ort_w4a4.onnx, ort_w4a4u.onnx: onnxruntime's `quantize_static` in QDQ form,
+  per channel, int4 weights (QuantType.QInt4, opset 21) with uint8, int4 and uint4 activations;
   reference: onnxruntime running the model as written (graph optimizations off: the QDQ
   float definition);
 - qcdq_w4a4.onnx: Brevitas's QCDQ export style, opset 13: every tensor quantized by int8
@@ -103,7 +103,8 @@ def ort_models(tmp):
     # At opset 21 onnxruntime writes standard int4 QuantizeLinear/DequantizeLinear (below it,
     # its com.microsoft ones).
     onnx.save(float_model(21), f)
-    for name, act in [("ort_w4a8", QuantType.QUInt8), ("ort_w4a4", QuantType.QInt4)]:
+    for name, act in [("ort_w4a8", QuantType.QUInt8), ("ort_w4a4", QuantType.QInt4),
+                      ("ort_w4a4u", QuantType.QUInt4)]:
         p = os.path.join(OUT, name + ".onnx")
         quantize_static(f, p, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                         weight_type=QuantType.QInt4, activation_type=act)

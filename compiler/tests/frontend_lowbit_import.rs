@@ -86,9 +86,11 @@ fn lsb_diffs(ours: &[f32], reference: &ArrayD<f32>) -> Vec<u32> {
 }
 
 /// (model, the config whose lanes match its widths, the layers on the accelerator there).
-const CASES: [(&str, &str, &[&str]); 5] = [
+const CASES: [(&str, &str, &[&str]); 6] = [
     ("ort_w4a8", "i8w4", &["conv1", "conv2", "fc"]),
     ("ort_w4a4", "i4w4", &["conv1", "conv2", "fc"]),
+    // uint4 activations are held in int8 as `u - 128` (like uint8): 8-bit lanes.
+    ("ort_w4a4u", "i8w4", &["conv1", "conv2", "fc"]),
     // The logits are 8-bit: the dense layer's outputs do not fit 4-bit lanes.
     ("qcdq_w4a4", "i4w4", &["conv1", "conv2"]),
     ("qonnx_w4a4u", "i8w4", &["conv1", "conv2", "fc"]),
@@ -110,6 +112,13 @@ fn convolutions_and_dense_layers_run_on_int8_and_on_matching_narrow_lanes() {
         for config in ["default", narrow] {
             let c = compile(model, config, &FrontendOptions::default());
             let report = c.compile_report();
+            for e in &c.support.entries {
+                assert!(
+                    !matches!(e.support, Support::NotAnalyzed { .. }),
+                    "{model} on {config}: {} has no status\n{report}",
+                    e.node
+                );
+            }
             for layer in ["conv1", "conv2", "fc"] {
                 let want = config == "default" || on_narrow.contains(&layer);
                 let got = matches!(support(&c, layer), Support::Accel { .. });
