@@ -56,7 +56,8 @@ use proto::{data_type, ModelProto, TensorProto};
 /// Squeeze's axes, Softmax's axis semantics, ...) are handled per op.
 pub const MIN_OPSET: i64 = 7;
 /// Opsets 24 and 25 only add element types to the operators the importer takes (int2/uint2 in
-/// QuantizeLinear/DequantizeLinear among them), so their semantics are those of opset 23.
+/// QuantizeLinear/DequantizeLinear among them; Cast's new `round_mode` concerns float8e8m0,
+/// which the IR does not have), so their semantics are those of opset 23.
 pub const MAX_OPSET: i64 = 25;
 
 /// Why an ONNX file could not be read: the file and what is wrong with it.
