@@ -349,3 +349,26 @@ fn qonnx_quant_of_constants_clamps_then_rounds_with_the_nodes_mode() {
         [-1, 1, 1]
     );
 }
+
+#[test]
+fn other_qonnx_operators_are_unsupported_with_a_hint() {
+    let mut m = Onnx::new(13);
+    m.input("x", &[4])
+        .output("y")
+        .values("s", &[], &[1.0])
+        .values("z", &[], &[0.0])
+        .values("bi", &[], &[8.0])
+        .values("bo", &[], &[4.0])
+        .node(
+            "trunc",
+            "Trunc",
+            &["x", "s", "z", "bi", "bo"],
+            &["y"],
+            vec![],
+        );
+    m.nodes[0].domain = "qonnx.custom_op.general".into();
+    let e = import_graph(&m.bytes(), "trunc.onnx", DEFAULT_MEMORY_BUDGET)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("QONNX's Trunc is not imported"), "{e}");
+}
