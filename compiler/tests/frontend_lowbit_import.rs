@@ -89,11 +89,12 @@ fn lsb_diffs(ours: &[f32], reference: &ArrayD<f32>) -> Vec<u32> {
 const CASES: [(&str, &str, &[&str]); 6] = [
     ("ort_w4a8", "i8w4", &["conv1", "conv2", "fc"]),
     ("ort_w4a4", "i4w4", &["conv1", "conv2", "fc"]),
-    // uint4 activations are held in int8 as `u - 128` (like uint8): 8-bit lanes.
-    ("ort_w4a4u", "i8w4", &["conv1", "conv2", "fc"]),
+    // uint4 activations [0, 15] are held centred in the lanes ([-8, 7]): 4-bit lanes.
+    ("ort_w4a4u", "i4w4", &["conv1", "conv2", "fc"]),
     // The logits are 8-bit: the dense layer's outputs do not fit 4-bit lanes.
     ("qcdq_w4a4", "i4w4", &["conv1", "conv2"]),
-    ("qonnx_w4a4u", "i8w4", &["conv1", "conv2", "fc"]),
+    // Unsigned 4-bit activations, centred too; 8-bit logits.
+    ("qonnx_w4a4u", "i4w4", &["conv1", "conv2"]),
     ("qonnx_bipolar", "i8w2", &["conv1", "conv2", "fc"]),
 ];
 
@@ -371,4 +372,41 @@ fn other_qonnx_operators_are_unsupported_with_a_hint() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("QONNX's Trunc is not imported"), "{e}");
+}
+
+#[test]
+fn a_narrow_quantized_output_held_centred_comes_back_as_its_onnx_values() {
+    // x -> QuantizeLinear to uint4 -> output: the plan holds the uint4 values
+    // centred in int8 ([0, 15] as [-8, 7]) and moves them back for the output.
+    let mut m = Onnx::new(21);
+    m.input("x", &[1, 8])
+        .output("y")
+        .values("s", &[], &[0.25])
+        .node(
+            "q",
+            "QuantizeLinear",
+            &["x", "s"],
+            &["y"],
+            vec![("output_dtype", A::I(i64::from(data_type::UINT4)))],
+        );
+    let bytes = m.bytes();
+    let g = import_graph(&bytes, "q.onnx", DEFAULT_MEMORY_BUDGET).unwrap();
+    let cfg = isa::HwConfig::default();
+    let c = Compiled::compile(bytes, "q.onnx", &[], &cfg, &FrontendOptions::default()).unwrap();
+    let report = c.compile_report();
+    assert!(report.contains("held centred as [-8, 7]"), "{report}");
+    let x = Tensor::F32(
+        ArrayD::from_shape_vec(
+            IxDyn(&[1, 8]),
+            vec![-1.0, 0.0, 0.125, 0.375, 1.0, 3.6, 3.9, 9.0],
+        )
+        .unwrap(),
+    );
+    let want = g.run_outputs(std::slice::from_ref(&x)).unwrap();
+    // round half to even, then saturate to uint4
+    assert_eq!(want[0].to_i64_vec(), [0, 0, 0, 2, 4, 14, 15, 15]);
+    assert_eq!(want[0].dtype(), compiler::graph::DType::U8);
+    let mut dev = FsimDevice::new(&c.model.config);
+    let r = c.model.run(&mut dev, std::slice::from_ref(&x)).unwrap();
+    assert_eq!(r.outputs, want);
 }

@@ -794,6 +794,7 @@ impl<'g> Lowerer<'g> {
                 q
             }
             Some(Repr::Shifted(_)) => v as i32 - 128,
+            Some(Repr::Offset(_, off)) => v as i32 - off,
             _ => v as i32,
         };
         i8::try_from(q).map_err(|_| format!("pad value {v} does not fit int8"))
@@ -1027,6 +1028,7 @@ impl<'g> Lowerer<'g> {
             lo: self.act.0 as i8,
             hi: self.act.1 as i8,
             dtype: DType::F32,
+            offset: 0,
             extra_dev: 0.0,
         };
         let (lo, hi) = self.range_of(x.v);

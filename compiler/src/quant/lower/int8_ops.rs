@@ -181,6 +181,7 @@ impl<'g> Lowerer<'g> {
                 Ok((q, Box::new(move |v| Repr::Deq { q: v, scale, zp })))
             }
             Some(Repr::Shifted(v)) => Ok((v, Box::new(Repr::Shifted))),
+            Some(Repr::Offset(v, off)) => Ok((v, Box::new(move |v| Repr::Offset(v, off)))),
             Some(Repr::Exact(_)) if matches!(self.g.fact(t).dtype, DType::I8 | DType::U8) => {
                 let (v, off) = self.as_i8(t)?;
                 Ok((
@@ -427,15 +428,12 @@ impl<'g> Lowerer<'g> {
             return Err("QuantizeLinear of an integer tensor".into());
         }
         let (scale, zp, dt) = self.q_params(ix)?;
-        let zp8 = zp - offset_of(dt);
-        let (lo, hi) = self.q_saturation(ix, dt)?;
-        let shifted = |v| {
-            if dt == DType::U8 {
-                Repr::Shifted(v)
-            } else {
-                Repr::Exact(v)
-            }
-        };
+        // A narrow range is held centred in the lanes (see `centring`), so that a model's
+        // uint4 input fits 4-bit lanes.
+        let sat = self.q_saturation(ix, dt)?;
+        let e = centring(sat);
+        let (zp8, lo, hi) = (zp - offset_of(dt) - e, sat.0 - e, sat.1 - e);
+        let shifted = |v| held(v, offset_of(dt) + e, dt);
         match self.repr.get(&xt).copied() {
             Some(Repr::Deq { q, scale: s, zp: z })
                 if s == scale
@@ -485,10 +483,15 @@ impl<'g> Lowerer<'g> {
                 );
                 self.repr.insert(yt, shifted(v));
                 self.ranges.insert(v, (lo, hi));
-                let how = if dt == DType::U8 {
-                    " (to uint8 held as int8: zero point - 128)"
-                } else {
-                    ""
+                let how = match (dt, e) {
+                    (DType::U8, 0) => " (to uint8 held as int8: zero point - 128)".to_string(),
+                    (_, 0) => String::new(),
+                    _ => format!(
+                        " (its range [{}, {}] held centred as [{lo}, {hi}]: zero point {:+})",
+                        sat.0 + offset_of(dt),
+                        sat.1 + offset_of(dt),
+                        -(offset_of(dt) + e)
+                    ),
                 };
                 self.set_status(
                     ix,

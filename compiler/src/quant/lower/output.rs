@@ -97,8 +97,11 @@ impl<'g> Lowerer<'g> {
                 )
             })?;
             let (scale, zp, dtype) = self.q_params(q)?;
-            let zp8 = zp - offset_of(dtype);
+            // A narrow range is held centred in the lanes (see `centring`).
             let sat = self.q_saturation(q, dtype)?;
+            let e = centring(sat);
+            let zp8 = zp - offset_of(dtype) - e;
+            let sat = (sat.0 - e, sat.1 - e);
             let qt = self.g.dag[q].outputs[0];
             // QDQ exporters quantize before an activation: `Q -> DQ -> Relu -> Q`. Fuse it:
             // the clamp becomes the layer's; with other parameters for the second Q, the
@@ -108,9 +111,11 @@ impl<'g> Lowerer<'g> {
                 // (a narrow first quantization clamps too: not fused, its own layer output)
                 if s1 == scale && z1 == zp && sat == (-128, 127) {
                     let (s2, z2, dt2) = self.q_params(q2)?;
-                    let z28 = z2 - offset_of(dt2);
-                    let act2 = act.map_or(a2, |a| a.then(a2));
                     let sat2 = self.q_saturation(q2, dt2)?;
+                    let e2 = centring(sat2);
+                    let z28 = z2 - offset_of(dt2) - e2;
+                    let sat2 = (sat2.0 - e2, sat2.1 - e2);
+                    let act2 = act.map_or(a2, |a| a.then(a2));
                     let (lo, hi) = Self::out_clamp(Some(act2), s2, z28, sat2);
                     let extra_dev = if s2 == scale && z28 == zp8 {
                         0.0
@@ -123,6 +128,7 @@ impl<'g> Lowerer<'g> {
                         lo,
                         hi,
                         dtype: dt2,
+                        offset: offset_of(dt2) + e2,
                         extra_dev,
                     };
                     let tensor = self.g.dag[q2].outputs[0];
@@ -144,6 +150,7 @@ impl<'g> Lowerer<'g> {
                     lo,
                     hi,
                     dtype,
+                    offset: offset_of(dtype) + e,
                     extra_dev: 0.0,
                 },
                 OutTarget {
@@ -163,6 +170,7 @@ impl<'g> Lowerer<'g> {
                     lo,
                     hi,
                     dtype: DType::F32,
+                    offset: 0,
                     extra_dev: 0.0,
                 },
                 OutTarget {
