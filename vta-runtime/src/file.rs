@@ -37,8 +37,9 @@
 //! version 4 no folded input layouts, version 5 neither the accumulator clamp of
 //! requantizations nor the ReduceMean, Pow and Sqrt CPU operators, version 6 no tensor views
 //! (offsets of tensors in segments), version 7 neither lane widths in tensor layouts nor value
-//! ranges and saturation bounds of input quantization (sub-byte cores), version 8 no narrow
-//! saturation range in QuantizeLinear CPU operators (int4/int2 and clipped QDQ imports) — are
+//! ranges and saturation bounds of input quantization (sub-byte cores), version 8 neither the
+//! narrow saturation range of QuantizeLinear CPU operators (int4/int2 and clipped QDQ imports)
+//! nor the I8Offset operator (narrow tensors held centred in the lanes) — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
