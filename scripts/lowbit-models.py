@@ -7,6 +7,7 @@ Flatten -> Gemm to 10 logits; deterministic weights) in four low-bit forms:
 
 - ort_w4a8.onnx, ort_w4a4.onnx, ort_w4a4u.onnx: onnxruntime's `quantize_static` in QDQ form,
   per channel, int4 weights (QuantType.QInt4, opset 21) with uint8, int4 and uint4 activations;
+  ort_w2a8.onnx: the first with its weights re-quantized to int2 (opset 25);
   reference: onnxruntime running the model as written (graph optimizations off: the QDQ
   float definition);
 - qcdq_w4a4.onnx: Brevitas's QCDQ export style, opset 13: every tensor quantized by int8
@@ -113,6 +114,44 @@ def ort_models(tmp):
         assert TensorProto.INT4 in types, f"{name}: no int4 initializer"
         assert all(n.domain == "" for n in m.graph.node), f"{name}: non-standard operators"
         np.save(os.path.join(OUT, name + "_ref.npy"), run_ort(p))
+    p = os.path.join(OUT, "ort_w2a8.onnx")
+    int2_weights(os.path.join(OUT, "ort_w4a8.onnx"), p)
+    np.save(os.path.join(OUT, "ort_w2a8_ref.npy"), run_ort(p))
+
+
+def int2_weights(src, dst):
+    """onnxruntime has no 2-bit quantizer: the W4A8 model with each int4 weight tensor
+    re-quantized to int2 (scale x4, round half to even, saturate to [-2, 1]; the biases
+    follow their new scales), at opset 25 where DequantizeLinear takes int2."""
+    m = onnx.load(src)
+    inits = {t.name: t for t in m.graph.initializer}
+    for n in m.graph.node:
+        q = inits.get(n.input[0])
+        if n.op_type != "DequantizeLinear" or q is None or q.data_type != TensorProto.INT4:
+            continue
+        w = numpy_helper.to_array(q).astype(np.float32)
+        w2 = np.clip(np.round(w / 4), -2, 1).astype(np.int8)
+        q.CopyFrom(helper.make_tensor(q.name, TensorProto.INT2, w.shape, w2.ravel().tolist()))
+        s = inits[n.input[1]]
+        s.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(s) * np.float32(4), s.name))
+        z = inits[n.input[2]]
+        z.CopyFrom(helper.make_tensor(z.name, TensorProto.INT2, z.dims,
+                                      [0] * int(np.prod(z.dims))))
+    for n in m.graph.node:
+        b = inits.get(n.input[0])
+        if n.op_type != "DequantizeLinear" or b is None or b.data_type != TensorProto.INT32:
+            continue
+        bs = inits[n.input[1]]
+        v = numpy_helper.to_array(b).astype(np.float64) * numpy_helper.to_array(bs)
+        new_s = numpy_helper.to_array(bs) * np.float32(4)
+        b.CopyFrom(numpy_helper.from_array(np.round(v / new_s).astype(np.int32), b.name))
+        bs.CopyFrom(numpy_helper.from_array(new_s.astype(np.float32), bs.name))
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = 25
+    m.ir_version = 13
+    onnx.checker.check_model(m)
+    onnx.save(m, dst)
 
 
 def act_scales(bits_max):

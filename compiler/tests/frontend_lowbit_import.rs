@@ -1,6 +1,7 @@
 //! Low-bit quantized models, written with their reference outputs by
 //! `scripts/lowbit-models.py` into `tests/data/lowbit`: onnxruntime's int4 QDQ (opset 21,
-//! `quantize_static` with `QInt4` weights, uint8 or int4 activations), a Brevitas-style QCDQ
+//! `quantize_static` with `QInt4` weights, uint8, int4 or uint4 activations; and with int2
+//! weights at opset 25), a Brevitas-style QCDQ
 //! export (int8 `QuantizeLinear -> Clip -> DequantizeLinear`, 4-bit by the Clip bounds) and
 //! QONNX `Quant`/`BipolarQuant` models, all the same small CNN (two 3x3 convolutions, a
 //! dense layer). Each imports; compiles for the default int8 config and for a config whose
@@ -86,8 +87,10 @@ fn lsb_diffs(ours: &[f32], reference: &ArrayD<f32>) -> Vec<u32> {
 }
 
 /// (model, the config whose lanes match its widths, the layers on the accelerator there).
-const CASES: [(&str, &str, &[&str]); 6] = [
+const CASES: [(&str, &str, &[&str]); 7] = [
     ("ort_w4a8", "i8w4", &["conv1", "conv2", "fc"]),
+    // int2 weights (opset 25).
+    ("ort_w2a8", "i8w2", &["conv1", "conv2", "fc"]),
     ("ort_w4a4", "i4w4", &["conv1", "conv2", "fc"]),
     // uint4 activations [0, 15] are held centred in the lanes ([-8, 7]): 4-bit lanes.
     ("ort_w4a4u", "i4w4", &["conv1", "conv2", "fc"]),
