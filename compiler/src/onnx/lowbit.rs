@@ -42,10 +42,11 @@ pub fn is_qonnx_quant(node: &NodeProto) -> bool {
 /// The graph with low-bit quantization rewritten (see the module doc), or `None` if it has
 /// none. An error names the node that cannot be imported exactly and says how to fix it.
 pub fn rewrite(g: &GraphProto, opset: i64) -> Result<Option<GraphProto>, String> {
+    let types = elem_types(g);
     let needs = g
         .node
         .iter()
-        .any(|n| is_qonnx_quant(n) || low_bit_quantize(n, g).is_some());
+        .any(|n| is_qonnx_quant(n) || low_bit_quantize(n, &types).is_some());
     if !needs {
         return Ok(None);
     }
@@ -66,7 +67,7 @@ pub fn rewrite(g: &GraphProto, opset: i64) -> Result<Option<GraphProto>, String>
                 )));
             }
             nodes.extend(rw.qonnx(n, &name).map_err(why)?);
-        } else if let Some((signed, bits)) = low_bit_quantize(n, g) {
+        } else if let Some((signed, bits)) = low_bit_quantize(n, &types) {
             nodes.extend(rw.narrow_quantize(n, &name, signed, bits));
         } else {
             nodes.push(n.clone());
@@ -106,7 +107,7 @@ fn elem_types(g: &GraphProto) -> HashMap<&str, i32> {
 
 /// (signed, bits) of a standard `QuantizeLinear` whose output type is int4/uint4/int2/uint2
 /// (its `output_dtype`, else its zero point's type).
-fn low_bit_quantize(n: &NodeProto, g: &GraphProto) -> Option<(bool, u32)> {
+fn low_bit_quantize(n: &NodeProto, types: &HashMap<&str, i32>) -> Option<(bool, u32)> {
     if n.op_type != "QuantizeLinear" || !(n.domain.is_empty() || n.domain == "ai.onnx") {
         return None;
     }
@@ -119,7 +120,7 @@ fn low_bit_quantize(n: &NodeProto, g: &GraphProto) -> Option<(bool, u32)> {
         attr
     } else {
         let zp = n.input.get(2).filter(|s| !s.is_empty())?;
-        *elem_types(g).get(zp.as_str())?
+        *types.get(zp.as_str())?
     };
     data_type::sub_byte(ty)
 }
