@@ -413,3 +413,25 @@ fn a_narrow_quantized_output_held_centred_comes_back_as_its_onnx_values() {
     let r = c.model.run(&mut dev, std::slice::from_ref(&x)).unwrap();
     assert_eq!(r.outputs, want);
 }
+
+#[test]
+fn a_quantize_linear_dividing_in_another_precision_is_refused() {
+    let mut m = Onnx::new(23);
+    m.input("x", &[4])
+        .output("y")
+        .values("s", &[], &[0.5])
+        .node(
+            "q",
+            "QuantizeLinear",
+            &["x", "s"],
+            &["y"],
+            vec![
+                ("output_dtype", A::I(i64::from(data_type::INT4))),
+                ("precision", A::I(i64::from(data_type::FLOAT16))),
+            ],
+        );
+    let e = import_graph(&m.bytes(), "p.onnx", DEFAULT_MEMORY_BUDGET)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("precision float16 is not supported"), "{e}");
+}
