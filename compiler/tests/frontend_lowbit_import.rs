@@ -281,6 +281,7 @@ fn sub_byte_tensors_unpack_low_bits_first_from_raw_data_and_int32_data() {
 /// The integers a QONNX `Quant` of a constant gives, read back through its
 /// DequantizeLinear (scale 1, zero point 0).
 fn quant_of_constant(
+    op: &str,
     v: &[f32],
     bits: f32,
     signed: i64,
@@ -296,7 +297,7 @@ fn quant_of_constant(
         .values("b", &[], &[bits])
         .node(
             "q",
-            "Quant",
+            op,
             &["w", "s", "z", "b"],
             &["wq"],
             vec![
@@ -329,27 +330,36 @@ fn qonnx_quant_of_constants_clamps_then_rounds_with_the_nodes_mode() {
         ("UP", [-3, -2, 1, 3, 7, -8, 2]),
         ("DOWN", [-2, -1, 0, 2, 7, -8, 1]),
     ] {
-        assert_eq!(quant_of_constant(&v, 4.0, 1, 0, mode), want, "{mode}");
+        assert_eq!(
+            quant_of_constant("Quant", &v, 4.0, 1, 0, mode),
+            want,
+            "{mode}"
+        );
     }
     assert_eq!(
-        quant_of_constant(&v, 4.0, 1, 1, "ROUND"),
+        quant_of_constant("Quant", &v, 4.0, 1, 1, "ROUND"),
         [-2, -2, 0, 2, 7, -7, 1]
     );
     assert_eq!(
-        quant_of_constant(&v, 3.0, 1, 0, "ROUND"),
+        quant_of_constant("Quant", &v, 3.0, 1, 0, "ROUND"),
         [-2, -2, 0, 2, 3, -4, 1]
     );
     assert_eq!(
-        quant_of_constant(&v, 2.0, 0, 0, "ROUND"),
+        quant_of_constant("Quant", &v, 2.0, 0, 0, "ROUND"),
         [0, 0, 0, 2, 3, 0, 1]
     );
     assert_eq!(
-        quant_of_constant(&v, 2.0, 0, 1, "ROUND"),
+        quant_of_constant("Quant", &v, 2.0, 0, 1, "ROUND"),
         [0, 0, 0, 2, 2, 0, 1]
+    );
+    // IntQuant is qonnx 1.0's name of the same op.
+    assert_eq!(
+        quant_of_constant("IntQuant", &v, 4.0, 1, 0, "HALF_UP"),
+        [-3, -2, 1, 3, 7, -8, 1]
     );
     // A signed 1-bit Quant is bipolar: the sign, 0 counting as positive.
     assert_eq!(
-        quant_of_constant(&[-0.2, 0.0, 3.0], 1.0, 1, 0, "ROUND"),
+        quant_of_constant("Quant", &[-0.2, 0.0, 3.0], 1.0, 1, 0, "ROUND"),
         [-1, 1, 1]
     );
 }
