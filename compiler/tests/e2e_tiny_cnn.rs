@@ -349,11 +349,15 @@ fn compiled_model_file_rejects_bad_files() {
     // A newer format version is refused before anything else is read; versions 1 (which
     // rebuilt the plan from a stored ONNX model), 2 (a program per layer), 3 (no element-wise
     // layers), 4 (no folded input layouts), 5 (no accumulator clamp), 6 (no tensor views)
-    // and 7 (no lane widths) ask for a recompile.
+    // 7 (no lane widths) and 8 (no narrow QuantizeLinear saturation) ask for a recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&9u32.to_le_bytes());
-    assert!(err(&b).contains("format version 9 is newer"), "{}", err(&b));
-    for old in [1u32, 2, 3, 4, 5, 6, 7] {
+    b[8..12].copy_from_slice(&10u32.to_le_bytes());
+    assert!(
+        err(&b).contains("format version 10 is newer"),
+        "{}",
+        err(&b)
+    );
+    for old in [1u32, 2, 3, 4, 5, 6, 7, 8] {
         b[8..12].copy_from_slice(&old.to_le_bytes());
         let e = err(&b);
         assert!(

@@ -12,7 +12,7 @@ use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 #[derive(Args)]
 pub struct CompileArgs {
-    /// ONNX model (float32, QDQ or QOperator)
+    /// ONNX model (float32, QDQ or QOperator; int4/int2 QDQ, Brevitas QCDQ and QONNX Quant too)
     model: PathBuf,
     /// Compiled model to write [default: MODEL with the extension .vtab]
     #[arg(short, long, value_name = "FILE")]

@@ -4,7 +4,7 @@
 //! and write, the input and output quantization), so loading runs neither the ONNX importer nor
 //! the quantizer.
 //!
-//! # Format version 8
+//! # Format version 9
 //!
 //! One little-endian binary file (by convention `.vtab`, like program containers; the magic
 //! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
@@ -12,7 +12,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `VTAMODEL` |
-//! | 4 | `u32` format version, `8` |
+//! | 4 | `u32` format version, `9` |
 //! | 8 | `u64` length of the whole file in bytes |
 //! | str | config string ([`HwConfig::config_string`]) |
 //! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
@@ -37,7 +37,9 @@
 //! version 4 no folded input layouts, version 5 neither the accumulator clamp of
 //! requantizations nor the ReduceMean, Pow and Sqrt CPU operators, version 6 no tensor views
 //! (offsets of tensors in segments), version 7 neither lane widths in tensor layouts nor value
-//! ranges and saturation bounds of input quantization (sub-byte cores) — are
+//! ranges and saturation bounds of input quantization (sub-byte cores), version 8 neither the
+//! narrow saturation range of QuantizeLinear CPU operators (int4/int2 and clipped QDQ imports)
+//! nor the I8Offset operator (narrow tensors held centred in the lanes) — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
@@ -61,7 +63,7 @@ use crate::program::DeviceProgram;
 pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 
 /// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 /// Bytes before the config string: magic, version, length.
 const HEAD: usize = frame::HEADER_BYTES;

@@ -17,7 +17,10 @@
 //!   `Mul(x, HardSigmoid(x))` (alpha 1/6, beta 1/2) `HardSwish`, one single-input function each
 //!   (so that the quantized graph computes them as one table);
 //! - [`fold_pad_into_conv`]: a constant zero `Pad` of the spatial axes before a `Conv`
-//!   becomes the convolution's own padding.
+//!   becomes the convolution's own padding;
+//! - [`fuse_clip_into_quantize`]: an integer `Clip` with constant bounds after a
+//!   `QuantizeLinear` (Brevitas's QCDQ, and the importer's form of int4/int2 outputs) becomes
+//!   the quantization's narrower saturation range, so the lowering sees the width.
 //!
 //! Each pass only rewrites a producer whose output has no other reader (and is not a graph
 //! output), so every other tensor keeps its value.
@@ -37,6 +40,7 @@ use super::ops::kernels::PadSpec;
 use super::ops::matmul::MatMul;
 use super::ops::max_pool::MaxPool;
 use super::ops::pad::{Pad, PadMode};
+use super::ops::quantize_linear::QuantizeLinear;
 use super::ops::relu::Relu;
 use super::ops::unary::{Unary, UnaryKind};
 use super::ops::Activation;
@@ -45,6 +49,7 @@ use super::{DType, Graph, Tensor, TensorId};
 /// Runs all passes in order.
 pub fn simplify(g: &mut Graph) {
     remove_identities(g);
+    fuse_clip_into_quantize(g);
     fold_pad_into_conv(g);
     fuse_gated_activations(g);
     fold_batch_norm(g);
@@ -101,6 +106,57 @@ pub fn remove_identities(g: &mut Graph) {
         for o in n.origin {
             g.removed.push((o, "removed (identity)".into()));
         }
+    }
+}
+
+/// Fuses an integer `Clip` with constant bounds into the `QuantizeLinear` producing its input
+/// (when the Clip is that output's only reader): `clamp(saturate(q), lo, hi)` is
+/// `saturate(q)` over the intersection of the two ranges, since both clamp the same integer.
+pub fn fuse_clip_into_quantize(g: &mut Graph) {
+    for ix in g.topo_order() {
+        if op_is::<Clip>(g, ix).is_none() {
+            continue;
+        }
+        let Some(x) = g.dag[ix].inputs.first().copied().flatten() else {
+            continue;
+        };
+        let dt = g.tensors[x].fact.dtype;
+        if dt == DType::F32 || !g.single_use(x) {
+            continue;
+        }
+        let bound = |k: usize| match g.dag[ix].inputs.get(k).copied().flatten() {
+            None => Some(None),
+            Some(t) => g
+                .const_value(t)
+                .and_then(|v| v.to_i64_vec().first().copied().map(Some)),
+        };
+        let (Some(lo), Some(hi)) = (bound(1), bound(2)) else {
+            continue;
+        };
+        let Some(q) = g.producers[x] else {
+            continue;
+        };
+        let Some(qop) = op_is::<QuantizeLinear>(g, q) else {
+            continue;
+        };
+        let Ok((a, b)) = qop.saturation(dt) else {
+            continue;
+        };
+        let (lo, hi) = (lo.unwrap_or(i64::from(a)), hi.unwrap_or(i64::from(b)));
+        // An empty or disjoint range (every value clamped to one bound) stays a Clip.
+        if lo > hi || lo > i64::from(b) || hi < i64::from(a) {
+            continue;
+        }
+        let (lo, hi) = (lo.max(i64::from(a)) as i32, hi.min(i64::from(b)) as i32);
+        let mut fused = qop.clone();
+        fused.range = Some((lo, hi));
+        g.dag[q].op = Box::new(fused);
+        merge(
+            g,
+            ix,
+            q,
+            format!("integer Clip [{lo}, {hi}] fused into the quantization's saturation"),
+        );
     }
 }
 

@@ -2,7 +2,8 @@
 //! (a symbolic first dimension is the batch and becomes 1), nodes are parsed into ops in a
 //! dependency order, every node's output facts are inferred, and nodes whose inputs are all
 //! constants are evaluated at load time. onnxruntime's quantized contrib operators are first
-//! expanded into their standard definition ([`super::contrib`]).
+//! expanded into their standard definition ([`super::contrib`]), and low-bit quantization
+//! (int4/int2 types, QONNX's quantizers) rewritten into int8 QDQ ([`super::lowbit`]).
 
 use std::collections::{HashMap, HashSet};
 
@@ -231,6 +232,8 @@ pub fn import(
         default_opset(model).ok_or_else(|| err("the model imports no ai.onnx opset".into()))?;
     let expanded = super::contrib::expand(gp, opset);
     let gp = expanded.as_ref().unwrap_or(gp);
+    let lowbit = super::lowbit::rewrite(gp, opset).map_err(err)?;
+    let gp = lowbit.as_ref().unwrap_or(gp);
     let mut g = Graph {
         opset,
         source: file.to_string(),

@@ -37,6 +37,7 @@
 
 pub mod contrib;
 pub mod import;
+pub mod lowbit;
 pub mod ops;
 pub mod proto;
 pub mod unsupported;
@@ -54,7 +55,10 @@ use proto::{data_type, ModelProto, TensorProto};
 /// accepts. Attribute-to-input migrations inside this range (Clip's bounds, Reshape's shape,
 /// Squeeze's axes, Softmax's axis semantics, ...) are handled per op.
 pub const MIN_OPSET: i64 = 7;
-pub const MAX_OPSET: i64 = 23;
+/// Opsets 24 and 25 only add element types to the operators the importer takes (int2/uint2 in
+/// QuantizeLinear/DequantizeLinear among them; Cast's new `round_mode` concerns float8e8m0,
+/// which the IR does not have), so their semantics are those of opset 23.
+pub const MAX_OPSET: i64 = 25;
 
 /// Why an ONNX file could not be read: the file and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,14 +186,52 @@ fn from_raw<T, const W: usize>(
 
 /// The IR's type for the values of an ONNX element type, or its ONNX name if the IR has none.
 /// Bools (masks, comparison results) are held as uint8 0/1, their own encoding, which `Where`
-/// and `Cast` read back (see `vta_runtime::ops::compare`); [`OnnxDType::from_onnx`] is the
-/// strict mapping, for types an operator declares (a quantized type is never bool).
+/// and `Cast` read back (see `vta_runtime::ops::compare`); int4/int2 values are held in int8
+/// and uint4/uint2 in uint8 (a value's meaning does not depend on its storage; only a
+/// QuantizeLinear to such a type saturates differently, which [`lowbit`] makes explicit);
+/// [`OnnxDType::from_onnx`] is the strict mapping, for types an operator declares (a
+/// quantized type is never bool, a Cast to int4 is refused).
 pub fn ir_dtype(code: i32) -> Result<DType, String> {
-    if code == data_type::BOOL {
-        Ok(DType::U8)
-    } else {
-        DType::from_onnx(code)
+    match code {
+        data_type::BOOL => Ok(DType::U8),
+        _ => match data_type::sub_byte(code) {
+            Some((true, _)) => Ok(DType::I8),
+            Some((false, _)) => Ok(DType::U8),
+            None => DType::from_onnx(code),
+        },
     }
+}
+
+/// Unpacks `n` sub-byte elements of `bits` bits (first element in the lowest bits of the first
+/// byte, as ONNX stores int4/int2 in `raw_data` and, one packed byte per entry, in
+/// `int32_data`), sign-extending when `signed`.
+fn unpack_sub_byte(
+    name: &str,
+    bytes: &[u8],
+    n: usize,
+    signed: bool,
+    bits: u32,
+) -> Result<Vec<i32>, String> {
+    let per_byte = (8 / bits) as usize;
+    let want = n.div_ceil(per_byte);
+    if bytes.len() != want {
+        return Err(format!(
+            "tensor '{name}' has {n} elements of {bits} bits ({want} packed bytes) but {} bytes \
+             of data",
+            bytes.len()
+        ));
+    }
+    let mask = (1u32 << bits) - 1;
+    Ok((0..n)
+        .map(|i| {
+            let v = (u32::from(bytes[i / per_byte]) >> ((i % per_byte) as u32 * bits)) & mask;
+            if signed && v >> (bits - 1) == 1 {
+                v as i32 - (1 << bits)
+            } else {
+                v as i32
+            }
+        })
+        .collect())
 }
 
 /// Converts a `TensorProto` (raw little-endian data or the typed fields) to a [`Tensor`].
@@ -229,6 +271,29 @@ pub fn tensor_from_proto(t: &TensorProto) -> Result<Tensor, String> {
     })?;
     let s = IxDyn(&shape);
     let mk = |e: ndarray::ShapeError| format!("tensor '{name}': {e}");
+    if let Some((signed, bits)) = data_type::sub_byte(t.data_type) {
+        let packed: Vec<u8> = if raw {
+            t.raw_data.clone()
+        } else {
+            t.int32_data
+                .iter()
+                .map(|&b| {
+                    u8::try_from(b).map_err(|_| {
+                        format!(
+                            "tensor '{name}' has int32_data value {b}, not a packed byte of \
+                             {bits}-bit elements"
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let v = unpack_sub_byte(name, &packed, n, signed, bits)?;
+        return Ok(if signed {
+            Tensor::I8(ArrayD::from_shape_vec(s, v.iter().map(|&x| x as i8).collect()).map_err(mk)?)
+        } else {
+            Tensor::U8(ArrayD::from_shape_vec(s, v.iter().map(|&x| x as u8).collect()).map_err(mk)?)
+        });
+    }
     Ok(match dtype {
         DType::F32 => {
             let v = if raw {

@@ -214,6 +214,38 @@ pub mod data_type {
     pub const COMPLEX64: i32 = 14;
     pub const COMPLEX128: i32 = 15;
     pub const BFLOAT16: i32 = 16;
+    /// Packed two per byte, first element in the low nibble (IR 10, opset 21).
+    pub const UINT4: i32 = 21;
+    pub const INT4: i32 = 22;
+    /// Packed four per byte, first element in the lowest two bits (IR 13, opset 25).
+    pub const UINT2: i32 = 25;
+    pub const INT2: i32 = 26;
+
+    /// The element types held in 8-bit storage: (signed, bits) of int4/uint4/int2/uint2.
+    pub fn sub_byte(code: i32) -> Option<(bool, u32)> {
+        match code {
+            INT4 => Some((true, 4)),
+            UINT4 => Some((false, 4)),
+            INT2 => Some((true, 2)),
+            UINT2 => Some((false, 2)),
+            _ => None,
+        }
+    }
+
+    /// The values of an integer element type of at most 8 bits, if `code` is one.
+    pub fn int_range(code: i32) -> Option<(i32, i32)> {
+        match code {
+            INT8 => Some((-128, 127)),
+            UINT8 => Some((0, 255)),
+            _ => sub_byte(code).map(|(signed, bits)| {
+                if signed {
+                    (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+                } else {
+                    (0, (1 << bits) - 1)
+                }
+            }),
+        }
+    }
 
     /// ONNX's name of a data type code, for messages.
     pub fn name(code: i32) -> String {
@@ -236,8 +268,12 @@ pub mod data_type {
             COMPLEX128 => "complex128",
             BFLOAT16 => "bfloat16",
             17..=20 => "float8",
-            21 => "uint4",
-            22 => "int4",
+            UINT4 => "uint4",
+            INT4 => "int4",
+            23 => "float4e2m1",
+            24 => "float8e8m0",
+            UINT2 => "uint2",
+            INT2 => "int2",
             _ => return format!("data type {code}"),
         };
         s.to_string()

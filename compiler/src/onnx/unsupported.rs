@@ -194,6 +194,14 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
              float operators, which the compiler imports), or keep this part in float"
         );
     }
+    if crate::onnx::lowbit::QONNX_DOMAINS.contains(&node.domain.as_str()) {
+        return format!(
+            "QONNX's {op} is not imported (Quant, IntQuant and BipolarQuant are, rewritten into \
+             QuantizeLinear/DequantizeLinear): lower it with qonnx first (e.g. its \
+             QuantToQCDQ for Quant; Trunc, FloatQuant and MultiThreshold have no integer QDQ \
+             form the importer takes), or keep this part in float"
+        );
+    }
     if !(node.domain.is_empty() || node.domain == "ai.onnx") {
         return format!(
             "a custom operator of domain '{}': export the model with standard ONNX operators",

@@ -24,7 +24,10 @@
 //!   `DQ -> op -> Q` ([`crate::onnx::contrib`]) and lowered as QDQ.
 //!
 //! Zero points: int8 activations with zero point 0 map directly; uint8 tensors are held as
-//! `uint8 - 128` (exact), so uint8 with zero point 128 is int8 with zero point 0. Other input
+//! `uint8 - 128` (exact), so uint8 with zero point 128 is int8 with zero point 0. A tensor
+//! quantized to a narrow range (an imported uint4 `[0, 15]`, a QONNX unsigned 4-bit
+//! activation) is held centred in the signed lanes (`[-8, 7]`, the zero point moved with it),
+//! so that it fits lanes of its width. Other input
 //! zero points are folded into the bias (`sum (x - z) w = sum x w - z sum w`); a padded layer
 //! needs the zero point as its pad value while the accelerator pads with 0, so its input is
 //! first padded with the zero point by an exact int8 data-movement step on the CPU and the

@@ -1,5 +1,6 @@
 //! Ops the lowering inserts into plans (not ONNX operators): exact conversions between the
-//! uint8 representation of ONNX tensors and the accelerator's int8 representation, and
+//! uint8 representation of ONNX tensors and the accelerator's int8 representation, the value
+//! of a narrow quantized tensor held centred in the lanes ([`I8Offset`]), and
 //! [`InsertZeros`], the input of a transposed convolution rewritten as a convolution.
 
 use super::TensorInfo;
@@ -54,6 +55,53 @@ impl Op for I8ToU8 {
             Tensor::I8(a) => Ok(vec![Tensor::U8(a.mapv(|v| (i16::from(v) + 128) as u8))]),
             t => Err(format!("I8ToU8 expects int8, got {}", t.dtype())),
         }
+    }
+
+    op_boilerplate!();
+}
+
+/// `y = int8 + offset` as `to` (int8 or uint8): the ONNX value of a quantized tensor whose
+/// narrow range (uint4 `[0, 15]`, a QONNX unsigned 4-bit activation) the accelerator holds
+/// centred in its signed lanes (`[-8, 7]`, offset 8). A result outside `to` is an error,
+/// never a wrap: the lowering only offsets values whose range it knows.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct I8Offset {
+    pub offset: i32,
+    pub to: DType,
+}
+
+impl Op for I8Offset {
+    fn op_type(&self) -> &'static str {
+        "I8Offset"
+    }
+
+    fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
+        if !matches!(self.to, DType::I8 | DType::U8) {
+            return Err(format!("I8Offset to {} (int8 or uint8 only)", self.to));
+        }
+        Ok(vec![Fact::new(
+            self.to,
+            in_fact(inputs, 0, "x")?.shape.clone(),
+        )])
+    }
+
+    fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
+        let Tensor::I8(a) = arg(inputs, 0, "x")? else {
+            return Err("I8Offset expects int8".into());
+        };
+        let (lo, hi) = if self.to == DType::U8 {
+            (0, 255)
+        } else {
+            (-128, 127)
+        };
+        let y = a.mapv(|v| i32::from(v) + self.offset);
+        if let Some(v) = y.iter().find(|v| !(lo..=hi).contains(*v)) {
+            return Err(format!(
+                "I8Offset: {v} is outside {} (the value was not in its quantization's range)",
+                self.to
+            ));
+        }
+        Ok(vec![Tensor::I32(y).cast(self.to)])
     }
 
     op_boilerplate!();

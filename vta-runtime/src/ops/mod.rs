@@ -140,6 +140,7 @@ any_op! {
     Where(where_op::Where),
     DepthSpace(depth_space::DepthSpace),
     Logic(logic::Logic),
+    I8Offset(internal::I8Offset),
 }
 
 /// An operator of the graph IR.

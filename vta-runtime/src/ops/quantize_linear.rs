@@ -1,6 +1,8 @@
 //! `QuantizeLinear`: `y = saturate(round_half_even(x / scale) + zero_point)`, per tensor or
-//! per axis, to int8 or uint8 (ONNX's default without a zero point is uint8). The division is
-//! done in f32, as onnxruntime does.
+//! per axis, to int8 or uint8 (ONNX's default without a zero point is uint8), or to a narrower
+//! range held in those types: ONNX's int4/uint4/int2/uint2 outputs, and a Brevitas/QONNX
+//! integer Clip fused into the saturation (`clamp(saturate8(q), lo, hi) = saturate_[lo, hi](q)`
+//! for `[lo, hi]` inside the 8-bit range). The division is done in f32, as onnxruntime does.
 
 use ndarray::{ArrayD, Dimension};
 
@@ -14,6 +16,10 @@ pub struct QuantizeLinear {
     pub axis: i64,
     /// Output type when there is no zero-point input (opset 21 `output_dtype`, else uint8).
     pub default_dtype: DType,
+    /// Saturation bounds narrower than the output type's (see the module doc), `None` for
+    /// the type's own.
+    #[serde(default)]
+    pub range: Option<(i32, i32)>,
 }
 
 /// Per-tensor or per-axis quantization parameters, as given to Q/DQ-like ops.
@@ -92,14 +98,28 @@ pub fn quantize_value(x: f32, scale: f32, zp: i32, lo: i32, hi: i32) -> i32 {
     }
 }
 
+/// The values of `dtype` a quantization saturates to.
+pub fn dtype_range(dtype: DType) -> Result<(i32, i32), String> {
+    match dtype {
+        DType::I8 => Ok((-128, 127)),
+        DType::U8 => Ok((0, 255)),
+        DType::I32 => Ok((i32::MIN, i32::MAX)),
+        other => Err(format!("cannot quantize to {other}")),
+    }
+}
+
 /// Quantizes a float tensor to `dtype` (int8 or uint8).
 pub fn quantize(x: &ArrayD<f32>, p: &QParams, dtype: DType) -> Result<Tensor, String> {
-    let (lo, hi) = match dtype {
-        DType::I8 => (-128, 127),
-        DType::U8 => (0, 255),
-        DType::I32 => (i32::MIN, i32::MAX),
-        other => return Err(format!("cannot quantize to {other}")),
-    };
+    quantize_in(x, p, dtype, dtype_range(dtype)?)
+}
+
+/// Quantizes a float tensor to the values `[lo, hi]` of `dtype` (int8 or uint8).
+pub fn quantize_in(
+    x: &ArrayD<f32>,
+    p: &QParams,
+    dtype: DType,
+    (lo, hi): (i32, i32),
+) -> Result<Tensor, String> {
     let mut q = ArrayD::<i32>::zeros(x.raw_dim());
     for (idx, v) in x.indexed_iter() {
         let (s, z) = p.at(idx.slice());
@@ -115,6 +135,16 @@ pub fn quantize(x: &ArrayD<f32>, p: &QParams, dtype: DType) -> Result<Tensor, St
 impl QuantizeLinear {
     fn out_dtype(&self, zp: Option<&TensorInfo>) -> DType {
         zp.map_or(self.default_dtype, |z| z.fact.dtype)
+    }
+
+    /// The values the output saturates to, for output type `dtype`: the narrower range if
+    /// there is one (never wider than the type's).
+    pub fn saturation(&self, dtype: DType) -> Result<(i32, i32), String> {
+        let (lo, hi) = dtype_range(dtype)?;
+        Ok(match self.range {
+            Some((a, b)) => (a.max(lo), b.min(hi)),
+            None => (lo, hi),
+        })
     }
 }
 
@@ -136,6 +166,14 @@ impl Op for QuantizeLinear {
         if !matches!(dt, DType::I8 | DType::U8) {
             return Err(format!("QuantizeLinear to {dt} is not supported"));
         }
+        if let Some((lo, hi)) = self.range {
+            let (a, b) = self.saturation(dt)?;
+            if a > b {
+                return Err(format!(
+                    "saturation range [{lo}, {hi}] has no value of the output type {dt}"
+                ));
+            }
+        }
         in_fact(inputs, 1, "y_scale")?;
         if let Some(s) = in_const(inputs, 1) {
             QParams::new(s, in_const(inputs, 2), self.axis, &x.shape)?;
@@ -149,7 +187,12 @@ impl Op for QuantizeLinear {
         let zp = inputs.get(2).copied().flatten();
         let p = QParams::new(arg(inputs, 1, "y_scale")?, zp, self.axis, x.shape())?;
         let dt = zp.map_or(self.default_dtype, |z| z.dtype());
-        Ok(vec![quantize(xf.as_f32()?, &p, dt)?])
+        Ok(vec![quantize_in(
+            xf.as_f32()?,
+            &p,
+            dt,
+            self.saturation(dt)?,
+        )?])
     }
 
     op_boilerplate!();

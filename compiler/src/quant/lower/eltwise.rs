@@ -324,6 +324,13 @@ impl<'g> Lowerer<'g> {
                 .ok_or("the bounds are not constants")?
         };
         let xt = n.inputs[0].ok_or("no input")?;
+        if self.g.fact(xt).dtype != DType::F32 {
+            return Err(
+                "a Clip of an integer tensor not fused into its QuantizeLinear (the \
+                        quantized tensor has other readers)"
+                    .into(),
+            );
+        }
         let ch = self.g.fact(xt).shape.get(1).copied().unwrap_or(1);
         self.affine(ix, xt, vec![1.0; ch], vec![0.0; ch], Some(act), "clamp")
     }
@@ -787,6 +794,7 @@ impl<'g> Lowerer<'g> {
                 q
             }
             Some(Repr::Shifted(_)) => v as i32 - 128,
+            Some(Repr::Offset(_, off)) => v as i32 - off,
             _ => v as i32,
         };
         i8::try_from(q).map_err(|_| format!("pad value {v} does not fit int8"))
@@ -1020,6 +1028,7 @@ impl<'g> Lowerer<'g> {
             lo: self.act.0 as i8,
             hi: self.act.1 as i8,
             dtype: DType::F32,
+            offset: 0,
             extra_dev: 0.0,
         };
         let (lo, hi) = self.range_of(x.v);

@@ -181,6 +181,7 @@ impl<'g> Lowerer<'g> {
                 Ok((q, Box::new(move |v| Repr::Deq { q: v, scale, zp })))
             }
             Some(Repr::Shifted(v)) => Ok((v, Box::new(Repr::Shifted))),
+            Some(Repr::Offset(v, off)) => Ok((v, Box::new(move |v| Repr::Offset(v, off)))),
             Some(Repr::Exact(_)) if matches!(self.g.fact(t).dtype, DType::I8 | DType::U8) => {
                 let (v, off) = self.as_i8(t)?;
                 Ok((
@@ -337,6 +338,13 @@ impl<'g> Lowerer<'g> {
                 "inputs with different quantization and no QuantizeLinear after the Concat",
             )?;
             let (s, z, dt) = self.q_params(q)?;
+            if self.q_saturation(q, dt)? != (-128, 127) {
+                return Err(
+                    "the QuantizeLinear after the Concat saturates to a range narrower \
+                            than its type, which rescaling the inputs does not apply"
+                        .into(),
+                );
+            }
             (s, z - offset_of(dt))
         } else {
             (self.stats.ok_or("no calibration")?.scale(yt, self.act.1), 0)
@@ -420,18 +428,34 @@ impl<'g> Lowerer<'g> {
             return Err("QuantizeLinear of an integer tensor".into());
         }
         let (scale, zp, dt) = self.q_params(ix)?;
-        let zp8 = zp - offset_of(dt);
-        let shifted = |v| {
-            if dt == DType::U8 {
-                Repr::Shifted(v)
-            } else {
-                Repr::Exact(v)
-            }
-        };
+        // A narrow range is held centred in the lanes (see `centring`), so that a model's
+        // uint4 input fits 4-bit lanes.
+        let sat = self.q_saturation(ix, dt)?;
+        let e = centring(sat);
+        let (zp8, lo, hi) = (zp - offset_of(dt) - e, sat.0 - e, sat.1 - e);
+        let shifted = |v| held(v, offset_of(dt) + e, dt);
         match self.repr.get(&xt).copied() {
-            Some(Repr::Deq { q, scale: s, zp: z }) if s == scale && z == zp8 => {
+            Some(Repr::Deq { q, scale: s, zp: z })
+                if s == scale
+                    && z == zp8
+                    && self
+                        .ranges
+                        .get(&q)
+                        .map_or((lo, hi) == (-128, 127), |&(a, b)| a >= lo && b <= hi) =>
+            {
                 self.repr.insert(yt, shifted(q));
-                self.status.insert(n.origin[0].name.clone(), Support::Removed { how: "QuantizeLinear of a DequantizeLinear with the same parameters (identity on the int8 data)".into() });
+                // (a Clip fused into the quantization is removed with it: the values are
+                // within its range)
+                for o in &n.origin {
+                    self.status.insert(
+                        o.name.clone(),
+                        Support::Removed {
+                            how: "QuantizeLinear of a DequantizeLinear with the same parameters \
+                                  (identity on the int8 data)"
+                                .into(),
+                        },
+                    );
+                }
                 Ok(())
             }
             Some(Repr::Deq { .. }) => {
@@ -453,15 +477,21 @@ impl<'g> Lowerer<'g> {
                     vec![v],
                     StepKind::Quantize {
                         q: qp,
-                        lo: -128,
-                        hi: 127,
+                        lo: lo as i8,
+                        hi: hi as i8,
                     },
                 );
                 self.repr.insert(yt, shifted(v));
-                let how = if dt == DType::U8 {
-                    " (to uint8 held as int8: zero point - 128)"
-                } else {
-                    ""
+                self.ranges.insert(v, (lo, hi));
+                let how = match (dt, e) {
+                    (DType::U8, 0) => " (to uint8 held as int8: zero point - 128)".to_string(),
+                    (_, 0) => String::new(),
+                    _ => format!(
+                        " (its range [{}, {}] held centred as [{lo}, {hi}]: zero point {:+})",
+                        sat.0 + offset_of(dt),
+                        sat.1 + offset_of(dt),
+                        -(offset_of(dt) + e)
+                    ),
                 };
                 self.set_status(
                     ix,

@@ -143,6 +143,7 @@ impl<'g> Lowerer<'g> {
             lo: -128,
             hi: 127,
             dtype: ydt,
+            offset: offset_of(ydt),
             extra_dev: 0.0,
         };
         let name = self.node_name(ix);
@@ -299,6 +300,7 @@ impl<'g> Lowerer<'g> {
         let r = match self.repr.get(&yt) {
             Some(Repr::Exact(_)) => Repr::Exact(y),
             Some(Repr::Shifted(_)) => Repr::Shifted(y),
+            Some(&Repr::Offset(_, off)) => Repr::Offset(y, off),
             Some(&Repr::Deq { scale, zp, .. }) => Repr::Deq { q: y, scale, zp },
             None => return Err("internal: the dense layer's output has no representation".into()),
         };
@@ -402,6 +404,7 @@ impl<'g> Lowerer<'g> {
             lo: -128,
             hi: 127,
             dtype: ydt,
+            offset: offset_of(ydt),
             extra_dev: 0.0,
         };
         let name = self.node_name(ix);

@@ -37,7 +37,7 @@ use crate::graph::ops::expand::Expand;
 use crate::graph::ops::flatten::Flatten;
 use crate::graph::ops::gemm::Gemm;
 use crate::graph::ops::global_average_pool::GlobalAveragePool;
-use crate::graph::ops::internal::{I8ToU8, U8ToI8};
+use crate::graph::ops::internal::{I8Offset, I8ToU8, U8ToI8};
 use crate::graph::ops::kernels::{dims4, Geometry};
 use crate::graph::ops::matmul::MatMul;
 use crate::graph::ops::matmul_integer::MatMulInteger;
@@ -79,6 +79,27 @@ enum Repr {
     Shifted(ValueId),
     /// ONNX float tensor `x = scale * (q - zp)` with `q` an int8 plan value.
     Deq { q: ValueId, scale: f32, zp: i32 },
+    /// ONNX int8/uint8 tensor `v + offset` whose quantization saturates to a narrow range,
+    /// held centred in the signed lanes (uint4 `[0, 15]` as `[-8, 7]`, offset 8; see
+    /// [`centring`]).
+    Offset(ValueId, i32),
+}
+
+/// The shift that centres a quantization's int8-domain saturation range `[lo, hi]` in the
+/// signed lanes (`[0, 15]` -> `[-8, 7]`), so that a narrow unsigned tensor fits lanes of its
+/// width; 0 for the full int8 range and for ranges already centred.
+fn centring((lo, hi): (i32, i32)) -> i32 {
+    (lo + hi + 1).div_euclid(2)
+}
+
+/// How an integer ONNX tensor of type `dt` is held when its int8 plan value is `v` and the
+/// ONNX value is `v + offset`.
+fn held(v: ValueId, offset: i32, dt: DType) -> Repr {
+    match (offset, dt) {
+        (0, _) => Repr::Exact(v),
+        (128, DType::U8) => Repr::Shifted(v),
+        _ => Repr::Offset(v, offset),
+    }
 }
 
 /// How to represent an op's output given the int8 value computed for it.
@@ -102,6 +123,9 @@ struct QOut {
     hi: i8,
     /// ONNX dtype of the output tensor (uint8 outputs are held shifted).
     dtype: DType,
+    /// With a fused QuantizeLinear: the ONNX output is the int8 result plus this (128 for
+    /// uint8, plus the [`centring`] of a narrow range).
+    offset: i32,
     /// Extra deviation (output LSBs) from fusing a double quantization (QDQ `Q -> DQ ->
     /// Relu -> Q` after the layer) into one requantization.
     extra_dev: f64,
@@ -390,14 +414,13 @@ impl<'g> Lowerer<'g> {
             .insert(v, (i32::from(out.lo), i32::from(out.hi)));
         let kind = layer.kind();
         let step = self.push(&name, inputs, vec![v], StepKind::Accel(layer));
-        let r = match (target.q_node, out.dtype) {
-            (None, _) => Repr::Deq {
+        let r = match target.q_node {
+            None => Repr::Deq {
                 q: v,
                 scale: out.scale as f32,
                 zp: out.zp,
             },
-            (Some(_), DType::U8) => Repr::Shifted(v),
-            (Some(_), _) => Repr::Exact(v),
+            Some(_) => held(v, out.offset, out.dtype),
         };
         self.repr.insert(t, r);
         self.set_status(

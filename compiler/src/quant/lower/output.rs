@@ -59,7 +59,8 @@ impl<'g> Lowerer<'g> {
 
     /// The clamp of an activation in the output's int8 domain (ONNX: `Q(clip(r)) =
     /// clamp(Q(r), Q(min), Q(max))` since rounding is monotonic), within `(lo, hi)`: the
-    /// int8 range or the narrower one of post-training quantization to a core's lanes.
+    /// int8 range or a narrower one (post-training quantization to a core's lanes, an
+    /// imported int4/int2 or clipped quantization).
     fn out_clamp(act: Option<Activation>, scale: f32, zp: i32, (lo, hi): (i32, i32)) -> (i8, i8) {
         match act {
             None => (lo as i8, hi as i8),
@@ -96,18 +97,26 @@ impl<'g> Lowerer<'g> {
                 )
             })?;
             let (scale, zp, dtype) = self.q_params(q)?;
-            let zp8 = zp - offset_of(dtype);
+            // A narrow range is held centred in the lanes (see `centring`).
+            let sat = self.q_saturation(q, dtype)?;
+            let e = centring(sat);
+            let zp8 = zp - offset_of(dtype) - e;
+            let sat = (sat.0 - e, sat.1 - e);
             let qt = self.g.dag[q].outputs[0];
             // QDQ exporters quantize before an activation: `Q -> DQ -> Relu -> Q`. Fuse it:
             // the clamp becomes the layer's; with other parameters for the second Q, the
             // first rounding (at most s1/2 in real terms) is the extra deviation.
             if let Some((dq, relu, a2, q2)) = self.activation_chain(qt) {
                 let (s1, z1) = self.dq_params(dq)?;
-                if s1 == scale && z1 == zp {
+                // (a narrow first quantization clamps too: not fused, its own layer output)
+                if s1 == scale && z1 == zp && sat == (-128, 127) {
                     let (s2, z2, dt2) = self.q_params(q2)?;
-                    let z28 = z2 - offset_of(dt2);
+                    let sat2 = self.q_saturation(q2, dt2)?;
+                    let e2 = centring(sat2);
+                    let z28 = z2 - offset_of(dt2) - e2;
+                    let sat2 = (sat2.0 - e2, sat2.1 - e2);
                     let act2 = act.map_or(a2, |a| a.then(a2));
-                    let (lo, hi) = Self::out_clamp(Some(act2), s2, z28, (-128, 127));
+                    let (lo, hi) = Self::out_clamp(Some(act2), s2, z28, sat2);
                     let extra_dev = if s2 == scale && z28 == zp8 {
                         0.0
                     } else {
@@ -119,6 +128,7 @@ impl<'g> Lowerer<'g> {
                         lo,
                         hi,
                         dtype: dt2,
+                        offset: offset_of(dt2) + e2,
                         extra_dev,
                     };
                     let tensor = self.g.dag[q2].outputs[0];
@@ -132,7 +142,7 @@ impl<'g> Lowerer<'g> {
                     ));
                 }
             }
-            let (lo, hi) = Self::out_clamp(act, scale, zp8, (-128, 127));
+            let (lo, hi) = Self::out_clamp(act, scale, zp8, sat);
             Ok((
                 QOut {
                     scale: f64::from(scale),
@@ -140,6 +150,7 @@ impl<'g> Lowerer<'g> {
                     lo,
                     hi,
                     dtype,
+                    offset: offset_of(dtype) + e,
                     extra_dev: 0.0,
                 },
                 OutTarget {
@@ -159,6 +170,7 @@ impl<'g> Lowerer<'g> {
                     lo,
                     hi,
                     dtype: DType::F32,
+                    offset: 0,
                     extra_dev: 0.0,
                 },
                 OutTarget {

@@ -60,6 +60,27 @@ impl<'g> Lowerer<'g> {
                 );
                 out
             }
+            Some(Repr::Offset(q, offset)) => {
+                let out = self.plan.add_value(name.clone(), fact.clone(), None);
+                self.push(
+                    &format!("{name}:offset"),
+                    vec![q],
+                    vec![out],
+                    StepKind::Cpu(CpuOp {
+                        op: I8Offset {
+                            offset,
+                            to: fact.dtype,
+                        }
+                        .into(),
+                        args: vec![Some(q)],
+                        reason: format!(
+                            "value for {consumer}: the narrow range held centred in the lanes, \
+                             moved back by {offset}"
+                        ),
+                    }),
+                );
+                out
+            }
             Some(Repr::Deq { q, scale, zp }) => {
                 let out = self.plan.add_value(name.clone(), fact.clone(), None);
                 let step = self.push(
@@ -102,6 +123,7 @@ impl<'g> Lowerer<'g> {
         let fact = self.g.fact(t).clone();
         match (self.repr.get(&t).copied(), fact.dtype) {
             (Some(Repr::Shifted(v)), _) => Ok((v, 128)),
+            (Some(Repr::Offset(v, off)), _) => Ok((v, off)),
             (Some(Repr::Exact(v)), DType::I8) => Ok((v, 0)),
             (Some(Repr::Exact(v)), DType::U8) => {
                 let name = self.g.tensors[t].name.clone();

@@ -49,6 +49,19 @@ impl<'g> Lowerer<'g> {
         Ok((s.scalar_f32()?, scalar_i32(z), dt))
     }
 
+    /// The values a QuantizeLinear node of output type `dt` saturates to, in the int8 domain
+    /// (uint8 held shifted by -128): all of int8, or the narrower range of an int4/int2
+    /// output or a fused integer Clip (Brevitas QCDQ, QONNX).
+    pub(super) fn q_saturation(&self, q: NodeIndex, dt: DType) -> R<(i32, i32)> {
+        let op = self.g.dag[q]
+            .op
+            .as_any()
+            .downcast_ref::<QuantizeLinear>()
+            .ok_or("not a QuantizeLinear")?;
+        let (lo, hi) = op.saturation(dt)?;
+        Ok((lo - offset_of(dt), hi - offset_of(dt)))
+    }
+
     /// Quantized constant weights behind a DequantizeLinear: (int values minus zero point,
     /// per-channel scales along `axis`, the DQ node).
     pub(super) fn dq_weights(

@@ -11,12 +11,15 @@ and `test_data_set_0/input_<k>.pb`, `output_<k>.pb`, as ONNX's own test data is 
 changes make a case something a compiler can take, as other backends' ONNX test runners do:
 - the inputs the compiler needs as constants (CONST_INPUTS: shapes, repeats, Range's bounds)
   become initializers with the test's values;
-- the model's opset is moved into the importer's range (7 to 23) when the generator wrote one
+- the model's opset is moved into the importer's range (7 to 25) when the generator wrote one
   outside it, and the case is kept only if the node is still valid for that opset (the ONNX
   checker passes), i.e. the test exercises the operator version the importer implements.
 A case is excluded, with its reason written to README.md, if one of its tensors has an element
 type the compiler's IR does not have (float16, double, bfloat16, strings, ...), an input has no
-elements (a dimension 0, which the importer refuses), or it does not check at opset 23. The generated README.md table counts cases per operator.
+elements (a dimension 0, which the importer refuses), it uses blocked quantization (block_size,
+which the importer refuses with its reason), it casts to a sub-byte type (int4/int2 values
+are held in 8-bit storage, and the importer refuses such a Cast), or it does not check at
+opset 25. The generated README.md table counts cases per operator.
 """
 import os
 import shutil
@@ -27,16 +30,18 @@ from onnx import TensorProto, numpy_helper
 from onnx.backend.test.case import node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MIN_OPSET, MAX_OPSET = 7, 23
+MIN_OPSET, MAX_OPSET = 7, 25
 
 OPS = ["SpaceToDepth", "DepthToSpace", "Floor", "Ceil", "Round", "PRelu", "Shape", "Size",
        "Range", "ConstantOfShape", "Expand", "Tile", "Where", "Equal", "Less", "Greater",
        "LessOrEqual", "GreaterOrEqual", "Cast", "Gather", "Concat", "Slice", "Squeeze", "Unsqueeze",
-       "Reshape", "Not", "And", "Or", "Xor", "Mod"]
+       "Reshape", "Not", "And", "Or", "Xor", "Mod", "QuantizeLinear", "DequantizeLinear"]
 CONST_INPUTS = {"Range": [0, 1, 2], "ConstantOfShape": [0], "Expand": [1], "Tile": [1],
                 "Gather": [1], "Slice": [1, 2, 3, 4], "Squeeze": [1], "Unsqueeze": [1], "Reshape": [1]}
+# int4/uint4/int2/uint2 are held in int8/uint8 storage.
+SUB_BYTE = {TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2, TensorProto.UINT2}
 TYPES = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
-         TensorProto.INT64, TensorProto.BOOL}
+         TensorProto.INT64, TensorProto.BOOL} | SUB_BYTE
 
 
 def exclusion(model):
@@ -50,6 +55,10 @@ def exclusion(model):
         if v in g.input and any(d.HasField("dim_value") and d.dim_value == 0 for d in dims):
             return "an input without elements (the importer requires every dimension >= 1)"
     for a in g.node[0].attribute:
+        if a.name == "block_size" and a.i != 0:
+            return "blocked quantization (block_size), refused by the importer"
+        if g.node[0].op_type == "Cast" and a.name == "to" and a.i in SUB_BYTE:
+            return "a Cast to a sub-byte type (held in 8-bit storage, not cast to)"
         if a.type == onnx.AttributeProto.TENSOR and a.t.data_type not in TYPES:
             return (f"element type {TensorProto.DataType.Name(a.t.data_type).lower()} "
                     "is not in the IR")
@@ -57,7 +66,7 @@ def exclusion(model):
 
 
 def lower_opset(model):
-    """The model at an opset in 7..=23, or the reason it is not valid there."""
+    """The model at an opset in 7..=25, or the reason it is not valid there."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     for o in m.opset_import:
@@ -72,6 +81,16 @@ def lower_opset(model):
     return m, None
 
 
+def to_proto(x, name):
+    """A test value as a TensorProto (the sub-byte cases give theirs as TensorProtos)."""
+    if isinstance(x, onnx.TensorProto):
+        t = onnx.TensorProto()
+        t.CopyFrom(x)
+        t.name = name
+        return t
+    return numpy_helper.from_array(x, name)
+
+
 def write(case, model, inputs, outputs):
     op = model.graph.node[0].op_type
     const = set(CONST_INPUTS.get(op, []))
@@ -79,7 +98,7 @@ def write(case, model, inputs, outputs):
     keep = []
     for k, (v, x) in enumerate(zip(list(g.input), inputs)):
         if k in const:
-            g.initializer.append(numpy_helper.from_array(x, v.name))
+            g.initializer.append(to_proto(x, v.name))
         else:
             keep.append((v, x))
     del g.input[:]
@@ -88,11 +107,11 @@ def write(case, model, inputs, outputs):
     os.makedirs(os.path.join(d, "test_data_set_0"))
     onnx.save(model, os.path.join(d, "model.onnx"))
     for k, (v, x) in enumerate(keep):
-        t = numpy_helper.from_array(x, v.name)
+        t = to_proto(x, v.name)
         with open(os.path.join(d, f"test_data_set_0/input_{k}.pb"), "wb") as f:
             f.write(t.SerializeToString())
     for k, (v, y) in enumerate(zip(g.output, outputs)):
-        t = numpy_helper.from_array(y, v.name)
+        t = to_proto(y, v.name)
         with open(os.path.join(d, f"test_data_set_0/output_{k}.pb"), "wb") as f:
             f.write(t.SerializeToString())
 
