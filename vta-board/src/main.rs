@@ -49,47 +49,27 @@ enum Cmd {
     },
     /// Run a compiled model: inputs from .npy files, outputs to .npy files.
     Run {
-        /// The compiled model (`vta compile -o MODEL.vtab`).
-        model: PathBuf,
-        /// One .npy per model input, in order; a first axis k times the model's runs k
-        /// inferences.
-        #[arg(long = "input", short, required = true)]
-        inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        model: ModelArgs,
         /// One .npy per model output, in order.
         #[arg(long = "output", short, required = true)]
         outputs: Vec<PathBuf>,
-        /// Wall-clock bound of each accelerator launch, in seconds.
-        #[arg(long, default_value_t = 10.0)]
-        timeout: f64,
-        /// Most memory all of the model's tensors together may take (e.g. 256MiB, or bytes);
-        /// a model beyond it is refused, naming the tensor, before anything is allocated
-        /// [default: 4GiB]
-        #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size)]
-        memory_budget: Option<u64>,
         #[command(flatten)]
         board: BoardArgs,
     },
     /// Time each CPU step of a compiled model on this board's cores, its launches on the
     /// accelerator: a CPU profile for `vta bench schedule --time device --cpu-profile FILE`,
-    /// which then predicts every scheduling policy on this board without it.
+    /// which then predicts every scheduling policy on this board without it (of a batch of
+    /// inputs, the first inference is timed).
     Profile {
-        /// The compiled model (`vta compile -o MODEL.vtab`).
-        model: PathBuf,
-        /// One .npy per model input, in order (of a batch, the first inference is timed).
-        #[arg(long = "input", short, required = true)]
-        inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        model: ModelArgs,
         /// Where to write the profile (JSON).
         #[arg(long, short, value_name = "FILE.json")]
         output: PathBuf,
         /// Serial runs per step; its fastest is kept.
         #[arg(long, default_value_t = 3)]
         runs: usize,
-        /// Wall-clock bound of each accelerator launch, in seconds.
-        #[arg(long, default_value_t = 10.0)]
-        timeout: f64,
-        /// As for `run`.
-        #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size)]
-        memory_budget: Option<u64>,
         #[command(flatten)]
         board: BoardArgs,
     },
@@ -117,6 +97,25 @@ enum Cmd {
         #[command(flatten)]
         board: BoardArgs,
     },
+}
+
+/// A compiled model, its inputs and how it runs: what `run` and `profile` take.
+#[derive(Args)]
+struct ModelArgs {
+    /// The compiled model (`vta compile -o MODEL.vtab`).
+    model: PathBuf,
+    /// One .npy per model input, in order; a first axis k times the model's runs k
+    /// inferences.
+    #[arg(long = "input", short, required = true)]
+    inputs: Vec<PathBuf>,
+    /// Wall-clock bound of each accelerator launch, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    timeout: f64,
+    /// Most memory all of the model's tensors together may take (e.g. 256MiB, or bytes);
+    /// a model beyond it is refused, naming the tensor, before anything is allocated
+    /// [default: 4GiB]
+    #[arg(long, value_name = "SIZE", value_parser = vta_runtime::budget::parse_size)]
+    memory_budget: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -248,21 +247,15 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Run {
             model,
-            inputs,
             outputs,
-            timeout,
-            memory_budget,
             board,
-        } => run_model(&model, &inputs, &outputs, timeout, memory_budget, &board),
+        } => run_model(&model, &outputs, &board),
         Cmd::Profile {
             model,
-            inputs,
             output,
             runs,
-            timeout,
-            memory_budget,
             board,
-        } => profile_model(&model, &inputs, &output, runs, timeout, memory_budget, &board),
+        } => profile_model(&model, &output, runs, &board),
         Cmd::Serve {
             listen,
             config,
@@ -326,21 +319,20 @@ fn serve_board(
     serve(listener, &mut dev, serve_opts).with_context(|| format!("serving on {bound}"))
 }
 
-/// The compiled model `file` (within `memory_budget`) and its inputs, one list per inference.
-fn read_model(
-    file: &Path,
-    inputs: &[PathBuf],
-    timeout: f64,
-    memory_budget: Option<u64>,
-) -> Result<(vta_runtime::Model, Vec<Vec<vta_runtime::Tensor>>)> {
+/// The compiled model (within its memory budget) and its inputs, one list per inference.
+fn read_model(a: &ModelArgs) -> Result<(vta_runtime::Model, Vec<Vec<vta_runtime::Tensor>>)> {
+    let (file, timeout) = (&a.model, a.timeout);
     if !(timeout > 0.0 && timeout.is_finite()) {
         bail!("--timeout {timeout}: give a positive number of seconds");
     }
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let budget = memory_budget.unwrap_or(vta_runtime::budget::DEFAULT_MEMORY_BUDGET);
+    let budget = a
+        .memory_budget
+        .unwrap_or(vta_runtime::budget::DEFAULT_MEMORY_BUDGET);
     let model = vta_runtime::file::read(&bytes, None, budget)
         .map_err(|e| anyhow!("{}: {e}", file.display()))?;
-    let tensors = inputs
+    let tensors = a
+        .inputs
         .iter()
         .map(|p| {
             let a = npy::read_file(p)?;
@@ -353,21 +345,14 @@ fn read_model(
     Ok((model, runs))
 }
 
-fn profile_model(
-    file: &Path,
-    inputs: &[PathBuf],
-    output: &Path,
-    runs: usize,
-    timeout: f64,
-    memory_budget: Option<u64>,
-    board: &BoardArgs,
-) -> Result<()> {
+fn profile_model(a: &ModelArgs, output: &Path, runs: usize, board: &BoardArgs) -> Result<()> {
     if runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let (model, samples) = read_model(file, inputs, timeout, memory_budget)?;
+    let file = &a.model;
+    let (model, samples) = read_model(a)?;
     let x = samples.into_iter().next().context("inputs: no inference in them")?;
-    let opts = board.options(Duration::from_secs_f64(timeout))?;
+    let opts = board.options(Duration::from_secs_f64(a.timeout))?;
     // The serial run on the board is the reference every profiling run must reproduce.
     let want = {
         let mut dev = BoardDevice::open(&model.config, &opts)?;
@@ -417,15 +402,8 @@ fn profile_model(
     Ok(())
 }
 
-fn run_model(
-    file: &Path,
-    inputs: &[PathBuf],
-    outputs: &[PathBuf],
-    timeout: f64,
-    memory_budget: Option<u64>,
-    board: &BoardArgs,
-) -> Result<()> {
-    let (model, runs) = read_model(file, inputs, timeout, memory_budget)?;
+fn run_model(a: &ModelArgs, outputs: &[PathBuf], board: &BoardArgs) -> Result<()> {
+    let (model, runs) = read_model(a)?;
     let plan = &model.plan;
     if outputs.len() != plan.outputs.len() {
         bail!(
@@ -435,7 +413,7 @@ fn run_model(
         );
     }
 
-    let opts = board.options(Duration::from_secs_f64(timeout))?;
+    let opts = board.options(Duration::from_secs_f64(a.timeout))?;
     let mut dev = BoardDevice::open(&model.config, &opts)?;
     let mut resident = model
         .load(&mut dev, LoadOptions::default())

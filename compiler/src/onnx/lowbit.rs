@@ -91,18 +91,25 @@ fn elem_types(g: &GraphProto) -> HashMap<&str, i32> {
     for t in &g.initializer {
         m.insert(t.name.as_str(), t.data_type);
     }
-    for n in g.node.iter().filter(|n| n.op_type == "Constant") {
-        if let (Some(o), Some(t)) = (
-            n.output.first(),
-            n.attribute
-                .iter()
-                .find(|a| a.name == "value")
-                .and_then(|a| a.t.as_ref()),
-        ) {
-            m.insert(o.as_str(), t.data_type);
-        }
+    for (o, t) in constant_values(g) {
+        m.insert(o, t.data_type);
     }
     m
+}
+
+/// The tensor each `Constant` node of `g` writes, by its output's name.
+fn constant_values(g: &GraphProto) -> impl Iterator<Item = (&str, &TensorProto)> {
+    g.node
+        .iter()
+        .filter(|n| n.op_type == "Constant")
+        .filter_map(|n| {
+            let t = n
+                .attribute
+                .iter()
+                .find(|a| a.name == "value")
+                .and_then(|a| a.t.as_ref())?;
+            Some((n.output.first()?.as_str(), t))
+        })
 }
 
 /// (signed, bits) of a standard `QuantizeLinear` whose output type is int4/uint4/int2/uint2
@@ -143,19 +150,12 @@ struct QonnxParams {
 
 impl<'g> Rewriter<'g> {
     fn new(g: &'g GraphProto) -> Rewriter<'g> {
-        let mut consts: HashMap<&str, &TensorProto> =
-            g.initializer.iter().map(|t| (t.name.as_str(), t)).collect();
-        for n in g.node.iter().filter(|n| n.op_type == "Constant") {
-            if let (Some(o), Some(t)) = (
-                n.output.first(),
-                n.attribute
-                    .iter()
-                    .find(|a| a.name == "value")
-                    .and_then(|a| a.t.as_ref()),
-            ) {
-                consts.insert(o.as_str(), t);
-            }
-        }
+        let consts: HashMap<&str, &TensorProto> = g
+            .initializer
+            .iter()
+            .map(|t| (t.name.as_str(), t))
+            .chain(constant_values(g))
+            .collect();
         let mut names: HashSet<String> = g.initializer.iter().map(|t| t.name.clone()).collect();
         names.extend(g.input.iter().map(|v| v.name.clone()));
         for n in &g.node {
