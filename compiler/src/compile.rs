@@ -28,9 +28,10 @@ pub struct BackendOptions {
     /// BLOCK_IN times the real MACs) instead of the ALU (the real MACs); see
     /// [`backend::depthwise`].
     pub depthwise_on_gemm: bool,
-    /// End a launch where the next accelerator step does not read the step before it (it
-    /// starts another branch: an inception branch, a fire module's second expand, a
-    /// detection head), so independent branches are separate launches that the pool
+    /// End a launch where the next accelerator step does not read the step before it, at
+    /// a fork (before the first of two readers of a tensor that do not depend on each other)
+    /// and before a join of such branches, so that independent branches (inception branches,
+    /// a fire module's expands, detection heads) are separate launches that the pool
     /// executor can run at the same time (`vta run --schedule`), at the cost of copying
     /// their outputs through the host.
     pub split_branches: bool,

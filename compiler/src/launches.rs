@@ -486,6 +486,34 @@ pub fn group(
         }
     }
     let used_after = |v: ValueId, last: usize| readers[v].iter().any(|&k| k > last);
+    let mut producer: Vec<Option<usize>> = vec![None; plan.values.len()];
+    for (k, s) in plan.steps.iter().enumerate() {
+        for &v in &s.outputs {
+            producer[v] = Some(k);
+        }
+    }
+    // depends[b][a] (a < b): step b reads, through any path, what step a wrote. Steps are in
+    // topological order. Only --split-branches asks.
+    let depends: Vec<Vec<bool>> = if split_branches {
+        let mut d: Vec<Vec<bool>> = Vec::with_capacity(plan.steps.len());
+        for (b, s) in plan.steps.iter().enumerate() {
+            let mut row = vec![false; b];
+            for &v in &s.inputs {
+                for (a, prev) in plan.steps[..b].iter().enumerate() {
+                    if prev.outputs.contains(&v) {
+                        row[a] = true;
+                        for (r, &via) in row.iter_mut().zip(&d[a]) {
+                            *r |= via;
+                        }
+                    }
+                }
+            }
+            d.push(row);
+        }
+        d
+    } else {
+        Vec::new()
+    };
     // A launch per layer outputs every tensor: nothing could stay in place.
     let slots = if per_layer {
         HashMap::new()
@@ -526,11 +554,27 @@ pub fn group(
             continue;
         };
         stage(k);
+        // With --split-branches, a launch ends before a step that does not continue its
+        // last layer, before the first step of a branch (one of two readers of a tensor of
+        // the launch, neither of which depends on the other: a fire module's expands, an
+        // inception block's first branch), and before the join of branches (a step reading
+        // the outputs of two steps neither of which depends on the other), so that the
+        // branches run as launches of their own and may overlap.
+        let independent = |a: usize, b: usize| a != b && !depends[a.max(b)][a.min(b)];
         if split_branches
-            && open
+            && (open
                 .produced
                 .last()
                 .is_some_and(|&y| !tensor_inputs(plan, k).any(|v| v == y))
+                || tensor_inputs(plan, k).any(|y| {
+                    open.produced.contains(&y) && readers[y].iter().any(|&j| independent(j, k))
+                })
+                || {
+                    let from: Vec<usize> =
+                        tensor_inputs(plan, k).filter_map(|y| producer[y]).collect();
+                    from.iter()
+                        .any(|&a| from.iter().any(|&b| independent(a, b)))
+                })
         {
             close(std::mem::replace(&mut open, new(k)?), &mut g, k)?;
         }

@@ -166,6 +166,71 @@ fn split_branches_make_the_inception_branches_independent_tasks() {
     assert!(split.compile_report().contains("independent branches"));
 }
 
+/// Two SqueezeNet fire modules on a `1 x 16 x 8 x 8` input: a 1x1 squeeze, then a 1x1 and a
+/// 3x3 expand of it concatenated, twice; global pooling.
+fn fire_modules() -> Model {
+    let mut m = Model::new(17);
+    m.input("x", &[1, 16, 8, 8]);
+    let mut k = 0;
+    let mut conv = |m: &mut Model, x: &str, c: usize, o: usize, kernel: usize| {
+        k += 1;
+        let (w, b, y, r) = (format!("w{k}"), format!("b{k}"), format!("c{k}"), format!("r{k}"));
+        let p = (kernel / 2) as i64;
+        m.weight(&w, &[o, c, kernel, kernel], 1.5 / ((c * kernel * kernel) as f32).sqrt())
+            .weight(&b, &[o], 0.1)
+            .node(&format!("conv{k}"), "Conv", &[x, &w, &b], &[&y], vec![("pads", A::Is(vec![p; 4]))])
+            .node(&format!("relu{k}"), "Relu", &[&y], &[&r], vec![]);
+        r
+    };
+    let mut x = "x".to_string();
+    for f in 0..2 {
+        let sq = conv(&mut m, &x, if f == 0 { 16 } else { 32 }, 16, 1);
+        let e1 = conv(&mut m, &sq, 16, 16, 1);
+        let e3 = conv(&mut m, &sq, 16, 16, 3);
+        let cat = format!("cat{f}");
+        m.node(&format!("concat{f}"), "Concat", &[&e1, &e3], &[&cat], vec![("axis", A::I(1))]);
+        x = cat;
+    }
+    let _ = conv(&mut m, &x, 32, 16, 1);
+    m.node("gap", "GlobalAveragePool", &[&format!("r{k}")], &["out"], vec![])
+        .output("out");
+    m
+}
+
+/// Each fire module's two expands become launches of their own, independent of each other
+/// (the squeeze's launch ends at the fork, the second expand's at the join), so two devices
+/// run them at once; every policy gives the serial run's outputs.
+#[test]
+fn split_branches_make_the_fire_module_expands_independent_tasks() {
+    let x = sample(&[1, 16, 8, 8], 3, 2.0);
+    let compile = |split_branches| {
+        Compiled::compile_observed(
+            fire_modules().bytes(),
+            "fire.onnx",
+            std::slice::from_ref(&x),
+            &isa::HwConfig::default(),
+            &FrontendOptions::default(),
+            &BackendOptions {
+                split_branches,
+                ..Default::default()
+            },
+            &mut |_| {},
+        )
+        .unwrap()
+    };
+    let (joined, split) = (compile(false), compile(true));
+    let (sj, ss) = (
+        TaskGraph::of_model(&joined).summary(),
+        TaskGraph::of_model(&split).summary(),
+    );
+    println!("joined: {sj}\nsplit:  {ss}");
+    assert_eq!(sj.width, 1, "{sj}");
+    assert!(ss.width >= 2 && ss.critical_path < ss.tasks, "{ss}\n{}", split.plan);
+    let forks = TaskGraph::of_model(&split).branches();
+    assert_eq!(forks.iter().filter(|f| f.branches.len() == 2).count(), 2, "{ss}");
+    every_policy_matches_serial("fire split", &split, &[Tensor::F32(x.clone())]);
+}
+
 fn compile_resnet(split_branches: bool) -> (Compiled, Vec<Tensor>) {
     let size = 32;
     let onnx = zoo::resnet18_bytes(&ResNetOptions {

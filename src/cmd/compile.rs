@@ -35,8 +35,9 @@ pub struct CompileArgs {
     /// accelerator layers, activations staying in device memory between them]
     #[arg(long)]
     launch_per_layer: bool,
-    /// Start a new launch where an accelerator layer does not read the layer before it (a new
-    /// branch: inception branches, fire-module expands, detection heads), so that
+    /// Give every branch launches of its own: a new launch where an accelerator layer does
+    /// not read the layer before it, at a fork and at a join of independent branches
+    /// (inception branches, fire-module expands, detection heads), so that
     /// `vta run --schedule by-op|by-path|dynamic` can run independent branches on different
     /// devices at once [default: branches share a launch, activations staying in device
     /// memory]
