@@ -161,10 +161,7 @@ impl BoardArgs {
         let Some(path) = &self.hwh else {
             return Ok(None);
         };
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let h = bitstreams::hwh::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        Ok(Some(h))
+        Ok(Some(bitstreams::hwh::read_file(path)?))
     }
 
     fn options(&self, wall: Duration) -> Result<BoardOptions> {
@@ -182,13 +179,8 @@ impl BoardArgs {
             ),
             None => self.base,
         };
-        let paths = if self.root == Path::new("/") {
-            BoardPaths::default()
-        } else {
-            BoardPaths::under(&self.root)
-        };
         Ok(BoardOptions {
-            paths,
+            paths: BoardPaths::at(&self.root),
             registers: match base {
                 Some(b) => RegisterWindow::DevMem(b),
                 None => RegisterWindow::Uio(self.uio),
@@ -262,7 +254,15 @@ fn run(cli: Cli) -> Result<()> {
             timeout,
             memory_budget,
             board,
-        } => profile_model(&model, &inputs, &output, runs, timeout, memory_budget, &board),
+        } => profile_model(
+            &model,
+            &inputs,
+            &output,
+            runs,
+            timeout,
+            memory_budget,
+            &board,
+        ),
         Cmd::Serve {
             listen,
             config,
@@ -366,7 +366,10 @@ fn profile_model(
         bail!("--runs must be at least 1");
     }
     let (model, samples) = read_model(file, inputs, timeout, memory_budget)?;
-    let x = samples.into_iter().next().context("inputs: no inference in them")?;
+    let x = samples
+        .into_iter()
+        .next()
+        .context("inputs: no inference in them")?;
     let opts = board.options(Duration::from_secs_f64(timeout))?;
     // The serial run on the board is the reference every profiling run must reproduce.
     let want = {
@@ -397,7 +400,13 @@ fn profile_model(
         std::env::consts::ARCH,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let doc = profile::to_json(&model, ex.graph(), &secs, &file.display().to_string(), &measured_on);
+    let doc = profile::to_json(
+        &model,
+        ex.graph(),
+        &secs,
+        &file.display().to_string(),
+        &measured_on,
+    );
     let text = serde_json::to_string_pretty(&doc)? + "\n";
     std::fs::write(output, text).with_context(|| format!("writing {}", output.display()))?;
     let cpu_us: f64 = ex
