@@ -691,7 +691,11 @@ fn open_device(
 #[cfg(feature = "full")]
 fn other_device(backend: &str, rtl: RtlOptions) -> PyResult<Opener> {
     use vta::cmd::run::{device, Backend, RtlArgs};
-    let backend: Backend = backend.parse().map_err(BackendError::new_err)?;
+    let backend: Backend = backend.parse().map_err(|e: String| {
+        BackendError::new_err(format!(
+            "{e}; or board (the accelerator of the Zynq board this runs on)"
+        ))
+    })?;
     let rtl = RtlArgs {
         mem_latency: rtl.mem_latency,
         mem_bytes_per_cycle: rtl.mem_bytes_per_cycle,
@@ -911,9 +915,7 @@ impl PyCompiledModel {
         let file = self.file.clone().unwrap_or_else(|| model.source.clone());
         let opener = open_device(backend, rtl, board)?;
         let tensors = self.read_inputs(inputs)?;
-        let runs = model
-            .split_samples(tensors)
-            .map_err(|e| InputError::new_err(e))?;
+        let runs = model.split_samples(tensors).map_err(InputError::new_err)?;
         let n_runs = runs.len();
         // The device is opened and the model run on this thread with the GIL released; after
         // every step the GIL is taken back for a moment to look for Ctrl-C.
@@ -1069,9 +1071,7 @@ impl PyCompiledModel {
         let model = &*self.model;
         let file = self.file.clone().unwrap_or_else(|| model.source.clone());
         let tensors = self.read_inputs(inputs)?;
-        let runs = model
-            .split_samples(tensors)
-            .map_err(|e| InputError::new_err(e))?;
+        let runs = model.split_samples(tensors).map_err(InputError::new_err)?;
         let args = PoolArgs {
             schedule: Some(policy),
             devices: Some(devices.to_string()),

@@ -29,13 +29,13 @@ pub enum SamplesError {
     Load {
         file: String,
         backend: String,
-        source: Error,
+        source: Box<Error>,
     },
     #[error("{file}: run failed on {backend}")]
     Run {
         file: String,
         backend: String,
-        source: Error,
+        source: Box<Error>,
     },
     /// A layer's output differs from the integer reference's.
     #[error("{file}: --check failed{sample}: {mismatch}")]
@@ -47,7 +47,7 @@ pub enum SamplesError {
     },
     /// The integer reference itself could not run.
     #[error(transparent)]
-    Reference(Error),
+    Reference(Box<Error>),
     #[error("no input samples")]
     NoSamples,
 }
@@ -84,7 +84,7 @@ pub fn run_samples(
     let mut resident = model.load(dev, keep).map_err(|source| SamplesError::Load {
         file: file.to_string(),
         backend: backend.clone(),
-        source,
+        source: Box::new(source),
     })?;
     for (i, ins) in runs.iter().enumerate() {
         let sample = |what: &str| {
@@ -100,7 +100,7 @@ pub fn run_samples(
             .map_err(|source| SamplesError::Run {
                 file: file.to_string(),
                 backend: backend.clone(),
-                source,
+                source: Box::new(source),
             })?;
         if check {
             observer.message(&sample("checking against the integer reference"));
@@ -108,7 +108,7 @@ pub fn run_samples(
                 .check_observed(ins, &r, &mut |_| {
                     observer.step();
                 })
-                .map_err(SamplesError::Reference)?
+                .map_err(|e| SamplesError::Reference(Box::new(e)))?
             {
                 Check::BitExact {
                     layers,
