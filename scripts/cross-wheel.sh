@@ -6,8 +6,9 @@
 #   armv7    armv7-unknown-linux-gnueabihf  PYNQ-Z1/Z2 (Zynq-7000)
 #   aarch64  aarch64-unknown-linux-gnu      Ultra96, ZCU104, KV260 (Zynq UltraScale+)
 # The wheels are abi3 (CPython >= 3.9) and manylinux_2_27: maturin links them with zig
-# against glibc 2.27, as scripts/cross-build.sh does the board binary, so one wheel installs
-# on PYNQ 3.x (Ubuntu 22.04, Python 3.10) and on any later image.
+# against glibc 2.27, as scripts/cross-build.sh does the board binary, and its auditwheel
+# check refuses a library needing newer glibc symbols than the tag allows; so one wheel
+# installs on PYNQ 3.x (Ubuntu 22.04, Python 3.10) and on any later image.
 #
 # The target Python comes from Debian's packages for that architecture (bookworm: CPython
 # 3.11, numpy 1.24), fetched with apt-get download through a private apt state under the
