@@ -6,9 +6,9 @@
 #   armv7    armv7-unknown-linux-gnueabihf  PYNQ-Z1/Z2 (Zynq-7000)
 #   aarch64  aarch64-unknown-linux-gnu      Ultra96, ZCU104, KV260 (Zynq UltraScale+)
 # The wheels are abi3 (CPython >= 3.9) and manylinux_2_27: maturin links them with zig
-# against glibc 2.27, as scripts/cross-build.sh does the board binary, and its auditwheel
-# check refuses a library needing newer glibc symbols than the tag allows; so one wheel
-# installs on PYNQ 3.x (Ubuntu 22.04, Python 3.10) and on any later image.
+# against glibc 2.27, as scripts/cross-build.sh does the board binary, and the script checks
+# the newest GLIBC_ symbol version the extension needs (readelf -V); so one wheel installs on
+# PYNQ 3.x (Ubuntu 22.04, Python 3.10) and on any later image.
 #
 # The target Python comes from Debian's packages for that architecture (bookworm: CPython
 # 3.11, numpy 1.24), fetched with apt-get download through a private apt state under the
@@ -82,6 +82,17 @@ for t in "${TARGETS[@]}"; do
   maturin build --release --strip --locked -m python/Cargo.toml --no-default-features \
     --target "$tr" --zig --compatibility "manylinux_${GLIBC//./_}" -o "$work/wheels" >&2
 
+  whl=$(ls "$work"/wheels/vta-*_"$(wheel_arch "$t")".whl)
+  so_dir=$(mktemp -d)
+  python3 -m zipfile -e "$whl" "$so_dir"
+  max=$(readelf -V -W "$so_dir"/vta/_native*.so | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+  rm -rf "$so_dir"
+  echo "$whl: needs $max" >&2
+  if [ "$(printf '%s\n%s\n' "${max#GLIBC_}" "$GLIBC" | sort -V | tail -1)" != "$GLIBC" ]; then
+    echo "error: $whl needs $max, newer than glibc $GLIBC" >&2
+    exit 1
+  fi
+
   # The target's CPython and numpy (Debian's), once.
   py=$work/python-$t
   if [ ! -x "$py/sysroot/usr/bin/python$PYVER" ]; then
@@ -119,5 +130,4 @@ SRC
     mv "$pip_dir"/pip-*.whl "$py/pip.whl"
     rm -rf "$pip_dir"
   fi
-  echo "$t: $(ls "$work"/wheels/vta-*_"$(wheel_arch "$t")".whl)" >&2
 done
