@@ -4,8 +4,8 @@
 # installs the system tools they need (verilator, yosys, g++, clang++, tclsh) from Debian's packages when
 # any is missing (as root, or through sudo). Extra arguments go to `cargo test`. Then it
 # builds the Python package's wheel and runs its tests (VTA_PYTHON=0 skips that), and
-# cross-builds the board binary for armv7 (PYNQ-Z1/Z2) and runs it under qemu-arm on the
-# emulated board (VTA_CROSS=0 skips that). Before those it builds the user guide (docs/, an mdBook;
+# cross-builds the board binary and the board wheel of the Python package for armv7
+# (PYNQ-Z1/Z2) and runs them under qemu-arm on the emulated board (VTA_CROSS=0 skips that). Before those it builds the user guide (docs/, an mdBook;
 # mdbook is installed from crates.io when missing) and runs the commands of the README's quick start
 # and user paths against the release build (VTA_DOCS=0 skips both; the guide's and the README's
 # links are checked by `cargo test`, tests/docs_links.rs).
@@ -66,7 +66,12 @@ fi
 # The board binary cross-built for armv7 and run under qemu-arm on the emulated board: it runs
 # a model and serves the digits demo to `vta demo --backend remote://` (a few minutes: the
 # script installs the rustup target, Debian's cross gcc and qemu-user, and zig from PyPI).
+# Then the board build of the Python package: its armv7 wheel, installed by pip into Debian's
+# armhf CPython under qemu-arm, runs the tiny CNN on the same emulated board from Python
+# (scripts/cross-wheel.sh armv7; the aarch64 wheel's test runs after
+# `scripts/cross-wheel.sh aarch64`).
 if [ "${VTA_CROSS:-1}" = 1 ]; then
     scripts/cross-build.sh armv7
-    cargo test --test board -- --ignored
+    scripts/cross-wheel.sh armv7
+    cargo test --test board -- --ignored --skip aarch64
 fi

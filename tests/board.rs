@@ -442,6 +442,123 @@ fn the_cross_built_armv7_binary_serves_the_demo_under_qemu() {
     );
 }
 
+/// The board build of the Python package, as a PYNQ user installs it: the wheel
+/// `scripts/cross-wheel.sh ARCH` cross-built, installed by pip into the target's CPython
+/// (Debian's, with its numpy) under qemu-user, then `scripts/board-wheel-smoke.py` on the
+/// emulated board: `vta.load(...).run(x, backend="board")` bit-exact with the workstation's
+/// `vta run`, and the typed errors. Opt-in like the board binary's qemu tests:
+/// `scripts/cross-wheel.sh ARCH`, then `cargo test --test board -- --ignored wheel`.
+fn board_wheel_under_qemu(arch: &str, wheel_arch: &str, qemu: &str) {
+    use std::process::Command;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cross = root.join("target/cross");
+    let py = cross.join(format!("python-{arch}"));
+    let sysroot = py.join("sysroot");
+    let python = sysroot.join("usr/bin/python3.11");
+    let wheel = std::fs::read_dir(cross.join("wheels"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("vta-") && name.ends_with(&format!("_{wheel_arch}.whl"))
+        });
+    let (Some(wheel), true) = (wheel, python.exists()) else {
+        panic!(
+            "no board wheel or target Python for {arch}: run scripts/cross-wheel.sh {arch} first"
+        );
+    };
+    let target_python = |args: &[&std::ffi::OsStr]| {
+        let mut c = Command::new(qemu);
+        c.arg("-L").arg(&sysroot).arg(&python).args(args);
+        c
+    };
+    let dir = cli::scratch(&format!("wheel-qemu-{arch}"));
+    let site = dir.join("site");
+    let _ = std::fs::remove_dir_all(&site);
+    // pip on the target checks the wheel's tags (cp39-abi3, manylinux_2_27, the machine).
+    let out = target_python(&[
+        py.join("pip.whl/pip").as_os_str(),
+        "install".as_ref(),
+        "--no-index".as_ref(),
+        "--no-deps".as_ref(),
+        "--target".as_ref(),
+        site.as_os_str(),
+        wheel.as_os_str(),
+    ])
+    .output()
+    .unwrap_or_else(|e| panic!("{qemu} runs (apt-get install qemu-user): {e}"));
+    assert!(
+        out.status.success(),
+        "pip install of {} under {qemu} failed:\n{}{}",
+        wheel.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The first digits, and the workstation's outputs for them (`vta run`, fsim).
+    let model_file = root.join("fuzz/seeds/model/tiny_cnn.vtab");
+    let bytes = std::fs::read(&model_file).unwrap();
+    let model =
+        vta_runtime::file::read(&bytes, None, vta_runtime::budget::DEFAULT_MEMORY_BUDGET).unwrap();
+    let runs = digit_runs(&model, 3);
+    let x = vta_runtime::io::concat_samples(&runs.iter().map(|r| r[0].clone()).collect::<Vec<_>>())
+        .unwrap();
+    let (elem, shape, data) = vta_runtime::io::tensor_to_npy(&x);
+    isa::npy::write_file(&dir.join("x.npy"), elem, &shape, &data).unwrap();
+    let model_arg = model_file.display().to_string();
+    cli::ok(cli::vta_in(
+        &dir,
+        &["run", &model_arg, "-i", "x.npy", "-o", "want.npy"],
+    ));
+
+    let cfg = model.config.clone();
+    let emu = EmulatedBoard::new(&cfg, cfg.isa_hash(), MEM);
+    let smoke = root.join("scripts/board-wheel-smoke.py");
+    let out = target_python(&[
+        smoke.as_os_str(),
+        "--root".as_ref(),
+        emu.dir.path().as_os_str(),
+        "--model".as_ref(),
+        model_file.as_os_str(),
+        "--input".as_ref(),
+        dir.join("x.npy").as_os_str(),
+        "--expect".as_ref(),
+        dir.join("want.npy").as_os_str(),
+    ])
+    .env("PYTHONPATH", &site)
+    .current_dir(&dir)
+    .output()
+    .unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && log.contains("board wheel smoke test: ok"),
+        "the board wheel's smoke test under {qemu} failed:\n{log}"
+    );
+    // The board ran them: its DMA buffer was synced for the CPU after the launches.
+    assert!(
+        emu.syncs().iter().filter(|s| s.0 == "cpu").count() >= 3,
+        "{log}"
+    );
+    eprintln!("{log}");
+}
+
+#[test]
+#[ignore = "needs scripts/cross-wheel.sh armv7 and qemu-arm"]
+fn the_armv7_board_wheel_runs_a_model_under_qemu() {
+    board_wheel_under_qemu("armv7", "armv7l", "qemu-arm");
+}
+
+#[test]
+#[ignore = "needs scripts/cross-wheel.sh aarch64 and qemu-aarch64"]
+fn the_aarch64_board_wheel_runs_a_model_under_qemu() {
+    board_wheel_under_qemu("aarch64", "aarch64", "qemu-aarch64");
+}
+
 #[test]
 fn a_bitstream_loads_through_the_fpga_manager() {
     let dir = tempfile::tempdir().unwrap();

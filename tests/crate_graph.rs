@@ -2,7 +2,9 @@
 //! (`drivers`), the runtime (`vta-runtime`) and the functional simulator without its `rtl`
 //! feature carry no simulator of the RTL, no HDL, no Verilator and no C++ build in their
 //! dependency trees (normal and build dependencies, as `cargo tree` resolves them for that
-//! crate alone), and the board binary and the runtime nothing of the ONNX front end.
+//! crate alone), and the board binary and the runtime nothing of the ONNX front end; the board
+//! build of the Python package (python/ without its `full` feature, the wheel for boards)
+//! carries what the board binary does plus the functional simulator without its `rtl` feature.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -104,5 +106,35 @@ fn the_board_binary_carries_no_simulator_and_no_front_end() {
     // Nor the Python package's extension (python/), nor the CLI it wraps.
     for py in ["vta-py", "pyo3", "numpy", "vta"] {
         assert!(!t.contains(py), "vta-board pulls in {py}: {t:?}");
+    }
+}
+
+#[test]
+fn the_board_build_of_the_python_package_carries_no_compiler_and_no_rtl() {
+    let t = tree("vta-py", &["--no-default-features"]);
+    assert!(
+        t.contains("drivers") && t.contains("vta-runtime") && t.contains("pyo3"),
+        "{t:?}"
+    );
+    // The functional simulator (backend="fsim") is in, its RTL backend is not.
+    assert!(
+        heavy_in(&t, &["vta-sim"]).is_empty(),
+        "the board build of vta-py pulls in {:?}",
+        heavy_in(&t, &["vta-sim"])
+    );
+    // Nor the ONNX front end, design-space exploration, or the CLI crate.
+    for front in ["compiler", "prost", "petgraph", "dse", "vta"] {
+        assert!(
+            !t.contains(front),
+            "the board build of vta-py pulls in {front}: {t:?}"
+        );
+    }
+    // The check can fail: the workstation build (the default) has all of them.
+    let full = tree("vta-py", &[]);
+    for c in ["compiler", "dse", "vta", "vta-hw", "cc"] {
+        assert!(
+            full.contains(c),
+            "the full build of vta-py lacks {c}: {full:?}"
+        );
     }
 }

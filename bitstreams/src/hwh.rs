@@ -47,6 +47,34 @@ pub enum HwhError {
     },
 }
 
+/// Why a `.hwh` file could not be read, naming it.
+#[derive(Debug, thiserror::Error)]
+pub enum HwhFileError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Parse {
+        path: std::path::PathBuf,
+        source: HwhError,
+    },
+}
+
+/// Reads and parses the `.hwh` file at `path` (what the board binary's and the Python
+/// package's `hwh` options give).
+pub fn read_file(path: &std::path::Path) -> Result<Hwh, HwhFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| HwhFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text).map_err(|source| HwhFileError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 fn hex(instance: &str, attr: &'static str, value: &str) -> Result<u64, HwhError> {
     value
         .strip_prefix("0x")

@@ -1,32 +1,40 @@
 //! `vta._native`: the extension module of the `vta` Python package.
 //!
 //! It wraps the library crates the `vta` CLI is built from (the same calls, the same error
-//! messages): configs ([`isa::HwConfig`]), compiling ONNX models ([`compiler::compile`]),
-//! running compiled models ([`vta_runtime`], on the devices `vta run --backend` opens),
-//! design-space exploration ([`dse`]) and hardware generation ([`vta_hw`]). The pure-Python
-//! package `vta` (python/vta) re-exports these with docstrings, stubs and small conveniences.
+//! messages): configs ([`isa::HwConfig`]), loading and running compiled models
+//! ([`vta_runtime`], on the devices `vta run --backend` opens, and on a Zynq board's
+//! accelerator: [`board`]) and, in the workstation build (cargo feature `full`, the
+//! default), compiling ONNX models, design-space exploration and hardware generation
+//! ([`full`]). The board build (`--no-default-features`, cross-built for armv7 and aarch64 by
+//! scripts/cross-wheel.sh) has the rest; its Python functions that need `full` raise
+//! `VtaError` saying so. The pure-Python package `vta` (python/vta) re-exports these with
+//! docstrings, stubs and small conveniences.
 //!
 //! Long calls release the GIL. Runs check for Ctrl-C (`PyErr_CheckSignals`) after every step
 //! and stop there; compiles, sweeps and syntheses run on a worker thread that the calling
 //! thread polls, so Ctrl-C returns at once (the worker finishes in the background, its result
 //! dropped).
 
-use std::path::PathBuf;
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
+mod board;
+#[cfg(feature = "full")]
+mod full;
 
-use compiler::compile::{BackendOptions, Compiled, LayerReport};
-use compiler::frontend::{FrontendError, FrontendOptions, RequantFidelity, WeightClip};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use drivers::Device;
 use isa::HwConfig;
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::PyException;
+#[cfg(feature = "full")]
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-use vta::cmd::run::{device, run_document, run_samples_until, Backend, RtlArgs, Samples};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 use vta_runtime::io as runtime_io;
 use vta_runtime::model::Model;
+use vta_runtime::samples::{run_document, Samples, SamplesError};
 use vta_runtime::tensor::Tensor;
 
 create_exception!(
@@ -113,54 +121,6 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 fn config_err(e: isa::config::ConfigError) -> PyErr {
     ConfigError::new_err(chain(&e))
-}
-
-/// A compile error: an undecodable model is a [`ModelFileError`], the rest [`CompileError`].
-fn compile_err(e: compiler::compile::Error) -> PyErr {
-    match &e {
-        compiler::compile::Error::Frontend(FrontendError::Onnx(_)) => {
-            ModelFileError::new_err(chain(&e))
-        }
-        _ => CompileError::new_err(chain(&e)),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Worker threads: long calls release the GIL and stay interruptible.
-
-/// Runs `work` on a worker thread with the GIL released, polling for Ctrl-C every 50 ms
-/// (`PyErr_CheckSignals`); on a signal the Python exception (KeyboardInterrupt) is raised at
-/// once, and the worker finishes in the background, its result dropped (compiles, sweeps
-/// and yosys runs have no way to stop midway).
-fn interruptible<T, F>(py: Python<'_>, work: F) -> PyResult<T>
-where
-    T: Send + 'static,
-    F: FnOnce() -> T + Send + 'static,
-{
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("vta-worker".into())
-        .spawn(move || {
-            let _ = tx.send(work());
-        })
-        .map_err(|e| VtaError::new_err(format!("cannot start a worker thread: {e}")))?;
-    let mut rx = rx;
-    loop {
-        let (got, back) = py.detach(move || {
-            let got = rx.recv_timeout(Duration::from_millis(50));
-            (got, rx)
-        });
-        rx = back;
-        match got {
-            Ok(v) => return Ok(v),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(VtaError::new_err("the worker thread panicked"))
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                py.check_signals()?;
-            }
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -637,115 +597,13 @@ fn tensor_to_py(py: Python<'_>, t: Tensor) -> Py<PyAny> {
 // Compiling
 
 /// What `compile` returns beyond the model: the compile report.
+// The board build loads compiled models and never compiles one, so it never makes this.
+#[cfg_attr(not(feature = "full"), allow(dead_code))]
 struct CompileInfo {
     report: serde_json::Value,
     compile_report: String,
     layer_report: String,
     layers: serde_json::Value,
-}
-
-/// The accelerator layers of a compile report as JSON rows.
-fn layers_json(c: &Compiled) -> serde_json::Value {
-    c.steps
-        .iter()
-        .map(|s| {
-            let (launch, refused) = match &s.report {
-                LayerReport::Compiled(l, _) => (Some(*l), None),
-                LayerReport::Refused(r) => (None, Some(r.clone())),
-            };
-            let (tiles, insns) = match &s.report {
-                LayerReport::Compiled(_, info) => (Some(info.tiles), Some(info.insns)),
-                LayerReport::Refused(_) => (None, None),
-            };
-            serde_json::json!({
-                "step": s.step,
-                "name": s.name,
-                "kind": s.kind,
-                "launch": launch,
-                "tiles": tiles,
-                "insns": insns,
-                "refused": refused,
-            })
-        })
-        .collect()
-}
-
-/// compile(onnx, source, config=None, calibration=[], bit_exact=False, launch_per_layer=False,
-/// depthwise_on_gemm=False, input_shapes={}, memory_budget=None, split_branches=False,
-/// weight_clip="auto") -> CompiledModel
-///
-/// Compiles ONNX bytes (`source` names the model in messages) for a config. The `vta`
-/// package's `vta.compile` takes paths and `onnx.ModelProto`s too.
-#[pyfunction]
-#[pyo3(signature = (onnx, source, config = None, calibration = Vec::new(), bit_exact = false,
-    launch_per_layer = false, depthwise_on_gemm = false, input_shapes = None, memory_budget = None,
-    split_branches = false, weight_clip = "auto"))]
-#[allow(clippy::too_many_arguments)]
-fn compile(
-    py: Python<'_>,
-    onnx: Vec<u8>,
-    source: String,
-    config: Option<&Bound<'_, PyAny>>,
-    calibration: Vec<Bound<'_, PyAny>>,
-    bit_exact: bool,
-    launch_per_layer: bool,
-    depthwise_on_gemm: bool,
-    input_shapes: Option<Vec<(String, Vec<usize>)>>,
-    memory_budget: Option<u64>,
-    split_branches: bool,
-    weight_clip: &str,
-) -> PyResult<PyCompiledModel> {
-    let weight_clip = match weight_clip {
-        "auto" => WeightClip::Auto,
-        "max" => WeightClip::Max,
-        "min-error" | "min_error" => WeightClip::MinError,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "weight_clip must be \"auto\", \"max\" or \"min-error\", got {other:?}"
-            )))
-        }
-    };
-    let cfg = config_arg(config)?.unwrap_or_default();
-    let mut calib = Vec::new();
-    for (i, c) in calibration.iter().enumerate() {
-        let arr = c.cast::<PyArrayDyn<f32>>().map_err(|_| {
-            CompileError::new_err(format!(
-                "calibration[{i}] must be a float32 numpy array (samples of the model's input)"
-            ))
-        })?;
-        calib.push(arr.readonly().as_array().to_owned());
-    }
-    let opts = FrontendOptions {
-        fidelity: if bit_exact {
-            RequantFidelity::BitExact
-        } else {
-            RequantFidelity::WithinOneLsb
-        },
-        memory_budget: memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
-        input_shapes: input_shapes.unwrap_or_default(),
-        weight_clip,
-        ..Default::default()
-    };
-    let backend = BackendOptions {
-        launch_per_layer,
-        depthwise_on_gemm,
-        split_branches,
-    };
-    let compiled = interruptible(py, move || {
-        Compiled::compile_observed(onnx, &source, &calib, &cfg, &opts, &backend, &mut |_| {})
-    })?
-    .map_err(compile_err)?;
-    let info = CompileInfo {
-        report: compiled.report_json(),
-        compile_report: compiled.compile_report(),
-        layer_report: compiled.layer_report(),
-        layers: layers_json(&compiled),
-    };
-    Ok(PyCompiledModel {
-        model: Arc::new(compiled.model),
-        info: Some(Arc::new(info)),
-        file: None,
-    })
 }
 
 /// load(data, name, config=None, memory_budget=None) -> CompiledModel
@@ -776,16 +634,191 @@ fn load(
 }
 
 // ---------------------------------------------------------------------------------------
+// Devices and runs
+
+/// The RTL simulator's options of a run (`vta run --mem-latency ...`).
+struct RtlOptions {
+    mem_latency: Option<u32>,
+    mem_bytes_per_cycle: Option<u32>,
+    hang_cycles: Option<u64>,
+}
+
+impl RtlOptions {
+    /// The first option given, by its Python name.
+    fn first_given(&self) -> Option<&'static str> {
+        [
+            ("mem_latency", self.mem_latency.is_some()),
+            ("mem_bytes_per_cycle", self.mem_bytes_per_cycle.is_some()),
+            ("hang_cycles", self.hang_cycles.is_some()),
+        ]
+        .into_iter()
+        .find(|o| o.1)
+        .map(|o| o.0)
+    }
+}
+
+/// Opens a run's device (for the model's config; `check` makes the functional simulator check
+/// token races). Built before the GIL is released, so that bad options fail first.
+pub(crate) type Opener = Box<dyn FnOnce(&HwConfig, bool) -> PyResult<Box<dyn Device>> + Send>;
+
+/// The device `backend` names: "board" (with `board`'s options, else `vta-board`'s
+/// defaults) in every build, the rest as `vta run --backend` (full build) or "fsim" (board
+/// build).
+fn open_device(
+    backend: &str,
+    rtl: RtlOptions,
+    board: Option<&board::PyBoardOptions>,
+) -> PyResult<Opener> {
+    if backend == "board" {
+        if let Some(opt) = rtl.first_given() {
+            return Err(BackendError::new_err(format!(
+                "{opt} is an option of the cycle-accurate simulator (backend=\"rtl\"), not of \
+                 the board: drop {opt}"
+            )));
+        }
+        return board.cloned().unwrap_or_default().opener();
+    }
+    if board.is_some() {
+        return Err(BackendError::new_err(format!(
+            "board= gives the options of backend=\"board\", but this run is on '{backend}': \
+             give backend=\"board\", or drop board="
+        )));
+    }
+    other_device(backend, rtl)
+}
+
+/// A simulator or remote device, as `vta run --backend` opens it.
+#[cfg(feature = "full")]
+fn other_device(backend: &str, rtl: RtlOptions) -> PyResult<Opener> {
+    use vta::cmd::run::{device, Backend, RtlArgs};
+    let backend: Backend = backend.parse().map_err(|e: String| {
+        BackendError::new_err(format!(
+            "{e}; or board (the accelerator of the Zynq board this runs on)"
+        ))
+    })?;
+    let rtl = RtlArgs {
+        mem_latency: rtl.mem_latency,
+        mem_bytes_per_cycle: rtl.mem_bytes_per_cycle,
+        hang_cycles: rtl.hang_cycles,
+        mem_stall_percent: None,
+        mem_stall_seed: None,
+    };
+    rtl.refuse_unless_rtl(&backend, &[])
+        .map_err(|e| BackendError::new_err(vta::message(&e)))?;
+    Ok(Box::new(move |cfg, check| {
+        device(&backend, cfg, &rtl, check).map_err(|e| BackendError::new_err(vta::message(&e)))
+    }))
+}
+
+/// The functional simulator, the board build's one device besides the board.
+#[cfg(not(feature = "full"))]
+fn other_device(backend: &str, rtl: RtlOptions) -> PyResult<Opener> {
+    use vta_sim::FsimDevice;
+    if backend != "fsim" {
+        return Err(BackendError::new_err(format!(
+            "backend '{backend}' is not in the board build of the package, which runs on \
+             \"board\" and \"fsim\": the RTL simulator, remote and serial devices are in the \
+             full wheel (pip install vta on a workstation)"
+        )));
+    }
+    if let Some(opt) = rtl.first_given() {
+        return Err(BackendError::new_err(format!(
+            "{opt} is an option of the cycle-accurate simulator, which is not in the board \
+             build of the package: drop {opt}"
+        )));
+    }
+    Ok(Box::new(|cfg, check| {
+        Ok(if check {
+            Box::new(FsimDevice::checking_races(cfg))
+        } else {
+            Box::new(FsimDevice::new(cfg))
+        })
+    }))
+}
+
+/// The error of a failed run: a layer differing from the integer reference is a
+/// [`CheckError`], the rest [`RunError`].
+fn run_error(e: &SamplesError, msg: String) -> PyErr {
+    match e {
+        SamplesError::CheckFailed { .. } => CheckError::new_err(msg),
+        _ => RunError::new_err(msg),
+    }
+}
+
+/// Runs the samples with `vta run`'s loop (and its progress bar on a terminal).
+#[cfg(feature = "full")]
+fn run_samples(
+    model: &Model,
+    dev: &mut dyn Device,
+    runs: &[Vec<Tensor>],
+    check: bool,
+    file: &str,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> PyResult<Samples> {
+    vta::cmd::run::run_samples_until(model, dev, runs, check, file, keep_going).map_err(|e| {
+        let msg = vta::message(&e);
+        match e.downcast_ref::<SamplesError>() {
+            Some(s) => run_error(s, msg),
+            None => RunError::new_err(msg),
+        }
+    })
+}
+
+/// Runs the samples with the runtime's loop (there is no CLI, and no progress bar).
+#[cfg(not(feature = "full"))]
+fn run_samples(
+    model: &Model,
+    dev: &mut dyn Device,
+    runs: &[Vec<Tensor>],
+    check: bool,
+    file: &str,
+    keep_going: &mut dyn FnMut() -> bool,
+) -> PyResult<Samples> {
+    struct Stop<'a>(&'a mut dyn FnMut() -> bool);
+    impl vta_runtime::samples::SampleObserver for Stop<'_> {
+        fn message(&mut self, _: &str) {}
+        fn step(&mut self) -> bool {
+            (self.0)()
+        }
+    }
+    vta_runtime::samples::run_samples(model, dev, runs, check, file, &mut Stop(keep_going))
+        .map_err(|e| run_error(&e, chain(&e)))
+}
+
+/// The error a function of the workstation build raises in the board build.
+#[cfg_attr(feature = "full", allow(dead_code))]
+fn not_in_board_build(what: &str) -> PyErr {
+    VtaError::new_err(format!(
+        "{what} is not in the board build of the package (the wheel for armv7 and aarch64 \
+         boards, which loads and runs compiled models): compile, explore and generate hardware \
+         on a workstation with the full wheel, copy the .vtab here, and run it with \
+         backend=\"board\""
+    ))
+}
+
+/// require_full_build(what): raises VtaError naming `what` in the board build of the package
+/// (see `BUILD`); does nothing in the full build. The Python functions that need the
+/// compiler, the hardware generator, design-space exploration or the CLI call it first.
+#[pyfunction]
+fn require_full_build(what: &str) -> PyResult<()> {
+    if cfg!(feature = "full") {
+        Ok(())
+    } else {
+        Err(not_in_board_build(what))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Compiled models and runs
 
 /// A compiled model: the plan and the accelerator programs for one config, and (when it came
 /// from `vta.compile`) the compile report. Run it with `run`, save it with `save`.
 #[pyclass(frozen, module = "vta", name = "CompiledModel")]
 struct PyCompiledModel {
-    model: Arc<Model>,
-    info: Option<Arc<CompileInfo>>,
+    pub(crate) model: Arc<Model>,
+    pub(crate) info: Option<Arc<CompileInfo>>,
     /// The file it was loaded from.
-    file: Option<String>,
+    pub(crate) file: Option<String>,
 }
 
 impl PyCompiledModel {
@@ -875,34 +908,26 @@ impl PyCompiledModel {
         inputs: &Bound<'_, PyAny>,
         backend: &str,
         check: bool,
-        mem_latency: Option<u32>,
-        mem_bytes_per_cycle: Option<u32>,
-        hang_cycles: Option<u64>,
+        rtl: RtlOptions,
+        board: Option<&board::PyBoardOptions>,
     ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
         let model = &*self.model;
         let file = self.file.clone().unwrap_or_else(|| model.source.clone());
-        let backend: Backend = backend.parse().map_err(BackendError::new_err)?;
-        let rtl = RtlArgs {
-            mem_latency,
-            mem_bytes_per_cycle,
-            hang_cycles,
-            mem_stall_percent: None,
-            mem_stall_seed: None,
-        };
-        rtl.refuse_unless_rtl(&backend, &[])
-            .map_err(|e| BackendError::new_err(vta::message(&e)))?;
+        let opener = open_device(backend, rtl, board)?;
         let tensors = self.read_inputs(inputs)?;
-        let runs = model
-            .split_samples(tensors)
-            .map_err(|e| InputError::new_err(e))?;
+        let runs = model.split_samples(tensors).map_err(InputError::new_err)?;
         let n_runs = runs.len();
         // The device is opened and the model run on this thread with the GIL released; after
         // every step the GIL is taken back for a moment to look for Ctrl-C.
         let interrupt: Mutex<Option<PyErr>> = Mutex::new(None);
         let result = py.detach(|| -> Result<Samples, PyErr> {
-            let mut dev = device(&backend, &model.config, &rtl, check)
-                .map_err(|e| BackendError::new_err(vta::message(&e)))?;
-            run_samples_until(model, dev.as_mut(), &runs, check, &file, &mut || {
+            let mut dev = opener(&model.config, check)?;
+            let mut keep_going = || {
+                // Once interrupted, every later step stops too (the reference check of a
+                // sample runs to its end, asking no question).
+                if interrupt.lock().expect("lock").is_some() {
+                    return false;
+                }
                 Python::attach(|py| match py.check_signals() {
                     Ok(()) => true,
                     Err(e) => {
@@ -910,15 +935,8 @@ impl PyCompiledModel {
                         false
                     }
                 })
-            })
-            .map_err(|e| {
-                let msg = vta::message(&e);
-                if msg.contains("--check failed") {
-                    CheckError::new_err(msg)
-                } else {
-                    RunError::new_err(msg)
-                }
-            })
+            };
+            run_samples(model, dev.as_mut(), &runs, check, &file, &mut keep_going)
         });
         if let Some(e) = interrupt.lock().expect("lock").take() {
             return Err(e);
@@ -952,17 +970,19 @@ impl PyCompiledModel {
 #[pymethods]
 impl PyCompiledModel {
     /// run(inputs, backend="fsim", check=False, mem_latency=None, mem_bytes_per_cycle=None,
-    /// hang_cycles=None) -> list[numpy.ndarray]
+    /// hang_cycles=None, board=None) -> list[numpy.ndarray]
     ///
     /// Runs the model like onnxruntime's `InferenceSession.run`: `inputs` is a dict of numpy
     /// arrays by input name, a list in the model's input order, or one array for a
     /// one-input model; several samples may be stacked along the first axis. Returns the
     /// outputs, in the model's output order. `backend`: "fsim", "rtl", "remote://HOST:PORT",
-    /// "serial://PORT" or "soc-sim" (as `vta run --backend`). `check=True` compares every
-    /// layer with the integer reference (raising CheckError at the first mismatch). The RTL
-    /// options are `vta run`'s. Releases the GIL; Ctrl-C stops the run after its current step.
+    /// "serial://PORT" or "soc-sim" (as `vta run --backend`), or "board": the accelerator of
+    /// the Zynq board this runs on, opened as `board` (a `BoardOptions`) says, by default as
+    /// `vta-board` opens it. `check=True` compares every layer with the integer reference
+    /// (raising CheckError at the first mismatch). The RTL options are `vta run`'s. Releases
+    /// the GIL; Ctrl-C stops the run after its current step.
     #[pyo3(signature = (inputs, backend = "fsim", check = false, mem_latency = None,
-        mem_bytes_per_cycle = None, hang_cycles = None))]
+        mem_bytes_per_cycle = None, hang_cycles = None, board = None))]
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -973,27 +993,26 @@ impl PyCompiledModel {
         mem_latency: Option<u32>,
         mem_bytes_per_cycle: Option<u32>,
         hang_cycles: Option<u64>,
+        board: Option<PyRef<'_, board::PyBoardOptions>>,
     ) -> PyResult<Vec<Py<PyAny>>> {
-        let (outs, _) = self.run_impl(
-            py,
-            inputs,
-            backend,
-            check,
+        let rtl = RtlOptions {
             mem_latency,
             mem_bytes_per_cycle,
             hang_cycles,
-        )?;
+        };
+        let (outs, _) = self.run_impl(py, inputs, backend, check, rtl, board.as_deref())?;
         Ok(outs)
     }
 
-    /// run_with_report(inputs, backend="fsim", check=False, ...) -> (list[numpy.ndarray], dict)
+    /// run_with_report(inputs, backend="fsim", check=False, ..., board=None)
+    /// -> (list[numpy.ndarray], dict)
     ///
     /// `run`, also returning the report: the document `vta run --json` prints (model, config,
     /// step counts, outputs, and under "run" the per-step host times, the per-launch device
     /// times, cycles and counters, and the host-device bytes), plus "table": the per-layer
     /// table `vta run` prints.
     #[pyo3(signature = (inputs, backend = "fsim", check = false, mem_latency = None,
-        mem_bytes_per_cycle = None, hang_cycles = None))]
+        mem_bytes_per_cycle = None, hang_cycles = None, board = None))]
     #[allow(clippy::too_many_arguments)]
     fn run_with_report(
         &self,
@@ -1004,18 +1023,17 @@ impl PyCompiledModel {
         mem_latency: Option<u32>,
         mem_bytes_per_cycle: Option<u32>,
         hang_cycles: Option<u64>,
+        board: Option<PyRef<'_, board::PyBoardOptions>>,
     ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
-        self.run_impl(
-            py,
-            inputs,
-            backend,
-            check,
+        let rtl = RtlOptions {
             mem_latency,
             mem_bytes_per_cycle,
             hang_cycles,
-        )
+        };
+        self.run_impl(py, inputs, backend, check, rtl, board.as_deref())
     }
 
+    #[cfg(feature = "full")]
     /// run_pool(inputs, schedule="auto", devices="fsim,fsim", cpu_threads=2, in_flight=1,
     /// trace=None, check=False) -> (list[numpy.ndarray], dict)
     ///
@@ -1039,7 +1057,9 @@ impl PyCompiledModel {
         trace: Option<PathBuf>,
         check: bool,
     ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
+        use full::interruptible;
         use vta::cmd::pool::{check_against_serial, run_pool, PoolArgs};
+        use vta::cmd::run::{Backend, RtlArgs};
         let policy = schedule
             .parse()
             .map_err(|e: String| PyValueError::new_err(e))?;
@@ -1051,9 +1071,7 @@ impl PyCompiledModel {
         let model = &*self.model;
         let file = self.file.clone().unwrap_or_else(|| model.source.clone());
         let tensors = self.read_inputs(inputs)?;
-        let runs = model
-            .split_samples(tensors)
-            .map_err(|e| InputError::new_err(e))?;
+        let runs = model.split_samples(tensors).map_err(InputError::new_err)?;
         let args = PoolArgs {
             schedule: Some(policy),
             devices: Some(devices.to_string()),
@@ -1101,6 +1119,18 @@ impl PyCompiledModel {
         doc["table"] = serde_json::Value::String(pool.text);
         doc["checked"] = serde_json::Value::Bool(check);
         Ok((outs, json_to_py(py, &doc)?))
+    }
+
+    /// run_pool(...): in the board build, raises VtaError (the pool executor's device list
+    /// is the workstation's; on a board, `run` the samples on backend="board").
+    #[cfg(not(feature = "full"))]
+    #[pyo3(signature = (*_args, **_kwargs))]
+    fn run_pool(
+        &self,
+        _args: &Bound<'_, PyTuple>,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(Vec<Py<PyAny>>, Py<PyAny>)> {
+        Err(not_in_board_build("CompiledModel.run_pool"))
     }
 
     /// The compiled-model file's bytes (what `save` writes and `vta run` reads).
@@ -1230,346 +1260,6 @@ fn tensor_infos<'a>(
 }
 
 // ---------------------------------------------------------------------------------------
-// Hardware
-
-/// hw_verilog(config=None) -> dict: the accelerator's Verilog (`verilog`, top `vta_top`), its
-/// control register map (`regs_json`) and port manifest (`ports_json`), with `config_string`,
-/// `isa_hash` and `rtl_hash` (`vta hw verilog` writes the three files).
-#[pyfunction]
-#[pyo3(signature = (config = None))]
-fn hw_verilog(py: Python<'_>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
-    let cfg = config_arg(config)?.unwrap_or_default();
-    let g = py
-        .detach(|| vta_hw::generate(&cfg))
-        .map_err(|e| HardwareError::new_err(chain(&e)))?;
-    let d = PyDict::new(py);
-    d.set_item("config_string", g.config.config_string())?;
-    d.set_item("isa_hash", format!("{:016x}", g.config.isa_hash()))?;
-    d.set_item("rtl_hash", vta_hw::report::rtl_hash(&g.verilog))?;
-    d.set_item("verilog", &g.verilog)?;
-    d.set_item("regs_json", &g.regs_json)?;
-    d.set_item("ports_json", &g.ports_json)?;
-    d.set_item("modules", g.design.definitions().len())?;
-    Ok(d.into_any().unbind())
-}
-
-/// hw_report(config=None, part="xc7z020") -> dict: synthesizes the accelerator with yosys
-/// (minutes on large configs) and returns `vta hw report --json`'s document.
-#[pyfunction]
-#[pyo3(signature = (config = None, part = "xc7z020"))]
-fn hw_report(py: Python<'_>, config: Option<&Bound<'_, PyAny>>, part: &str) -> PyResult<Py<PyAny>> {
-    let cfg = config_arg(config)?.unwrap_or_default();
-    let part = vta_hw::report::part(part).ok_or_else(|| {
-        let known: Vec<&str> = vta_hw::report::PARTS.iter().map(|p| p.name).collect();
-        HardwareError::new_err(format!(
-            "unknown part '{part}'; known parts: {}",
-            known.join(", ")
-        ))
-    })?;
-    let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
-        let version = vta_hw::report::yosys_version().map_err(|e| chain(&e))?;
-        let g = vta_hw::generate(&cfg).map_err(|e| chain(&e))?;
-        let u =
-            vta_hw::report::synthesize_in_temp_dir(&g.verilog, "vta_top", part.family, &mut |_| {})
-                .map_err(|e| chain(&e))?;
-        if u.cells.is_empty() {
-            return Err("yosys reported no cells for vta_top".into());
-        }
-        let meta = vta_hw::report::estimate_meta(&g, part.name, part.family, &version);
-        Ok(u.to_json(meta))
-    })?
-    .map_err(HardwareError::new_err)?;
-    json_to_py(py, &doc)
-}
-
-// ---------------------------------------------------------------------------------------
-// The CLI
-
-/// cli_main(argv) -> int: runs the `vta` command line (argv[0] is the program name) in this
-/// process and returns its exit status; what the `vta` console script calls.
-#[pyfunction]
-fn cli_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    i32::from(py.detach(|| vta::cli(argv)))
-}
-
-/// run_command(argv) -> str: runs one `vta` command (argv[0] is the program name) and returns
-/// the text it prints; its error (or a usage error) raises `error` (default VtaError) with the
-/// CLI's message. Releases the GIL; Ctrl-C returns at once (the command finishes in the
-/// background).
-#[pyfunction]
-#[pyo3(signature = (argv, error = None))]
-fn run_command(
-    py: Python<'_>,
-    argv: Vec<String>,
-    error: Option<Bound<'_, pyo3::types::PyType>>,
-) -> PyResult<String> {
-    let r = interruptible(py, move || {
-        vta::run_command(argv).map_err(|e| vta::message(&e))
-    })?;
-    r.map_err(|msg| match &error {
-        Some(t) => PyErr::from_type(t.clone(), msg),
-        None => VtaError::new_err(msg),
-    })
-}
-
-// ---------------------------------------------------------------------------------------
-// The embedded digits CNN
-
-/// digits() -> dict: the trained digits CNN `vta demo` runs (compiler::zoo::digits): `onnx`
-/// (the float model's bytes, input "image" float32[1,1,8,8], output 10 scores),
-/// `calibration` (float32[32,1,8,8]), `test` (float32[100,1,8,8]), `labels` (int64[100]) and
-/// `fp32_outputs` (the float model's scores on the test digits, float32[100,10]).
-#[pyfunction]
-fn digits(py: Python<'_>) -> PyResult<Py<PyAny>> {
-    use compiler::zoo::digits as z;
-    let d = PyDict::new(py);
-    d.set_item("onnx", PyBytes::new(py, z::ONNX))?;
-    for (key, bytes) in [
-        ("calibration", z::CALIBRATION_NPY),
-        ("test", z::TEST_NPY),
-        ("labels", z::TEST_LABELS_NPY),
-        ("fp32_outputs", z::FP32_OUTPUT_NPY),
-    ] {
-        let a = isa::npy::decode(bytes)
-            .map_err(|e| VtaError::new_err(format!("embedded {key}: {e}")))?;
-        let t = runtime_io::tensor_from_npy(&a)
-            .map_err(|e| VtaError::new_err(format!("embedded {key}: {e}")))?;
-        d.set_item(key, tensor_to_py(py, t))?;
-    }
-    Ok(d.into_any().unbind())
-}
-
-// ---------------------------------------------------------------------------------------
-// Design-space exploration
-
-struct Quiet;
-impl dse::explore::Observer for Quiet {
-    fn planned(&self, _: &str, _: usize, _: usize) {}
-    fn stage(&self, _: &str, _: &str) {}
-    fn done(&self, _: &str, _: bool) {}
-}
-
-/// dse_sweep(network="digits", axes={}, base=None, part=None, board=None, cycles="model",
-/// validate=0, jobs=None, cache_dir=None, fresh=False, calibration=[], size=224,
-/// output_dir=None, dry_run=False, accuracy=False, eval=None, labels=None, shard=None,
-/// merge=None) -> dict
-///
-/// Sweeps configs for a network (`vta dse`): returns `vta dse --json`'s document (with
-/// `points`, one dict per config); with `output_dir`, also writes results.csv, results.json
-/// and pareto.svg there. `shard="I/N"` evaluates only that shard's configs into the cache
-/// (`vta dse --shard`, no files written); `merge=N` measures nothing and takes every result
-/// from the cache (`vta dse --merge`), failing with the configs not there and their shards. `axes` maps axis names (batch, block, block_in, block_out,
-/// log_uop_buff, log_inp_buff, log_wgt_buff, log_acc_buff, inp_depth, wgt_depth, acc_depth,
-/// bus, clock) to lists of values or `vta dse`'s value strings ("8..32").
-#[pyfunction]
-#[pyo3(signature = (network = "digits", axes = None, base = None, part = None, board = None,
-    cycles = "model", validate = 0, jobs = None, cache_dir = None, fresh = false,
-    calibration = Vec::new(), size = 224, output_dir = None, dry_run = false, accuracy = false,
-    eval = None, labels = None, shard = None, merge = None))]
-#[allow(clippy::too_many_arguments)]
-fn dse_sweep(
-    py: Python<'_>,
-    network: &str,
-    axes: Option<&Bound<'_, PyDict>>,
-    base: Option<&Bound<'_, PyAny>>,
-    part: Option<String>,
-    board: Option<String>,
-    cycles: &str,
-    validate: usize,
-    jobs: Option<usize>,
-    cache_dir: Option<PathBuf>,
-    fresh: bool,
-    calibration: Vec<PathBuf>,
-    size: usize,
-    output_dir: Option<PathBuf>,
-    dry_run: bool,
-    accuracy: bool,
-    eval: Option<PathBuf>,
-    labels: Option<PathBuf>,
-    shard: Option<String>,
-    merge: Option<usize>,
-) -> PyResult<Py<PyAny>> {
-    use dse::sweep::{self, Axes, Param, Shard};
-    let derr = |e: &dyn std::error::Error| DseError::new_err(e.to_string());
-    let spec = match network {
-        "digits" => dse::network::NetworkSpec::Digits,
-        "resnet18" => dse::network::NetworkSpec::Resnet18 { size },
-        path => dse::network::NetworkSpec::File {
-            path: PathBuf::from(path),
-            calibration,
-        },
-    };
-    let target = match (&board, &part) {
-        (Some(_), Some(_)) => {
-            return Err(DseError::new_err("give a part or a board, not both"));
-        }
-        (Some(b), None) => dse::resources::Target::board(b).map_err(|e| derr(&e))?,
-        (None, p) => {
-            dse::resources::Target::part(p.as_deref().unwrap_or("xc7z020")).map_err(|e| derr(&e))?
-        }
-    };
-    let mut ax = Axes::default();
-    if let Some(axes) = axes {
-        for (k, v) in axes.iter() {
-            let key: String = k.extract()?;
-            let param = Param::from_key(&key).ok_or_else(|| {
-                DseError::new_err(format!(
-                    "unknown sweep axis '{key}'; axes are batch, block, block_in, block_out, \
-                     log_uop_buff, log_inp_buff, log_wgt_buff, log_acc_buff, inp_depth, \
-                     wgt_depth, acc_depth, inp_width, wgt_width, acc_width, bus, clock"
-                ))
-            })?;
-            let values: Vec<u32> = if let Ok(text) = v.extract::<String>() {
-                sweep::parse_values(param, &text)
-                    .map_err(|e| DseError::new_err(format!("axis {key}: {e}")))?
-            } else if let Ok(n) = v.extract::<u32>() {
-                vec![n]
-            } else {
-                v.extract().map_err(|_| {
-                    DseError::new_err(format!(
-                        "axis {key}: give a list of non-negative integers or a string such as \"8..32\""
-                    ))
-                })?
-            };
-            ax.set(param, values)
-                .map_err(|e| DseError::new_err(format!("axis {key}: {e}")))?;
-        }
-    }
-    if ax.is_empty() {
-        ax = Axes::default_sweep();
-    }
-    let base = config_arg(base)?.unwrap_or_default();
-    let full = sweep::expand(&base, &ax);
-    let shard = match (shard, merge, &output_dir) {
-        (Some(_), Some(_), _) => {
-            return Err(DseError::new_err("give shard or merge, not both"));
-        }
-        (Some(_), None, Some(_)) => {
-            return Err(DseError::new_err(
-                "a shard writes no results (they go to the cache): drop output_dir, and give \
-                 it to the merge (merge=N) once every shard has run",
-            ));
-        }
-        (Some(text), None, None) => {
-            Some(Shard::parse(&text).map_err(|e| DseError::new_err(format!("shard: {e}")))?)
-        }
-        (None, Some(0), _) => return Err(DseError::new_err("merge must be at least 1")),
-        _ => None,
-    };
-    let plan = match shard {
-        Some(s) => full.shard(s),
-        None => full.clone(),
-    };
-    if dry_run {
-        let doc = serde_json::json!({
-            "combinations": plan.combinations,
-            "configs": plan.configs.iter().map(|c| serde_json::json!({
-                "config_string": c.config_string(),
-                "config": serde_json::from_str::<serde_json::Value>(&c.to_json()).expect("a config is JSON"),
-            })).collect::<Vec<_>>(),
-            "skipped": sweep::skip_summary(&plan.skipped).into_iter()
-                .map(|(n, r)| serde_json::json!({"count": n, "reason": r})).collect::<Vec<_>>(),
-        });
-        return json_to_py(py, &doc);
-    }
-    let cycle_source = match cycles {
-        "model" => dse::measure::CycleSource::Model,
-        "rtl" => dse::measure::CycleSource::Rtl,
-        other => {
-            return Err(DseError::new_err(format!(
-                "cycles='{other}': expected 'model' or 'rtl'"
-            )))
-        }
-    };
-    let cache = match cache_dir.or_else(dse::cache::Cache::default_root) {
-        Some(d) => dse::cache::Cache::new(d),
-        None => {
-            return Err(DseError::new_err(
-                "no cache directory: give cache_dir (or set VTA_CACHE_DIR or HOME)",
-            ))
-        }
-    };
-    let jobs = jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    if jobs == 0 {
-        return Err(DseError::new_err("jobs must be at least 1"));
-    }
-    let eval = match (eval, labels, &spec) {
-        (Some(x), Some(y), _) => {
-            Some(dse::accuracy::EvalSet::from_files(&x, &y).map_err(|e| derr(&e))?)
-        }
-        (Some(_), None, _) | (None, Some(_), _) => {
-            return Err(DseError::new_err("give eval and labels together"))
-        }
-        (None, None, dse::network::NetworkSpec::Digits) if accuracy => {
-            Some(dse::accuracy::EvalSet::digits().map_err(|e| derr(&e))?)
-        }
-        (None, None, _) if accuracy => {
-            return Err(DseError::new_err(format!(
-                "accuracy=True needs labelled samples for {}: give eval= and labels= (.npy \
-                 files); only the digits network has its own",
-                spec.name()
-            )))
-        }
-        _ => None,
-    };
-    let opts = dse::explore::Options {
-        cycles: cycle_source,
-        validate,
-        jobs,
-        fresh,
-        eval,
-        cache_only: merge.is_some(),
-    };
-    let doc = interruptible(py, move || -> Result<serde_json::Value, String> {
-        let network = dse::network::Network::load(&spec).map_err(|e| chain(&e))?;
-        let estimator = target.estimator();
-        let x = dse::explore::explore(
-            &plan,
-            &network,
-            &target,
-            estimator.as_ref(),
-            &cache,
-            &opts,
-            &Quiet,
-        )
-        .map_err(|e| chain(&e))?;
-        if let Some(dir) = output_dir {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            let doc = dse::report::json(&x);
-            let write = |name: &str, text: String| {
-                let p = dir.join(name);
-                std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
-            };
-            write("results.csv", dse::report::csv(&x))?;
-            write("results.json", format!("{doc:#}\n"))?;
-            dse::plot::write(&x, &dir.join("pareto.svg")).map_err(|e| chain(&e))?;
-        }
-        if let Some(count) = merge {
-            let missing: Vec<String> = x
-                .not_cached(&full, count)
-                .into_iter()
-                .map(|(config, s)| format!("  {} (shard {s})", config.config_string()))
-                .collect();
-            if !missing.is_empty() {
-                return Err(format!(
-                    "the merge is incomplete: results of {} config(s) are not in the cache:\n{}\n\
-                     rerun each shard named (sweep(..., shard=\"I/N\") with the same arguments), \
-                     then merge again",
-                    missing.len(),
-                    missing.join("\n")
-                ));
-            }
-        }
-        let mut doc = dse::report::json(&x);
-        doc["summary"] = dse::report::summary(&x).into();
-        Ok(doc)
-    })?
-    .map_err(DseError::new_err)?;
-    json_to_py(py, &doc)
-}
-
-// ---------------------------------------------------------------------------------------
 
 /// The native half of the `vta` package (import `vta`, not this).
 #[pymodule]
@@ -1587,14 +1277,28 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DseError", py.get_type::<DseError>())?;
     m.add_class::<PyConfig>()?;
     m.add_class::<PyCompiledModel>()?;
-    m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_class::<board::PyBoardOptions>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
-    m.add_function(wrap_pyfunction!(hw_verilog, m)?)?;
-    m.add_function(wrap_pyfunction!(hw_report, m)?)?;
-    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
-    m.add_function(wrap_pyfunction!(run_command, m)?)?;
-    m.add_function(wrap_pyfunction!(dse_sweep, m)?)?;
-    m.add_function(wrap_pyfunction!(digits, m)?)?;
+    m.add_function(wrap_pyfunction!(require_full_build, m)?)?;
+    // "full" (the workstation wheel) or "board" (the wheel for boards: load and run only).
+    m.add(
+        "BUILD",
+        if cfg!(feature = "full") {
+            "full"
+        } else {
+            "board"
+        },
+    )?;
+    #[cfg(feature = "full")]
+    {
+        m.add_function(wrap_pyfunction!(full::compile, m)?)?;
+        m.add_function(wrap_pyfunction!(full::hw_verilog, m)?)?;
+        m.add_function(wrap_pyfunction!(full::hw_report, m)?)?;
+        m.add_function(wrap_pyfunction!(full::cli_main, m)?)?;
+        m.add_function(wrap_pyfunction!(full::run_command, m)?)?;
+        m.add_function(wrap_pyfunction!(full::dse_sweep, m)?)?;
+        m.add_function(wrap_pyfunction!(full::digits, m)?)?;
+    }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

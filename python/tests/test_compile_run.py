@@ -129,6 +129,30 @@ def test_bad_backends(model, x):
         model.run(x, backend="remote://127.0.0.1:1")
 
 
+def test_board_backend_and_its_options(model, x, tmp_path):
+    # The workstation wheel runs backend="board" too; here there is no board, and the
+    # defaults are vta-board's (/dev/uio0).
+    assert vta.BUILD == "full"
+    with pytest.raises(vta.BackendError, match="/dev/uio0"):
+        model.run(x, backend="board")
+    empty = vta.BoardOptions(root=tmp_path, udmabuf="udmabuf3")
+    with pytest.raises(vta.BackendError, match=str(tmp_path)):
+        model.run(x, backend="board", board=empty)
+    with pytest.raises(vta.BackendError, match='backend="board"'):
+        model.run(x, backend="fsim", board=empty)
+    with pytest.raises(vta.BackendError, match="mem_latency"):
+        model.run(x, backend="board", mem_latency=5)
+    with pytest.raises(vta.BackendError, match="uio and hwh"):
+        vta.BoardOptions(uio=1, hwh="vta.hwh")
+    with pytest.raises(vta.BackendError, match="timeout"):
+        vta.BoardOptions(timeout=0)
+    with pytest.raises(vta.BackendError, match="base="):
+        vta.BoardOptions(base="43C0000G")
+    assert vta.BoardOptions(base="0x43C00000").base == 0x43C00000
+    with pytest.raises(vta.BackendError, match="cannot read"):
+        model.run(x, backend="board", board=vta.BoardOptions(hwh=tmp_path / "none.hwh"))
+
+
 def test_bad_models(tmp_path, digits):
     with pytest.raises(vta.ModelFileError):
         vta.compile(b"\x08\x07garbage that is not an ONNX model")

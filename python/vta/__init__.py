@@ -17,7 +17,13 @@ messages::
 Backends are named as in ``vta run --backend``: ``"fsim"`` (functional simulator),
 ``"rtl"`` (cycle-accurate Verilator simulation; needs ``verilator`` and a C++ compiler for
 configs other than the default, whose model is built in), ``"remote://HOST:PORT"`` (a
-``vta serve``), ``"serial://PORT"`` and ``"soc-sim"``.
+``vta serve``), ``"serial://PORT"`` and ``"soc-sim"``; and ``"board"``: the accelerator of the
+Zynq board the package runs on, where the board build of the package (a wheel for armv7 and
+aarch64, ``vta.BUILD == "board"``) loads and runs compiled models::
+
+    m = vta.load("net.vtab")                         # compiled on a workstation
+    (y,) = m.run(x, backend="board")                 # /dev/uio0 and udmabuf0, as vta-board
+    m.run(x, backend="board", board=vta.BoardOptions(hwh="vta.hwh"))
 
 Errors are :class:`VtaError` subclasses: :class:`ConfigError`, :class:`ModelFileError`,
 :class:`CompileError`, :class:`RunError` (with :class:`InputError`, :class:`BackendError`,
@@ -34,6 +40,7 @@ import numpy as np
 from . import _native
 from ._native import (
     BackendError,
+    BoardOptions,
     CheckError,
     CompiledModel,
     CompileError,
@@ -49,9 +56,16 @@ from ._native import (
 
 __version__: str = _native.__version__
 
+#: ``"full"`` (the workstation wheel) or ``"board"`` (the wheel for armv7 and aarch64 boards,
+#: which loads and runs compiled models: no :func:`compile`, :mod:`vta.dse`, :mod:`vta.hw`,
+#: :func:`vta.zoo.digits` or ``vta`` command; those raise :class:`VtaError` there).
+BUILD: str = _native.BUILD
+
 __all__ = [
     "Config",
     "CompiledModel",
+    "BoardOptions",
+    "BUILD",
     "compile",
     "load",
     "dse",
@@ -152,6 +166,7 @@ def compile(
         CompileError: the model cannot be compiled (the message has the support table).
         ConfigError: the config is invalid.
     """
+    _native.require_full_build("vta.compile")
     data, source = _model_bytes(model)
     shapes = None
     if input_shapes:

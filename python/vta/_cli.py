@@ -16,6 +16,15 @@ from . import _native
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs ``vta`` with ``argv`` (default: ``sys.argv``) and exits with its status."""
+    if _native.BUILD != "full":
+        # The board build has no command line; the board's is the `vta-board` binary.
+        print(
+            "vta: the command line is not in the board build of the package: on the board, "
+            "run compiled models from Python (vta.load(...).run(x, backend=\"board\")) or "
+            "with vta-board; compile on a workstation with the full wheel",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     args = list(sys.argv if argv is None else argv)
     if args:
         args[0] = "vta"

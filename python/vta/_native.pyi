@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypedDict, 
 import numpy as np
 
 __version__: str
+BUILD: str
 
 class VtaError(Exception): ...
 class ConfigError(VtaError): ...
@@ -86,6 +87,34 @@ class Config:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
+class BoardOptions:
+    """Where a Zynq board's accelerator is (`backend="board"`): `vta-board run`'s options."""
+
+    def __init__(
+        self,
+        root: Union[str, "os.PathLike[str]"] = "/",
+        uio: Optional[int] = None,
+        base: Union[int, str, None] = None,
+        hwh: Union[str, "os.PathLike[str]", None] = None,
+        instance: str = "vta_0",
+        udmabuf: str = "udmabuf0",
+        timeout: float = 10.0,
+    ) -> None: ...
+    @property
+    def root(self) -> str: ...
+    @property
+    def uio(self) -> Optional[int]: ...
+    @property
+    def base(self) -> Optional[int]: ...
+    @property
+    def hwh(self) -> Optional[str]: ...
+    @property
+    def instance(self) -> str: ...
+    @property
+    def udmabuf(self) -> str: ...
+    @property
+    def timeout(self) -> float: ...
+
 _Inputs = Union[Dict[str, np.ndarray], Sequence[np.ndarray], np.ndarray]
 
 class CompiledModel:
@@ -99,6 +128,7 @@ class CompiledModel:
         mem_latency: Optional[int] = None,
         mem_bytes_per_cycle: Optional[int] = None,
         hang_cycles: Optional[int] = None,
+        board: Optional[BoardOptions] = None,
     ) -> List[np.ndarray]: ...
     def run_with_report(
         self,
@@ -108,6 +138,7 @@ class CompiledModel:
         mem_latency: Optional[int] = None,
         mem_bytes_per_cycle: Optional[int] = None,
         hang_cycles: Optional[int] = None,
+        board: Optional[BoardOptions] = None,
     ) -> Tuple[List[np.ndarray], Dict[str, Any]]: ...
     def run_pool(
         self,
@@ -156,6 +187,7 @@ def compile(
     weight_clip: str = "auto",
 ) -> CompiledModel: ...
 def load(data: bytes, name: str, config: _ConfigLike = None, memory_budget: Optional[int] = None) -> CompiledModel: ...
+def require_full_build(what: str) -> None: ...
 def hw_verilog(config: _ConfigLike = None) -> Dict[str, Any]: ...
 def hw_report(config: _ConfigLike = None, part: str = "xc7z020") -> Dict[str, Any]: ...
 def cli_main(argv: List[str]) -> int: ...

@@ -115,6 +115,7 @@ def sweep(
     Raises:
         DseError: a bad axis, part, board or network, or a failed measurement.
     """
+    _native.require_full_build("vta.dse.sweep")
     doc = _native.dse_sweep(
         os.fspath(network),
         _axes(axes),
@@ -215,6 +216,7 @@ def _ray_shard(network: Any, axes: Any, shard: str, cache_dir: Optional[str],
 def plan(axes: Optional[Mapping[str, AxisValues]] = None, *, base: ConfigLike = None) -> Dict[str, Any]:
     """The configs a sweep would evaluate and the combinations it skips (``vta dse
     --dry-run``), without measuring anything: ``{"combinations", "configs", "skipped"}``."""
+    _native.require_full_build("vta.dse.plan")
     return _native.dse_sweep("digits", _axes(axes), base, None, None, "model", 0, None, None,
                              False, [], 224, None, True)
 

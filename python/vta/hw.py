@@ -28,6 +28,7 @@ def verilog(config: ConfigLike = None, out_dir: Union[str, "os.PathLike[str]", N
         ConfigError: the config is invalid.
         HardwareError: the generator refused the config.
     """
+    _native.require_full_build("vta.hw.verilog")
     g = _native.hw_verilog(config)
     if out_dir is not None:
         d = os.fspath(out_dir)
@@ -56,6 +57,7 @@ def report(config: ConfigLike = None, part: str = "xc7z020") -> Dict[str, Any]:
     Raises:
         HardwareError: unknown part, yosys missing or failing.
     """
+    _native.require_full_build("vta.hw.report")
     return _native.hw_report(config, part)
 
 
@@ -81,6 +83,7 @@ def bitstream(
         HardwareError: the config does not fit the board, a tool failed, or an option is
             wrong (the CLI's message).
     """
+    _native.require_full_build("vta.hw.bitstream")
     args = ["vta", "hw", "bitstream", "--board", board, "--output", os.fspath(output)]
     tmp = None
     try:

@@ -19,4 +19,5 @@ def digits() -> Dict[str, Any]:
     (float32[100,1,8,8] held-out digits), ``labels`` (int64[100]) and ``fp32_outputs`` (the
     float model's scores on ``test``, float32[100,10]).
     """
+    _native.require_full_build("vta.zoo.digits")
     return _native.digits()

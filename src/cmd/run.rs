@@ -12,9 +12,7 @@ use drivers::Device;
 use isa::npy;
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 use vta_runtime::io as runtime;
-use vta_runtime::model::{Check, Model};
-use vta_runtime::resident::LoadOptions;
-use vta_runtime::RunResult;
+use vta_runtime::model::Model;
 use vta_sim::FsimDevice;
 
 pub use super::sim::{Backend, RtlArgs, BACKEND_HELP};
@@ -188,15 +186,7 @@ fn top5(t: &Tensor) -> Option<String> {
     Some(format!("top-5: {}", shown.join(", ")))
 }
 
-/// What running a model on several samples gave.
-pub struct Samples {
-    /// Per model output, one tensor per sample.
-    pub outputs: Vec<Vec<Tensor>>,
-    /// The per-layer breakdown, summed over the samples.
-    pub total: RunResult,
-    /// With checking: (layers, accelerator layers, elements compared), all bit-exact.
-    pub checked: Option<(usize, usize, usize)>,
-}
+pub use vta_runtime::samples::{run_document, Samples};
 
 /// Runs `model` on each sample in turn; with `check`, compares every layer with the integer
 /// reference and fails at the first mismatch.
@@ -210,8 +200,25 @@ pub fn run_samples(
     run_samples_until(model, dev, runs, check, file, &mut || true)
 }
 
+/// The progress bar of a run on samples, and when to stop.
+struct Observer<'a> {
+    progress: super::progress::Progress,
+    keep_going: &'a mut dyn FnMut() -> bool,
+}
+
+impl vta_runtime::samples::SampleObserver for Observer<'_> {
+    fn message(&mut self, text: &str) {
+        self.progress.message(text);
+    }
+    fn step(&mut self) -> bool {
+        self.progress.inc();
+        (self.keep_going)()
+    }
+}
+
 /// [`run_samples`] that asks `keep_going` after every step and stops with the runtime's
-/// `Interrupted` error when it says no (the Python package's runs, on Ctrl-C).
+/// `Interrupted` error when it says no (the Python package's runs, on Ctrl-C); the run loop
+/// is the runtime's ([`vta_runtime::samples`]), with a progress bar on a terminal.
 pub fn run_samples_until(
     model: &Model,
     dev: &mut dyn Device,
@@ -220,74 +227,24 @@ pub fn run_samples_until(
     file: &str,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> Result<Samples> {
-    let mut total: Option<RunResult> = None;
-    let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); model.plan.outputs.len()];
-    let mut checked: Option<(usize, usize, usize)> = None;
     let steps = model.plan.steps.len() as u64;
     let passes = if check { 2 } else { 1 };
     let progress = super::progress::Progress::bar(
         &format!("{} on {}", model.source, dev.name()),
         runs.len() as u64 * steps * passes,
     );
-    let backend = dev.name().to_string();
-    progress.message("loading the model onto the device");
-    // Checking compares every step's output, so every intermediate tensor is kept and read.
-    let keep = LoadOptions {
-        keep_intermediates: check,
+    let mut observer = Observer {
+        progress,
+        keep_going,
     };
-    let mut resident = model
-        .load(dev, keep)
-        .with_context(|| format!("{file}: cannot load the model onto {backend}"))?;
-    for (i, ins) in runs.iter().enumerate() {
-        let sample = |what: &str| {
-            if runs.len() > 1 {
-                format!("sample {}/{}: {what}", i + 1, runs.len())
-            } else {
-                what.to_string()
-            }
-        };
-        progress.message(&sample("running"));
-        let r = resident
-            .run_until(ins, &mut |_| {
-                progress.inc();
-                keep_going()
-            })
-            .with_context(|| format!("{file}: run failed on {backend}"))?;
-        if check {
-            progress.message(&sample("checking against the integer reference"));
-            match model.check_observed(ins, &r, &mut |_| progress.inc())? {
-                Check::BitExact {
-                    layers,
-                    accel_layers,
-                    elements,
-                } => {
-                    let c = checked.get_or_insert((layers, accel_layers, 0));
-                    c.2 += elements;
-                }
-                mismatch => {
-                    let sample = if runs.len() > 1 {
-                        format!(" (sample {i})")
-                    } else {
-                        String::new()
-                    };
-                    bail!("{file}: --check failed{sample}: {mismatch}");
-                }
-            }
-        }
-        for (o, t) in outputs.iter_mut().zip(&r.outputs) {
-            o.push(t.clone());
-        }
-        match &mut total {
-            Some(t) => t.accumulate(&r),
-            None => total = Some(r),
-        }
-    }
-    let total = total.ok_or_else(|| anyhow!("no input samples"))?;
-    Ok(Samples {
-        outputs,
-        total,
-        checked,
-    })
+    Ok(vta_runtime::samples::run_samples(
+        model,
+        dev,
+        runs,
+        check,
+        file,
+        &mut observer,
+    )?)
 }
 
 pub fn run(a: RunArgs) -> Result<String> {
@@ -381,32 +338,6 @@ pub fn run(a: RunArgs) -> Result<String> {
         )?;
     }
     Ok(text)
-}
-
-/// The document `vta run --json` prints (and the Python package's run report): the model,
-/// its step counts, `outputs` (one object per output), the run's per-step and per-launch
-/// figures and the check's counts.
-pub fn run_document(
-    file: &str,
-    model: &Model,
-    outputs: Vec<serde_json::Value>,
-    total: &RunResult,
-    checked: Option<(usize, usize, usize)>,
-) -> serde_json::Value {
-    let (na, nc) = model.counts();
-    serde_json::json!({
-        "model": file,
-        "source": model.source,
-        "config": model.config.config_string(),
-        "steps": model.plan.steps.len(),
-        "accel_steps": na,
-        "cpu_steps": nc,
-        "outputs": outputs,
-        "run": total.to_json(),
-        "check": checked.map(|(layers, accel, elements)| serde_json::json!({
-            "bit_exact": true, "layers": layers, "accel_layers": accel, "elements": elements,
-        })),
-    })
 }
 
 /// Writes the outputs (`--output`), one per model output, samples stacked; returns the

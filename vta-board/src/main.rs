@@ -160,10 +160,7 @@ impl BoardArgs {
         let Some(path) = &self.hwh else {
             return Ok(None);
         };
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let h = bitstreams::hwh::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-        Ok(Some(h))
+        Ok(Some(bitstreams::hwh::read_file(path)?))
     }
 
     fn options(&self, wall: Duration) -> Result<BoardOptions> {
@@ -181,13 +178,8 @@ impl BoardArgs {
             ),
             None => self.base,
         };
-        let paths = if self.root == Path::new("/") {
-            BoardPaths::default()
-        } else {
-            BoardPaths::under(&self.root)
-        };
         Ok(BoardOptions {
-            paths,
+            paths: BoardPaths::at(&self.root),
             registers: match base {
                 Some(b) => RegisterWindow::DevMem(b),
                 None => RegisterWindow::Uio(self.uio),
@@ -382,7 +374,13 @@ fn profile_model(a: &ModelArgs, output: &Path, runs: usize, board: &BoardArgs) -
         std::env::consts::ARCH,
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let doc = profile::to_json(&model, ex.graph(), &secs, &file.display().to_string(), &measured_on);
+    let doc = profile::to_json(
+        &model,
+        ex.graph(),
+        &secs,
+        &file.display().to_string(),
+        &measured_on,
+    );
     let text = serde_json::to_string_pretty(&doc)? + "\n";
     std::fs::write(output, text).with_context(|| format!("writing {}", output.display()))?;
     let cpu_us: f64 = ex

@@ -20,6 +20,7 @@ pub mod qlayer;
 pub mod reference;
 pub mod report;
 pub mod resident;
+pub mod samples;
 pub mod tensor;
 
 pub use model::Model;

@@ -78,6 +78,16 @@ impl BoardPaths {
         }
     }
 
+    /// The board's own paths for `/`, else every path under `root` ([`BoardPaths::under`]):
+    /// what a `root` option of the board binary and the Python package means.
+    pub fn at(root: &Path) -> BoardPaths {
+        if root == Path::new("/") {
+            BoardPaths::default()
+        } else {
+            BoardPaths::under(root)
+        }
+    }
+
     /// The FPGA manager's sysfs directory.
     pub fn fpga_manager(&self) -> PathBuf {
         self.sys.join("class/fpga_manager/fpga0")
