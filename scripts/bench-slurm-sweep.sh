@@ -6,7 +6,7 @@
 #   2. a 208-config cycle-model sweep (ResNet-18 on the xc7z010 over weight and accumulator
 #      widths, bus and clock: every config's scratchpads overflow the part, so nothing is
 #      synthesized), on one machine with -j 1 and -j 2, then as 1, 2 and 4 Slurm shards;
-#   3. the guide's ResNet-18 sweep on the xc7z020 (6 configs, 5 synthesized by yosys), as 1, 2
+#   3. the guide's ResNet-18 sweep on the xc7z020 (6 configs, each synthesized by yosys), as 1, 2
 #      and 4 Slurm shards (VTA_BENCH_XC7Z020=0 skips it: about half an hour here).
 # Every Slurm task runs `--jobs 1`; the cluster has this machine's cores, so on 2 cores two
 # tasks run at once and 4 shards contend for them. Every sharded results.csv must equal the
