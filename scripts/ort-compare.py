@@ -96,8 +96,14 @@ def main():
                     help="largest difference allowed, in LSB of the compiled tensor [1]")
     ap.add_argument("--vta", default="vta", help="the vta command [vta on the PATH]")
     a = ap.parse_args()
-    x = np.load(a.input)[:1]
-    model = onnx.load(a.model)
+    for what, path in (("model", a.model), ("--input", a.input)):
+        if not os.path.isfile(path):
+            ap.error(f"{what} {path}: no such file")
+    try:
+        x = np.load(a.input)[:1]
+        model = onnx.load(a.model)
+    except Exception as e:  # numpy's and onnx's own errors, named with the file
+        sys.exit(f"ort-compare: cannot read {a.model} or {a.input}: {e}")
     with tempfile.TemporaryDirectory() as tmp:
         compiled = os.path.join(tmp, "m.vtab")
         cmd = [a.vta, "compile", a.model, "-o", compiled]

@@ -154,17 +154,25 @@ fn one_sample_prints_top5_and_the_per_layer_table() {
     // output equals the run's own.
     ok(vta_in(
         &dir,
-        &["run", "tiny.vtab", "-i", "x.npy", "-o", "y.npy", "--dump-values", "values"],
+        &[
+            "run",
+            "tiny.vtab",
+            "-i",
+            "x.npy",
+            "-o",
+            "y.npy",
+            "--dump-values",
+            "values",
+        ],
     ));
     let index: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("values/values.json")).unwrap())
             .unwrap();
     let entries = index.as_array().unwrap();
     assert!(entries.len() >= 12, "{index:#}");
-    assert!(entries.iter().any(|e| e["scale"].is_number() && e["type"]
-        .as_str()
-        .unwrap()
-        .starts_with("int8[")));
+    assert!(entries
+        .iter()
+        .any(|e| e["scale"].is_number() && e["type"].as_str().unwrap().starts_with("int8[")));
     let last = entries.last().unwrap();
     let dumped = read_npy(&dir.join("values").join(last["file"].as_str().unwrap()));
     assert_eq!(dumped, read_npy(&dir.join("y.npy")), "{last}");

@@ -443,7 +443,10 @@ fn a_config_refused_in_a_shard_is_merged_as_refused() {
     let one = scratch("dse_refused_single");
     ok(run(&one, &[]));
     let want = std::fs::read_to_string(one.join("out/results.csv")).unwrap();
-    assert!(want.contains("cannot run quantized layers exactly"), "{want}");
+    assert!(
+        want.contains("cannot run quantized layers exactly"),
+        "{want}"
+    );
 
     let dir = scratch("dse_refused_sharded");
     ok(run(&dir, &["--shard", "0/2"]));

@@ -498,14 +498,10 @@ pub fn group(
         let mut d: Vec<Vec<bool>> = Vec::with_capacity(plan.steps.len());
         for (b, s) in plan.steps.iter().enumerate() {
             let mut row = vec![false; b];
-            for &v in &s.inputs {
-                for (a, prev) in plan.steps[..b].iter().enumerate() {
-                    if prev.outputs.contains(&v) {
-                        row[a] = true;
-                        for (r, &via) in row.iter_mut().zip(&d[a]) {
-                            *r |= via;
-                        }
-                    }
+            for a in s.inputs.iter().filter_map(|&v| producer[v]) {
+                row[a] = true;
+                for (r, &via) in row.iter_mut().zip(&d[a]) {
+                    *r |= via;
                 }
             }
             d.push(row);

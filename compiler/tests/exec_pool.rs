@@ -11,6 +11,7 @@ use std::path::Path;
 use compiler::compile::{BackendOptions, Compiled};
 use compiler::frontend::{load_calibration_npy, FrontendOptions};
 use compiler::graph::Tensor;
+use ndarray::ArrayD;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -105,11 +106,16 @@ fn inception_sized(hw: usize, ch: usize) -> Model {
     m
 }
 
-fn compile_inception(split_branches: bool) -> (Compiled, Vec<Tensor>) {
-    let x = sample(&[1, 8, 16, 16], 7, 2.0);
+/// `onnx` compiled for the default config, calibrated on its input `x`; its input as a run.
+fn compile_on(
+    onnx: Vec<u8>,
+    name: &str,
+    x: ArrayD<f32>,
+    split_branches: bool,
+) -> (Compiled, Vec<Tensor>) {
     let c = Compiled::compile_observed(
-        inception().bytes(),
-        "inception.onnx",
+        onnx,
+        name,
         std::slice::from_ref(&x),
         &isa::HwConfig::default(),
         &FrontendOptions::default(),
@@ -121,6 +127,11 @@ fn compile_inception(split_branches: bool) -> (Compiled, Vec<Tensor>) {
     )
     .unwrap();
     (c, vec![Tensor::F32(x)])
+}
+
+fn compile_inception(split_branches: bool) -> (Compiled, Vec<Tensor>) {
+    let x = sample(&[1, 8, 16, 16], 7, 2.0);
+    compile_on(inception().bytes(), "inception.onnx", x, split_branches)
 }
 
 fn data() -> std::path::PathBuf {
@@ -174,12 +185,27 @@ fn fire_modules() -> Model {
     let mut k = 0;
     let mut conv = |m: &mut Model, x: &str, c: usize, o: usize, kernel: usize| {
         k += 1;
-        let (w, b, y, r) = (format!("w{k}"), format!("b{k}"), format!("c{k}"), format!("r{k}"));
+        let (w, b, y, r) = (
+            format!("w{k}"),
+            format!("b{k}"),
+            format!("c{k}"),
+            format!("r{k}"),
+        );
         let p = (kernel / 2) as i64;
-        m.weight(&w, &[o, c, kernel, kernel], 1.5 / ((c * kernel * kernel) as f32).sqrt())
-            .weight(&b, &[o], 0.1)
-            .node(&format!("conv{k}"), "Conv", &[x, &w, &b], &[&y], vec![("pads", A::Is(vec![p; 4]))])
-            .node(&format!("relu{k}"), "Relu", &[&y], &[&r], vec![]);
+        m.weight(
+            &w,
+            &[o, c, kernel, kernel],
+            1.5 / ((c * kernel * kernel) as f32).sqrt(),
+        )
+        .weight(&b, &[o], 0.1)
+        .node(
+            &format!("conv{k}"),
+            "Conv",
+            &[x, &w, &b],
+            &[&y],
+            vec![("pads", A::Is(vec![p; 4]))],
+        )
+        .node(&format!("relu{k}"), "Relu", &[&y], &[&r], vec![]);
         r
     };
     let mut x = "x".to_string();
@@ -188,11 +214,17 @@ fn fire_modules() -> Model {
         let e1 = conv(&mut m, &sq, 16, 16, 1);
         let e3 = conv(&mut m, &sq, 16, 16, 3);
         let cat = format!("cat{f}");
-        m.node(&format!("concat{f}"), "Concat", &[&e1, &e3], &[&cat], vec![("axis", A::I(1))]);
+        m.node(
+            &format!("concat{f}"),
+            "Concat",
+            &[&e1, &e3],
+            &[&cat],
+            vec![("axis", A::I(1))],
+        );
         x = cat;
     }
-    let _ = conv(&mut m, &x, 32, 16, 1);
-    m.node("gap", "GlobalAveragePool", &[&format!("r{k}")], &["out"], vec![])
+    let y = conv(&mut m, &x, 32, 16, 1);
+    m.node("gap", "GlobalAveragePool", &[&y], &["out"], vec![])
         .output("out");
     m
 }
@@ -203,32 +235,26 @@ fn fire_modules() -> Model {
 #[test]
 fn split_branches_make_the_fire_module_expands_independent_tasks() {
     let x = sample(&[1, 16, 8, 8], 3, 2.0);
-    let compile = |split_branches| {
-        Compiled::compile_observed(
-            fire_modules().bytes(),
-            "fire.onnx",
-            std::slice::from_ref(&x),
-            &isa::HwConfig::default(),
-            &FrontendOptions::default(),
-            &BackendOptions {
-                split_branches,
-                ..Default::default()
-            },
-            &mut |_| {},
-        )
-        .unwrap()
-    };
-    let (joined, split) = (compile(false), compile(true));
+    let compile = |split| compile_on(fire_modules().bytes(), "fire.onnx", x.clone(), split);
+    let ((joined, _), (split, xs)) = (compile(false), compile(true));
     let (sj, ss) = (
         TaskGraph::of_model(&joined).summary(),
         TaskGraph::of_model(&split).summary(),
     );
     println!("joined: {sj}\nsplit:  {ss}");
     assert_eq!(sj.width, 1, "{sj}");
-    assert!(ss.width >= 2 && ss.critical_path < ss.tasks, "{ss}\n{}", split.plan);
+    assert!(
+        ss.width >= 2 && ss.critical_path < ss.tasks,
+        "{ss}\n{}",
+        split.plan
+    );
     let forks = TaskGraph::of_model(&split).branches();
-    assert_eq!(forks.iter().filter(|f| f.branches.len() == 2).count(), 2, "{ss}");
-    every_policy_matches_serial("fire split", &split, &[Tensor::F32(x.clone())]);
+    assert_eq!(
+        forks.iter().filter(|f| f.branches.len() == 2).count(),
+        2,
+        "{ss}"
+    );
+    every_policy_matches_serial("fire split", &split, &xs);
 }
 
 fn compile_resnet(split_branches: bool) -> (Compiled, Vec<Tensor>) {
@@ -239,20 +265,7 @@ fn compile_resnet(split_branches: bool) -> (Compiled, Vec<Tensor>) {
     })
     .unwrap();
     let x = zoo::sample_input(&[1, 3, size, size], 1);
-    let c = Compiled::compile_observed(
-        onnx,
-        "resnet18.onnx",
-        std::slice::from_ref(&x),
-        &isa::HwConfig::default(),
-        &FrontendOptions::default(),
-        &BackendOptions {
-            split_branches,
-            ..Default::default()
-        },
-        &mut |_| {},
-    )
-    .unwrap();
-    (c, vec![Tensor::F32(x)])
+    compile_on(onnx, "resnet18.onnx", x, split_branches)
 }
 
 fn fsim(cfg: &isa::HwConfig) -> DeviceSpec {

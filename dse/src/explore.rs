@@ -187,7 +187,13 @@ impl Exploration {
                     .iter()
                     .position(|c| c == &p.config)
                     .expect("a merged point is one of the sweep's configs");
-                (&p.config, Shard { index: k % count, count })
+                (
+                    &p.config,
+                    Shard {
+                        index: k % count,
+                        count,
+                    },
+                )
             })
             .collect()
     }
@@ -378,7 +384,7 @@ impl Context<'_> {
     /// Whether both of `cfg`'s results (or its compile failure) are in the cache.
     fn is_cached(&self, cfg: &HwConfig) -> bool {
         let key = self.cycles_key(cfg, self.opts.cycles);
-        (self.cycles_at(&key, self.opts.cycles).is_some() || self.failure_at(&key).is_some())
+        self.result_at(&key, self.opts.cycles).is_some()
             && (self.target.memory_bram36(cfg) > self.target.capacity.bram36
                 || vta_hw::generate(cfg)
                     .ok()
@@ -428,33 +434,18 @@ impl Context<'_> {
 
     /// The cycle record at cache entry `key`.
     fn cycles_at(&self, key: &str, source: CycleSource) -> Option<Cycles> {
-        let v = self.cache.get(key)?;
-        let refused = v["refused"]
-            .as_array()?
-            .iter()
-            .map(|s| s.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()?;
-        Some(Cycles {
-            source,
-            total: v["cycles"].as_u64()?,
-            per_launch: v["per_launch"]
-                .as_array()?
-                .iter()
-                .map(Value::as_u64)
-                .collect::<Option<Vec<_>>>()?,
-            accel_steps: v["accel_steps"].as_u64()? as usize,
-            cpu_steps: v["cpu_steps"].as_u64()? as usize,
-            refused,
-            accuracy: v["accuracy"].as_f64(),
-            seconds: v["seconds"].as_f64()?,
-            cached: true,
-        })
+        cycles_from(&self.cache.get(key)?, source)
     }
 
-    /// The compile failure recorded at cache entry `key`: a config the back end refuses is
-    /// refused again by the same build, and a merge of shards must see that it was tried.
-    fn failure_at(&self, key: &str) -> Option<String> {
-        Some(self.cache.get(key)?["failed"].as_str()?.to_string())
+    /// The cycle record or the compile failure at cache entry `key` (read once): a config
+    /// the back end refuses is refused again by the same build, and a merge of shards must
+    /// see that it was tried.
+    fn result_at(&self, key: &str, source: CycleSource) -> Option<Result<Cycles, String>> {
+        let v = self.cache.get(key)?;
+        match v["failed"].as_str() {
+            Some(e) => Some(Err(e.to_string())),
+            None => cycles_from(&v, source).map(Ok),
+        }
     }
 
     /// Writes `c` to the cache entries `keys`. A cache that cannot be written costs the next
@@ -481,11 +472,8 @@ impl Context<'_> {
     fn cycles(&self, cfg: &HwConfig, source: CycleSource) -> Result<Cycles, String> {
         let key = self.cycles_key(cfg, source);
         if !self.opts.fresh {
-            if let Some(c) = self.cycles_at(&key, source) {
-                return Ok(c);
-            }
-            if let Some(e) = self.failure_at(&key) {
-                return Err(e);
+            if let Some(r) = self.result_at(&key, source) {
+                return r;
             }
         }
         if self.opts.cache_only {
@@ -637,6 +625,30 @@ fn parallel<T: Send>(n: usize, jobs: usize, f: impl Fn(usize) -> T + Sync) -> Ve
         .into_iter()
         .map(|r| r.expect("every item evaluated"))
         .collect()
+}
+
+/// A cycle record of the cache, read back.
+fn cycles_from(v: &Value, source: CycleSource) -> Option<Cycles> {
+    let refused = v["refused"]
+        .as_array()?
+        .iter()
+        .map(|s| s.as_str().map(str::to_string))
+        .collect::<Option<Vec<_>>>()?;
+    Some(Cycles {
+        source,
+        total: v["cycles"].as_u64()?,
+        per_launch: v["per_launch"]
+            .as_array()?
+            .iter()
+            .map(Value::as_u64)
+            .collect::<Option<Vec<_>>>()?,
+        accel_steps: v["accel_steps"].as_u64()? as usize,
+        cpu_steps: v["cpu_steps"].as_u64()? as usize,
+        refused,
+        accuracy: v["accuracy"].as_f64(),
+        seconds: v["seconds"].as_f64()?,
+        cached: true,
+    })
 }
 
 #[cfg(test)]

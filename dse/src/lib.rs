@@ -49,4 +49,7 @@ pub enum Error {
     /// The plot could not be drawn or written.
     #[error("cannot draw {path}: {message}")]
     Plot { path: String, message: String },
+    /// A results file or its directory could not be written.
+    #[error("cannot write {path}: {message}")]
+    Write { path: String, message: String },
 }

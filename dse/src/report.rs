@@ -1,13 +1,35 @@
 //! An exploration's outputs: the CSV table (one row per config), the JSON document (the
 //! sweep, the target, every config with its figures, the skipped combinations, the model's
-//! validation) and the text summary `vta dse` prints.
+//! validation) and the text summary `vta dse` prints; [`write_files`] puts the table, the
+//! document and the plot in a directory.
 
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use crate::explore::{Estimate, Exploration, Point};
 use crate::sweep::{skip_summary, Param};
+use crate::Error;
+
+/// Writes `results.csv`, `results.json` and `pareto.svg` of `x` into `dir` (created if
+/// missing); returns their paths in that order.
+pub fn write_files(x: &Exploration, dir: &Path) -> Result<[PathBuf; 3], Error> {
+    let err = |path: &Path, e: std::io::Error| Error::Write {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| err(dir, e))?;
+    let files = [
+        dir.join("results.csv"),
+        dir.join("results.json"),
+        dir.join("pareto.svg"),
+    ];
+    std::fs::write(&files[0], csv(x)).map_err(|e| err(&files[0], e))?;
+    std::fs::write(&files[1], format!("{:#}\n", json(x))).map_err(|e| err(&files[1], e))?;
+    crate::plot::write(x, &files[2])?;
+    Ok(files)
+}
 
 /// The CSV columns, in order.
 pub const CSV_COLUMNS: &[&str] = &[

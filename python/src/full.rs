@@ -483,16 +483,7 @@ pub(crate) fn dse_sweep(
         )
         .map_err(|e| chain(&e))?;
         if let Some(dir) = output_dir {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            let doc = dse::report::json(&x);
-            let write = |name: &str, text: String| {
-                let p = dir.join(name);
-                std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
-            };
-            write("results.csv", dse::report::csv(&x))?;
-            write("results.json", format!("{doc:#}\n"))?;
-            dse::plot::write(&x, &dir.join("pareto.svg")).map_err(|e| chain(&e))?;
+            dse::report::write_files(&x, &dir).map_err(|e| chain(&e))?;
         }
         if let Some(count) = merge {
             let missing: Vec<String> = x

@@ -745,8 +745,8 @@ fn run_error(e: &SamplesError, msg: String) -> PyErr {
     }
 }
 
-/// Runs the samples with `vta run`'s loop (and its progress bar on a terminal).
-#[cfg(feature = "full")]
+/// Runs the samples with the runtime's loop; the full build shows `vta run`'s progress bar
+/// on a terminal (the board build has no CLI).
 fn run_samples(
     model: &Model,
     dev: &mut dyn Device,
@@ -755,33 +755,23 @@ fn run_samples(
     file: &str,
     keep_going: &mut dyn FnMut() -> bool,
 ) -> PyResult<Samples> {
-    vta::cmd::run::run_samples_until(model, dev, runs, check, file, keep_going).map_err(|e| {
-        let msg = vta::message(&e);
-        match e.downcast_ref::<SamplesError>() {
-            Some(s) => run_error(s, msg),
-            None => RunError::new_err(msg),
+    #[cfg(feature = "full")]
+    let name = dev.name().to_string();
+    #[cfg(feature = "full")]
+    let mut observer =
+        vta::cmd::run::ProgressObserver::new(model, &name, runs.len(), check, keep_going);
+    #[cfg(not(feature = "full"))]
+    let mut observer = {
+        struct Stop<'a>(&'a mut dyn FnMut() -> bool);
+        impl vta_runtime::samples::SampleObserver for Stop<'_> {
+            fn message(&mut self, _: &str) {}
+            fn step(&mut self) -> bool {
+                (self.0)()
+            }
         }
-    })
-}
-
-/// Runs the samples with the runtime's loop (there is no CLI, and no progress bar).
-#[cfg(not(feature = "full"))]
-fn run_samples(
-    model: &Model,
-    dev: &mut dyn Device,
-    runs: &[Vec<Tensor>],
-    check: bool,
-    file: &str,
-    keep_going: &mut dyn FnMut() -> bool,
-) -> PyResult<Samples> {
-    struct Stop<'a>(&'a mut dyn FnMut() -> bool);
-    impl vta_runtime::samples::SampleObserver for Stop<'_> {
-        fn message(&mut self, _: &str) {}
-        fn step(&mut self) -> bool {
-            (self.0)()
-        }
-    }
-    vta_runtime::samples::run_samples(model, dev, runs, check, file, &mut Stop(keep_going))
+        Stop(keep_going)
+    };
+    vta_runtime::samples::run_samples(model, dev, runs, check, file, &mut observer)
         .map_err(|e| run_error(&e, chain(&e)))
 }
 

@@ -131,3 +131,14 @@ def test_merge_names_a_missing_shard(tmp_path):
     with pytest.raises(vta.DseError, match=r"\(shard 1/2\)"):
         vta.dse.sweep("digits", {"bus": [64, 128], "clock": [100, 150]}, part="xc7z010",
                       cache_dir=tmp_path, merge=2)
+
+
+def test_sweep_on_ray_without_ray_says_how_to_get_it():
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("Ray is installed here (tests/test_ray.py covers sweep_on_ray)")
+    with pytest.raises(vta.DseError, match="pip install ray"):
+        vta.dse.sweep_on_ray("digits", {"bus": [64]})

@@ -46,3 +46,8 @@ def test_a_float_model_is_refused_with_the_reason(tmp_path):
     r = compare(ROOT / "compiler" / "tests" / "data" / "tiny_cnn.onnx", x)
     assert r.returncode != 0
     assert "vta compile" in r.stderr or "no tensor of the compiled model" in r.stderr
+
+
+def test_a_missing_file_is_named():
+    r = compare(ORTQ / "missing.onnx", ORTQ / "inputs.npy")
+    assert r.returncode == 2 and "missing.onnx: no such file" in r.stderr

@@ -172,7 +172,11 @@ def sweep_on_ray(
         DseError: a shard failed on every try (its error is named), or the merge found
             results missing.
     """
-    import ray  # optional dependency
+    try:
+        import ray  # optional dependency
+    except ImportError as e:
+        raise DseError("sweep_on_ray needs Ray: pip install ray (or run the shards with "
+                       "sweep(..., shard=\"I/N\") and merge with sweep(..., merge=N))") from e
 
     for name in ("jobs", "shard", "merge"):
         if name in options:

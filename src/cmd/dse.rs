@@ -424,20 +424,9 @@ pub fn run(a: DseArgs) -> Result<String> {
     }
     let missing = a.merge.map(|n| missing_shards(&x, &full, n as usize));
 
-    std::fs::create_dir_all(&out_dir)
-        .with_context(|| format!("cannot create {}", out_dir.display()))?;
-    let write = |name: &str, text: String| -> Result<PathBuf> {
-        let path = out_dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(path)
-    };
-    let doc = dse::report::json(&x);
-    let csv = write("results.csv", dse::report::csv(&x))?;
-    let json = write("results.json", format!("{doc:#}\n"))?;
-    let svg = out_dir.join("pareto.svg");
-    dse::plot::write(&x, &svg)?;
+    let [csv, json, svg] = dse::report::write_files(&x, &out_dir)?;
     if a.json {
-        return Ok(super::json::text(&doc));
+        return Ok(super::json::text(&dse::report::json(&x)));
     }
     let mut text = dse::report::summary(&x);
     text.push_str(&format!(

@@ -197,46 +197,9 @@ pub fn run_samples(
     check: bool,
     file: &str,
 ) -> Result<Samples> {
-    run_samples_until(model, dev, runs, check, file, &mut || true)
-}
-
-/// The progress bar of a run on samples, and when to stop.
-struct Observer<'a> {
-    progress: super::progress::Progress,
-    keep_going: &'a mut dyn FnMut() -> bool,
-}
-
-impl vta_runtime::samples::SampleObserver for Observer<'_> {
-    fn message(&mut self, text: &str) {
-        self.progress.message(text);
-    }
-    fn step(&mut self) -> bool {
-        self.progress.inc();
-        (self.keep_going)()
-    }
-}
-
-/// [`run_samples`] that asks `keep_going` after every step and stops with the runtime's
-/// `Interrupted` error when it says no (the Python package's runs, on Ctrl-C); the run loop
-/// is the runtime's ([`vta_runtime::samples`]), with a progress bar on a terminal.
-pub fn run_samples_until(
-    model: &Model,
-    dev: &mut dyn Device,
-    runs: &[Vec<Tensor>],
-    check: bool,
-    file: &str,
-    keep_going: &mut dyn FnMut() -> bool,
-) -> Result<Samples> {
-    let steps = model.plan.steps.len() as u64;
-    let passes = if check { 2 } else { 1 };
-    let progress = super::progress::Progress::bar(
-        &format!("{} on {}", model.source, dev.name()),
-        runs.len() as u64 * steps * passes,
-    );
-    let mut observer = Observer {
-        progress,
-        keep_going,
-    };
+    let name = dev.name().to_string();
+    let mut keep_going = || true;
+    let mut observer = ProgressObserver::new(model, &name, runs.len(), check, &mut keep_going);
     Ok(vta_runtime::samples::run_samples(
         model,
         dev,
@@ -245,6 +208,45 @@ pub fn run_samples_until(
         file,
         &mut observer,
     )?)
+}
+
+/// The progress bar of a run on samples (on a terminal), and when to stop: what `vta run`
+/// and the Python package's runs observe the runtime's loop ([`vta_runtime::samples`]) with.
+pub struct ProgressObserver<'a> {
+    progress: super::progress::Progress,
+    keep_going: &'a mut dyn FnMut() -> bool,
+}
+
+impl<'a> ProgressObserver<'a> {
+    /// For `runs` samples of `model` on `device`, checked or not; `keep_going` is asked after
+    /// every step, and `false` stops the run with the runtime's `Interrupted` error.
+    pub fn new(
+        model: &Model,
+        device: &str,
+        runs: usize,
+        check: bool,
+        keep_going: &'a mut dyn FnMut() -> bool,
+    ) -> Self {
+        let passes = if check { 2 } else { 1 };
+        let progress = super::progress::Progress::bar(
+            &format!("{} on {device}", model.source),
+            runs as u64 * model.plan.steps.len() as u64 * passes,
+        );
+        ProgressObserver {
+            progress,
+            keep_going,
+        }
+    }
+}
+
+impl vta_runtime::samples::SampleObserver for ProgressObserver<'_> {
+    fn message(&mut self, text: &str) {
+        self.progress.message(text);
+    }
+    fn step(&mut self) -> bool {
+        self.progress.inc();
+        (self.keep_going)()
+    }
 }
 
 pub fn run(a: RunArgs) -> Result<String> {

@@ -343,7 +343,10 @@ fn profile_model(a: &ModelArgs, output: &Path, runs: usize, board: &BoardArgs) -
     }
     let file = &a.model;
     let (model, samples) = read_model(a)?;
-    let x = samples.into_iter().next().context("inputs: no inference in them")?;
+    let x = samples
+        .into_iter()
+        .next()
+        .context("inputs: no inference in them")?;
     let opts = board.options(Duration::from_secs_f64(a.timeout))?;
     // The serial run on the board is the reference every profiling run must reproduce.
     let want = {

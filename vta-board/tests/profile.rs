@@ -61,12 +61,18 @@ fn the_profile_times_every_cpu_step_and_reads_back() {
         &emu,
     );
     assert!(ok, "{log}");
-    assert!(log.contains(&format!("profiled {cpu_steps} CPU step(s)")), "{log}");
+    assert!(
+        log.contains(&format!("profiled {cpu_steps} CPU step(s)")),
+        "{log}"
+    );
 
     let text = std::fs::read_to_string(&out).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(doc["format"], profile::FORMAT);
-    assert!(doc["measured_on"].as_str().unwrap().starts_with("vta-board on "));
+    assert!(doc["measured_on"]
+        .as_str()
+        .unwrap()
+        .starts_with("vta-board on "));
     let steps = doc["steps"].as_array().unwrap();
     assert_eq!(steps.len(), cpu_steps, "{text}");
     for s in steps {
@@ -89,7 +95,9 @@ fn bad_profile_requests_are_refused_with_the_reason() {
     let digits = root().join("compiler/tests/data/digits_test.npy");
     let digits = digits.to_str().unwrap();
     let (ok, e) = vta_board(
-        &["profile", model, "-i", digits, "-o", "p.json", "--runs", "0"],
+        &[
+            "profile", model, "-i", digits, "-o", "p.json", "--runs", "0",
+        ],
         &emu,
     );
     assert!(!ok && e.contains("--runs must be at least 1"), "{e}");

@@ -21,8 +21,8 @@
 //! timeout and return [`ExecError::Timeout`] when it passes.
 
 pub mod device;
-pub mod sched;
 pub mod profile;
+pub mod sched;
 pub mod sim;
 pub mod trace;
 
