@@ -63,6 +63,7 @@ pub mod dma;
 pub mod exec;
 pub mod fetch;
 pub mod load;
+pub mod multicore;
 pub mod regs;
 pub mod report;
 mod seq;

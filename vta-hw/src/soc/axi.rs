@@ -19,9 +19,9 @@ enum Width {
 
 /// One AXI4 signal: its name after the prefix (`araddr`), width, and whether the master
 /// drives it.
-struct Signal(&'static str, Width, bool);
+pub(crate) struct Signal(pub(crate) &'static str, Width, pub(crate) bool);
 
-const SIGNALS: [Signal; 25] = [
+pub(crate) const SIGNALS: [Signal; 25] = [
     Signal("araddr", Width::Bits(32), true),
     Signal("arlen", Width::Bits(8), true),
     Signal("arsize", Width::Bits(3), true),
@@ -50,7 +50,7 @@ const SIGNALS: [Signal; 25] = [
 ];
 
 impl Signal {
-    fn width(&self, data_bits: u32) -> u32 {
+    pub(crate) fn width(&self, data_bits: u32) -> u32 {
         match self.1 {
             Width::Bits(w) => w,
             Width::Data => data_bits,

@@ -60,7 +60,7 @@
 //! or a Tang Nano 20K (92 KiB), and it holds the digits demo (about 8 KiB). Simulation uses
 //! more.
 
-mod axi;
+pub(crate) mod axi;
 mod bridge;
 mod memory;
 

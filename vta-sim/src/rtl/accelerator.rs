@@ -20,8 +20,8 @@ use vta_hw::regs;
 struct LitePorts([PortId; 17]);
 
 impl LitePorts {
-    fn new(m: &Model) -> LitePorts {
-        let l = |s: &str| m.port(&format!("s_axi_control_{s}"));
+    fn new(m: &Model, prefix: &str) -> LitePorts {
+        let l = |s: &str| m.port(&format!("{prefix}{s}"));
         LitePorts([
             l("awvalid"),
             l("awready"),
@@ -59,6 +59,145 @@ enum Lite {
         addr: u32,
         ar: bool,
     },
+}
+
+/// The host's end of one AXI4-Lite control port: one transaction at a time, driven and
+/// sampled once per clock cycle by whoever owns the model (an [`Accelerator`], or the
+/// multi-core harness with one per core).
+pub(crate) struct LiteMaster {
+    ports: LitePorts,
+    state: Lite,
+    result: Option<u32>,
+    /// AWVALID, WVALID, ARVALID as last driven (`None` after a reset), so that idle cycles
+    /// write none of the port's inputs.
+    valids: Option<(bool, bool, bool)>,
+}
+
+impl LiteMaster {
+    /// The port whose signals are named `<prefix><signal>` (e.g. `s_axi_control_awaddr`).
+    pub(crate) fn new(m: &Model, prefix: &str) -> LiteMaster {
+        LiteMaster {
+            ports: LitePorts::new(m, prefix),
+            state: Lite::Idle,
+            result: None,
+            valids: None,
+        }
+    }
+
+    /// Forgets any transaction and sets the inputs that never change (the host always ready,
+    /// full strobes); call after the model's reset.
+    pub(crate) fn reset(&mut self, m: &mut Model) {
+        self.state = Lite::Idle;
+        self.result = None;
+        self.valids = None;
+        let l = &self.ports.0;
+        m.set(l[8], 1); // bready
+        m.set(l[14], 1); // rready
+        m.set(l[6], 0xf); // wstrb
+    }
+
+    /// No transaction in progress.
+    pub(crate) fn idle(&self) -> bool {
+        self.state == Lite::Idle
+    }
+
+    /// Starts a write of `value` to register `offset`.
+    pub(crate) fn begin_write(&mut self, offset: u32, value: u32) {
+        self.begin(Lite::Write {
+            addr: offset,
+            data: value,
+            aw: false,
+            w: false,
+        });
+    }
+
+    /// Starts a read of register `offset`.
+    pub(crate) fn begin_read(&mut self, offset: u32) {
+        self.begin(Lite::Read {
+            addr: offset,
+            ar: false,
+        });
+    }
+
+    fn begin(&mut self, t: Lite) {
+        assert_eq!(self.state, Lite::Idle, "one AXI-Lite transaction at a time");
+        self.state = t;
+        self.result = None;
+    }
+
+    /// The completed transaction's value (a read's data, 0 for a write), once.
+    pub(crate) fn take_result(&mut self) -> Option<u32> {
+        self.result.take()
+    }
+
+    /// Abandons the transaction in progress; returns what it was, for messages.
+    fn abandon(&mut self) -> String {
+        let what = match self.state {
+            Lite::Write { addr, data, .. } => {
+                format!("a write of {data:#x} to register {addr:#x}")
+            }
+            Lite::Read { addr, .. } => format!("a read of register {addr:#x}"),
+            Lite::Idle => "an idle port".into(),
+        };
+        self.state = Lite::Idle;
+        what
+    }
+
+    /// Drives the cycle's outputs; returns the valids offered, for [`LiteMaster::sample`].
+    pub(crate) fn drive(&mut self, m: &mut Model) -> (bool, bool, bool) {
+        let l = &self.ports.0;
+        let (mut awv, mut wv, mut arv) = (false, false, false);
+        match self.state {
+            Lite::Write { addr, data, aw, w } => {
+                awv = !aw;
+                wv = !w;
+                m.set(l[2], addr as u64);
+                m.set(l[5], data as u64);
+            }
+            Lite::Read { addr, ar } => {
+                arv = !ar;
+                m.set(l[12], addr as u64);
+            }
+            Lite::Idle => {}
+        }
+        if self.valids != Some((awv, wv, arv)) {
+            m.set(l[0], awv as u64);
+            m.set(l[3], wv as u64);
+            m.set(l[10], arv as u64);
+            self.valids = Some((awv, wv, arv));
+        }
+        (awv, wv, arv)
+    }
+
+    /// Completes the handshakes of the cycle whose valids were `offered`.
+    pub(crate) fn sample(&mut self, m: &Model, offered: (bool, bool, bool)) {
+        let l = &self.ports.0;
+        let (awv, wv, arv) = offered;
+        match &mut self.state {
+            Lite::Write { aw, w, .. } => {
+                if awv && m.get_bool(l[1]) {
+                    *aw = true;
+                }
+                if wv && m.get_bool(l[4]) {
+                    *w = true;
+                }
+                if m.get_bool(l[7]) {
+                    self.state = Lite::Idle;
+                    self.result = Some(0);
+                }
+            }
+            Lite::Read { ar, .. } => {
+                if arv && m.get_bool(l[11]) {
+                    *ar = true;
+                }
+                if m.get_bool(l[13]) {
+                    self.result = Some(m.get(l[15]) as u32);
+                    self.state = Lite::Idle;
+                }
+            }
+            Lite::Idle => {}
+        }
+    }
 }
 
 /// What the harness found wrong with the accelerator in a run: its AXI traffic, its error
@@ -165,12 +304,7 @@ pub struct Accelerator<M: Monitor> {
     model: Model,
     mem: AxiMemory,
     axi: AxiPorts,
-    lite_ports: LitePorts,
-    lite: Lite,
-    lite_result: Option<u32>,
-    /// AWVALID, WVALID, ARVALID as last driven (`None` after a reset), so that idle cycles
-    /// write none of the control port's inputs.
-    lite_valids: Option<(bool, bool, bool)>,
+    lite: LiteMaster,
     cycle: u64,
     monitor: M,
 }
@@ -185,15 +319,12 @@ impl<M: Monitor> Accelerator<M> {
             "the memory's bus width must be the config's AXI_DATA_WIDTH"
         );
         let axi = AxiPorts::new(&model, "m_axi_");
-        let lite_ports = LitePorts::new(&model);
+        let lite = LiteMaster::new(&model, "s_axi_control_");
         let mut a = Accelerator {
             model,
             mem,
             axi,
-            lite_ports,
-            lite: Lite::Idle,
-            lite_result: None,
-            lite_valids: None,
+            lite,
             cycle: 0,
             monitor,
         };
@@ -213,33 +344,10 @@ impl<M: Monitor> Accelerator<M> {
 
     /// Holds reset for 4 cycles with every input idle; in-flight bursts are dropped.
     pub fn reset(&mut self) {
-        for id in self.input_ports() {
-            let w = self.model.info(id).width;
-            if w <= 64 {
-                self.model.set(id, 0);
-            } else {
-                self.model.set_wide(id, &[]);
-            }
-        }
-        self.lite = Lite::Idle;
-        self.lite_valids = None;
+        idle_inputs(&mut self.model);
         self.model.reset(4);
         self.mem.reset(&mut self.model, &self.axi);
-        // Inputs that never change: the host always ready, full strobes.
-        let (l, m) = (&self.lite_ports.0, &mut self.model);
-        m.set(l[8], 1); // bready
-        m.set(l[14], 1); // rready
-        m.set(l[6], 0xf); // wstrb
-    }
-
-    fn input_ports(&self) -> Vec<PortId> {
-        (0..self.model.ports().len())
-            .map(PortId)
-            .filter(|&i| {
-                let p = self.model.info(i);
-                p.dir == hdl::Dir::Input && p.role == hdl::PortRole::Data
-            })
-            .collect()
+        self.lite.reset(&mut self.model);
     }
 
     /// The memory.
@@ -279,102 +387,36 @@ impl<M: Monitor> Accelerator<M> {
         let now = self.cycle;
         let (m, mem) = (&mut self.model, &mut self.mem);
         let offered = mem.drive(m, &self.axi, now);
-
-        // ---- drive the host's AXI-Lite outputs --------------------------------------------
-        let l = &self.lite_ports.0;
-        let (mut awv, mut wv, mut arv) = (false, false, false);
-        match self.lite {
-            Lite::Write { addr, data, aw, w } => {
-                awv = !aw;
-                wv = !w;
-                m.set(l[2], addr as u64);
-                m.set(l[5], data as u64);
-            }
-            Lite::Read { addr, ar } => {
-                arv = !ar;
-                m.set(l[12], addr as u64);
-            }
-            Lite::Idle => {}
-        }
-        if self.lite_valids != Some((awv, wv, arv)) {
-            m.set(l[0], awv as u64);
-            m.set(l[3], wv as u64);
-            m.set(l[10], arv as u64);
-            self.lite_valids = Some((awv, wv, arv));
-        }
-
-        // ---- sample and complete handshakes ------------------------------------------------
+        let lite_offered = self.lite.drive(m);
         mem.sample(m, &self.axi, offered);
-
-        // AXI-Lite.
-        match &mut self.lite {
-            Lite::Write { aw, w, .. } => {
-                if awv && m.get_bool(l[1]) {
-                    *aw = true;
-                }
-                if wv && m.get_bool(l[4]) {
-                    *w = true;
-                }
-                if m.get_bool(l[7]) {
-                    self.lite = Lite::Idle;
-                    self.lite_result = Some(0);
-                }
-            }
-            Lite::Read { ar, .. } => {
-                if arv && m.get_bool(l[11]) {
-                    *ar = true;
-                }
-                if m.get_bool(l[13]) {
-                    self.lite_result = Some(m.get(l[15]) as u32);
-                    self.lite = Lite::Idle;
-                }
-            }
-            Lite::Idle => {}
-        }
-
+        self.lite.sample(m, lite_offered);
         self.monitor.cycle(now, m, mem);
         m.tick();
         self.cycle += 1;
     }
 
-    fn lite_transaction(&mut self, t: Lite) -> Result<u32, AcceleratorError> {
-        assert_eq!(self.lite, Lite::Idle, "one AXI-Lite transaction at a time");
-        self.lite = t;
-        self.lite_result = None;
+    /// Runs the clock until the transaction begun on the control port completes.
+    fn lite_transaction(&mut self) -> Result<u32, AcceleratorError> {
         for _ in 0..LITE_TIMEOUT_CYCLES {
             self.cycle();
-            if let Some(v) = self.lite_result.take() {
+            if let Some(v) = self.lite.take_result() {
                 return Ok(v);
             }
         }
         // Abandon the transaction so the port can be used (and fail again) cleanly.
-        self.lite = Lite::Idle;
-        Err(AcceleratorError::ControlPort(match t {
-            Lite::Write { addr, data, .. } => {
-                format!("a write of {data:#x} to register {addr:#x}")
-            }
-            Lite::Read { addr, .. } => format!("a read of register {addr:#x}"),
-            Lite::Idle => "an idle port".into(),
-        }))
+        Err(AcceleratorError::ControlPort(self.lite.abandon()))
     }
 
     /// Writes a control register (one AXI-Lite write, all byte strobes).
     pub fn write_reg(&mut self, offset: u32, value: u32) -> Result<(), AcceleratorError> {
-        self.lite_transaction(Lite::Write {
-            addr: offset,
-            data: value,
-            aw: false,
-            w: false,
-        })
-        .map(|_| ())
+        self.lite.begin_write(offset, value);
+        self.lite_transaction().map(|_| ())
     }
 
     /// Reads a control register.
     pub fn read_reg(&mut self, offset: u32) -> Result<u32, AcceleratorError> {
-        self.lite_transaction(Lite::Read {
-            addr: offset,
-            ar: false,
-        })
+        self.lite.begin_read(offset);
+        self.lite_transaction()
     }
 
     /// Reads every register of the map.
@@ -439,6 +481,24 @@ impl<M: Monitor> Accelerator<M> {
             cycles: self.cycle - t0,
             registers: done.registers,
         })
+    }
+}
+
+/// Sets every data input of `m` to zero, as before a reset.
+pub(crate) fn idle_inputs(m: &mut Model) {
+    let inputs: Vec<PortId> = (0..m.ports().len())
+        .map(PortId)
+        .filter(|&i| {
+            let p = m.info(i);
+            p.dir == hdl::Dir::Input && p.role == hdl::PortRole::Data
+        })
+        .collect();
+    for id in inputs {
+        if m.info(id).width <= 64 {
+            m.set(id, 0);
+        } else {
+            m.set_wide(id, &[]);
+        }
     }
 }
 

@@ -22,6 +22,7 @@
 pub mod accelerator;
 mod device;
 pub mod model;
+pub mod multicore;
 pub mod trace;
 mod watch;
 
@@ -401,74 +402,17 @@ impl RtlSim {
     /// allocator (`vta_sim::rtl::RtlDevice` does this through the device HAL).
     pub fn load_program(&mut self, p: &isa::Program) -> Result<(u64, u32), RtlError> {
         let base = self.memory().base();
-        let region = p.dram_size();
-        let insns = p.relocated(base).map_err(RtlError::Program)?;
-        let stream = self
-            .codec
-            .encode_stream(&insns)
-            .map_err(|e| RtlError::Program(e.to_string()))?;
-        let insn_addr = base + region.next_multiple_of(4096);
-        if insn_addr + stream.len() as u64 > base + self.memory().size() as u64 {
-            return Err(RtlError::Program(format!(
-                "the program needs {} bytes; the simulated memory has {}",
-                insn_addr + stream.len() as u64 - base,
-                self.memory().size()
-            )));
-        }
-        let mem = self.memory_mut();
-        mem.write(base, &vec![0; region as usize]);
-        for seg in &p.segments {
-            if let Some(data) = &seg.init {
-                mem.write(base + seg.offset, data);
-            }
-        }
-        mem.write(insn_addr, &stream);
-        Ok((insn_addr, insns.len() as u32))
+        place_program(self.acc.memory_mut(), &self.codec, p, base)
     }
 
     /// The output segments of a program placed by [`RtlSim::load_program`].
     pub fn read_outputs(&self, p: &isa::Program) -> Vec<(String, Vec<u8>)> {
-        let base = self.memory().base();
-        p.segments
-            .iter()
-            .filter(|s| s.role.output)
-            .map(|s| {
-                let mut data = vec![0; s.size() as usize];
-                self.memory().read(base + s.offset, &mut data);
-                (s.name.clone(), data)
-            })
-            .collect()
+        read_outputs(self.memory(), p, self.memory().base())
     }
 
     /// Reads and decodes the instruction stream (the driver refuses what it cannot decode).
     fn read_stream(&self, insn_addr: u64, insn_count: u32) -> Result<Vec<Insn>, RtlError> {
-        let mem = self.acc.memory();
-        if !insn_addr.is_multiple_of(INSN_BYTES as u64) || insn_addr > u32::MAX as u64 {
-            return Err(RtlError::Program(format!(
-                "instruction address {insn_addr:#x} is not a {INSN_BYTES}-byte aligned 32-bit \
-                 address"
-            )));
-        }
-        let len = insn_count as u64 * INSN_BYTES as u64;
-        let end = mem.base() + mem.size() as u64;
-        if insn_addr < mem.base() || insn_addr + len > end {
-            return Err(RtlError::Program(format!(
-                "{insn_count} instructions at {insn_addr:#x} are outside the simulated memory \
-                 [{:#x}, {end:#x})",
-                mem.base()
-            )));
-        }
-        let mut bytes = vec![0u8; len as usize];
-        mem.read(insn_addr, &mut bytes);
-        bytes
-            .chunks_exact(INSN_BYTES)
-            .enumerate()
-            .map(|(i, c)| {
-                self.codec
-                    .decode(c.try_into().expect("an instruction's bytes"))
-                    .map_err(|e| RtlError::Program(format!("instruction {i}: {e}")))
-            })
-            .collect()
+        read_stream(self.acc.memory(), &self.codec, insn_addr, insn_count)
     }
 
     fn run_sequence(
@@ -488,6 +432,86 @@ impl RtlSim {
         };
         regs::run(&mut host, insn_addr, insn_count)
     }
+}
+
+/// Places `p` in `mem` with its DRAM region at `base` (its initial data, zeros elsewhere)
+/// and the relocated instructions after it; returns (instruction address, count).
+fn place_program(
+    mem: &mut AxiMemory,
+    codec: &Codec,
+    p: &isa::Program,
+    base: u64,
+) -> Result<(u64, u32), RtlError> {
+    let region = p.dram_size();
+    let insns = p.relocated(base).map_err(RtlError::Program)?;
+    let stream = codec
+        .encode_stream(&insns)
+        .map_err(|e| RtlError::Program(e.to_string()))?;
+    let insn_addr = base + region.next_multiple_of(4096);
+    let end = mem.base() + mem.size() as u64;
+    if base < mem.base() || insn_addr + stream.len() as u64 > end {
+        return Err(RtlError::Program(format!(
+            "the program needs {} bytes from {base:#x}; the simulated memory is [{:#x}, {end:#x})",
+            insn_addr + stream.len() as u64 - base,
+            mem.base()
+        )));
+    }
+    mem.write(base, &vec![0; region as usize]);
+    for seg in &p.segments {
+        if let Some(data) = &seg.init {
+            mem.write(base + seg.offset, data);
+        }
+    }
+    mem.write(insn_addr, &stream);
+    Ok((insn_addr, insns.len() as u32))
+}
+
+/// The output segments of a program placed at `base` by [`place_program`].
+fn read_outputs(mem: &AxiMemory, p: &isa::Program, base: u64) -> Vec<(String, Vec<u8>)> {
+    p.segments
+        .iter()
+        .filter(|s| s.role.output)
+        .map(|s| {
+            let mut data = vec![0; s.size() as usize];
+            mem.read(base + s.offset, &mut data);
+            (s.name.clone(), data)
+        })
+        .collect()
+}
+
+/// Reads and decodes `insn_count` instructions at `insn_addr` of `mem`.
+fn read_stream(
+    mem: &AxiMemory,
+    codec: &Codec,
+    insn_addr: u64,
+    insn_count: u32,
+) -> Result<Vec<Insn>, RtlError> {
+    if !insn_addr.is_multiple_of(INSN_BYTES as u64) || insn_addr > u32::MAX as u64 {
+        return Err(RtlError::Program(format!(
+            "instruction address {insn_addr:#x} is not a {INSN_BYTES}-byte aligned 32-bit \
+             address"
+        )));
+    }
+    let len = insn_count as u64 * INSN_BYTES as u64;
+    let end = mem.base() + mem.size() as u64;
+    if insn_addr < mem.base() || insn_addr + len > end {
+        return Err(RtlError::Program(format!(
+            "{insn_count} instructions at {insn_addr:#x} are outside the simulated memory \
+             [{:#x}, {end:#x})",
+            mem.base()
+        )));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    mem.read(insn_addr, &mut bytes);
+    bytes
+        .chunks_exact(INSN_BYTES)
+        .enumerate()
+        .map(|(i, c)| {
+            codec
+                .decode(c.try_into().expect("an instruction's bytes"))
+                .map_err(|e| RtlError::Program(format!("instruction {i}: {e}")))
+        })
+        .collect()
 }
 
 /// Cycles the simulated host waits after a read of CONTROL that did not show DONE, as a

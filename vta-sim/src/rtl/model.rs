@@ -1,7 +1,8 @@
-//! Getting a Verilator model of `vta_top` for a config: the default config's model compiled
-//! into this crate by `build.rs`, or any config's built on demand (generate, verilate,
-//! compile, load) and cached on disk by `hdl` under a hash of its sources. Within a process
-//! each model is built or loaded once; every simulator gets a fresh instance of it.
+//! Getting a Verilator model of `vta_top` (or of the multi-core design) for a config: the
+//! default config's model compiled into this crate by `build.rs`, or any config's built on
+//! demand (generate, verilate, compile, load) and cached on disk by `hdl` under a hash of
+//! its sources. Within a process each model is built or loaded once; every simulator gets a
+//! fresh instance of it.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -123,7 +124,7 @@ struct Prototype {
     origin: ModelOrigin,
 }
 
-type Protos = HashMap<(String, bool), Arc<Prototype>>;
+type Protos = HashMap<(String, u32, bool), Arc<Prototype>>;
 
 fn protos() -> &'static Mutex<Protos> {
     static P: std::sync::OnceLock<Mutex<Protos>> = std::sync::OnceLock::new();
@@ -141,7 +142,19 @@ pub fn instance(
     cache_dir: &Path,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Model, ModelOrigin), RtlError> {
-    let key = (cfg.to_json(), traced);
+    instance_of(cfg, 1, traced, cache_dir, progress)
+}
+
+/// A fresh instance of the model of `cfg`'s design with `cores` cores: `vta_top` for one
+/// (as [`instance`]), `vta_hw::multicore`'s `vta_multicore_<cores>` for more (never linked).
+pub fn instance_of(
+    cfg: &HwConfig,
+    cores: u32,
+    traced: bool,
+    cache_dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Model, ModelOrigin), RtlError> {
+    let key = (cfg.to_json(), cores, traced);
     // One build at a time in this process (a build uses every CPU anyway); other processes
     // are kept apart by hdl's file locks.
     let mut map = protos().lock().unwrap_or_else(|e| e.into_inner());
@@ -149,15 +162,20 @@ pub fn instance(
         let m = p.model.lock().unwrap_or_else(|e| e.into_inner());
         return Ok((m.new_instance(), p.origin.clone()));
     }
-    let g = vta_hw::generate(cfg)?;
+    let g = if cores == 1 {
+        vta_hw::generate(cfg)?
+    } else {
+        vta_hw::multicore::generate(cfg, cores)?
+    };
     // `Accelerator::cycle` samples the outputs without evaluating the cycle's inputs.
     if !g.design.top().outputs_registered() {
         return Err(RtlError::Harness(format!(
-            "an output of vta_top for {cfg} depends combinationally on an input, and the \
-             harness samples the outputs before it evaluates the inputs; please report it"
+            "an output of {} for {cfg} depends combinationally on an input, and the \
+             harness samples the outputs before it evaluates the inputs; please report it",
+            g.design.top().name()
         )));
     }
-    let linked = if traced {
+    let linked = if traced || cores != 1 {
         None
     } else {
         from_linked(cfg, &g.design)
