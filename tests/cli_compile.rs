@@ -667,6 +667,61 @@ fn demo_compiles_runs_checks_and_reports_accuracy() {
     insta::assert_snapshot!("help_demo", ok(vta(&["demo", "--help"])));
 }
 
+/// `vta run --devices rtl-cores:2`: the two cores of one RTL simulation of a two-core design
+/// (one memory behind an AXI interconnect) as the pool's devices, bit-identical to the serial
+/// run, with the RTL options applying to them.
+#[test]
+fn run_on_the_two_cores_of_one_rtl_simulation_matches_serial() {
+    let dir = scratch("pool_cores");
+    ok(vta_in(
+        &dir,
+        &[
+            "compile",
+            &data("tiny_cnn.onnx"),
+            "--calibrate",
+            &data("digits_calib.npy"),
+            "-o",
+            "tiny.vtab",
+        ],
+    ));
+    let x = data("digits_test.npy");
+    for policy in ["pipeline", "dynamic"] {
+        let text = ok(vta_in(
+            &dir,
+            &[
+                "run",
+                "tiny.vtab",
+                "-i",
+                &x,
+                "--schedule",
+                policy,
+                "--devices",
+                "rtl-cores:2",
+                "--in-flight",
+                "4",
+                "--mem-latency",
+                "40",
+                "--check",
+            ],
+        ));
+        assert!(
+            text.contains(
+                "check: the outputs of all 100 sample(s) are bit-identical to the serial run's"
+            ),
+            "{policy}: {text}"
+        );
+        assert!(
+            text.contains("dev0 rtl-cores:2#0") && text.contains("dev1 rtl-cores:2#1"),
+            "{text}"
+        );
+    }
+    let e = fails(vta_in(
+        &dir,
+        &["run", "tiny.vtab", "-i", &x, "--devices", "rtl-cores:1"],
+    ));
+    assert!(e.contains("the core count must be 2 to 8"), "{e}");
+}
+
 /// `vta run` on a pool: two fsim devices and two CPU workers, every policy, several samples in
 /// flight, outputs bit-identical to the serial run (`--check`), a timeline, the per-worker
 /// figures in `--json`; `vta bench schedule`; and the errors of bad pool options.

@@ -2,9 +2,10 @@
 //! `vta bench schedule`): the options, the `--devices` list, the run and its report
 //! (throughput, latency, per-worker utilization, overlap, queue wait, the timeline).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -14,6 +15,8 @@ use serde_json::json;
 use vta_runtime::exec::{DeviceSpec, ExecOptions, Executor, Policy, Timeline, WorkerStats};
 use vta_runtime::model::Model;
 use vta_runtime::Tensor;
+
+use vta_sim::rtl::multicore::MultiCoreDevice;
 
 use super::sim::{Backend, RtlArgs};
 
@@ -29,7 +32,9 @@ pub struct PoolArgs {
     #[arg(long, value_name = "POLICY")]
     pub schedule: Option<Policy>,
     /// The pool's accelerators, comma-separated backends (each as --backend), e.g.
-    /// fsim,fsim or rtl,fsim or remote://a:9091,remote://b:9091 [default: --backend once]
+    /// fsim,fsim or rtl,fsim or remote://a:9091,remote://b:9091; rtl-cores:N is N devices:
+    /// the cores of one RTL simulation of an N-core design sharing one memory through an AXI
+    /// interconnect [default: --backend once]
     #[arg(long, value_name = "LIST")]
     pub devices: Option<String>,
     /// CPU worker threads of the pool [default: 2]
@@ -57,46 +62,112 @@ impl PoolArgs {
 
 /// The accepted forms, for errors.
 const DEVICES_FORMS: &str = "a comma-separated list of backends, each fsim, rtl, \
-    remote://HOST[:PORT], serial://PORT[?baud=N] or soc-sim (e.g. fsim,fsim or rtl,fsim)";
+    remote://HOST[:PORT], serial://PORT[?baud=N] or soc-sim, or rtl-cores:N for the N cores \
+    of one multi-core RTL simulation (e.g. fsim,fsim or rtl,fsim or rtl-cores:2)";
+
+/// One device of a `--devices` list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolDevice {
+    /// A backend, opened on its worker's thread.
+    Backend(Backend),
+    /// Core `core` of the `cores`-core RTL simulation that item `item` of the list
+    /// (`rtl-cores:N`) asks for; the cores of one item share it.
+    RtlCore { item: usize, cores: u32, core: u32 },
+}
+
+impl PoolDevice {
+    /// Whether it runs on the cycle-accurate simulator (the RTL options apply to it).
+    pub fn is_rtl(&self) -> bool {
+        matches!(
+            self,
+            PoolDevice::Backend(Backend::Rtl) | PoolDevice::RtlCore { .. }
+        )
+    }
+}
 
 /// Parses a `--devices` list.
-pub fn parse_devices(spec: &str) -> Result<Vec<Backend>, String> {
+pub fn parse_devices(spec: &str) -> Result<Vec<PoolDevice>, String> {
     if spec.trim().is_empty() {
         return Err(format!("--devices is empty: expected {DEVICES_FORMS}"));
     }
-    spec.split(',')
-        .enumerate()
-        .map(|(i, item)| {
-            let item = item.trim();
-            if item.is_empty() {
-                return Err(format!(
-                    "--devices '{spec}': device {} is empty; expected {DEVICES_FORMS}",
-                    i + 1
-                ));
-            }
-            item.parse::<Backend>().map_err(|e| {
-                format!(
-                    "--devices '{spec}': device {} '{item}': {e}; --devices takes {DEVICES_FORMS}",
-                    i + 1
-                )
-            })
-        })
-        .collect()
+    let mut devices = vec![];
+    for (i, item) in spec.split(',').enumerate() {
+        let item = item.trim();
+        let bad = |e: &str| {
+            format!(
+                "--devices '{spec}': device {} '{item}': {e}; --devices takes {DEVICES_FORMS}",
+                i + 1
+            )
+        };
+        if item.is_empty() {
+            return Err(format!(
+                "--devices '{spec}': device {} is empty; expected {DEVICES_FORMS}",
+                i + 1
+            ));
+        }
+        if let Some(n) = item.strip_prefix("rtl-cores:") {
+            let max = vta_hw::multicore::MAX_CORES;
+            let cores = n
+                .parse::<u32>()
+                .ok()
+                .filter(|c| (2..=max).contains(c))
+                .ok_or_else(|| bad(&format!("the core count must be 2 to {max}")))?;
+            devices.extend((0..cores).map(|core| PoolDevice::RtlCore {
+                item: i,
+                cores,
+                core,
+            }));
+        } else {
+            devices.push(PoolDevice::Backend(
+                item.parse::<Backend>().map_err(|e| bad(&e))?,
+            ));
+        }
+    }
+    Ok(devices)
 }
 
-/// A device spec that opens `backend` on the worker thread.
-fn spec(backend: &Backend, cfg: &isa::HwConfig, rtl: &RtlArgs) -> DeviceSpec {
-    let (b, cfg, rtl) = (backend.clone(), cfg.clone(), rtl.clone());
-    let name = match backend {
-        Backend::Fsim => "fsim".to_string(),
-        Backend::Rtl => "rtl".to_string(),
-        Backend::Remote(a) => format!("remote://{a}"),
-        Backend::Serial { port, .. } => format!("serial://{port}"),
-        Backend::SocSim => "soc-sim".to_string(),
-    };
-    DeviceSpec::new(name, move || {
-        super::run::device(&b, &cfg, &rtl, false).map_err(|e| format!("{e:#}"))
-    })
+/// The cores of one `rtl-cores:N` item, opened by the first of its workers to start.
+type CoreGroup = Arc<Mutex<Option<Vec<Option<MultiCoreDevice>>>>>;
+
+/// A device spec that opens `device` on the worker thread (`groups`: the multi-core
+/// simulations by list item).
+fn spec(
+    device: &PoolDevice,
+    cfg: &isa::HwConfig,
+    rtl: &RtlArgs,
+    groups: &mut HashMap<usize, CoreGroup>,
+) -> DeviceSpec {
+    let (cfg, rtl) = (cfg.clone(), rtl.clone());
+    match device {
+        PoolDevice::Backend(b) => {
+            let b = b.clone();
+            let name = match &b {
+                Backend::Fsim => "fsim".to_string(),
+                Backend::Rtl => "rtl".to_string(),
+                Backend::Remote(a) => format!("remote://{a}"),
+                Backend::Serial { port, .. } => format!("serial://{port}"),
+                Backend::SocSim => "soc-sim".to_string(),
+            };
+            DeviceSpec::new(name, move || {
+                super::run::device(&b, &cfg, &rtl, false).map_err(|e| format!("{e:#}"))
+            })
+        }
+        &PoolDevice::RtlCore { item, cores, core } => {
+            let group = groups.entry(item).or_default().clone();
+            DeviceSpec::new(format!("rtl-cores:{cores}#{core}"), move || {
+                let mut g = group
+                    .lock()
+                    .map_err(|_| "another core's worker failed while opening".to_string())?;
+                if g.is_none() {
+                    let devs = rtl.cores(&cfg, cores).map_err(|e| format!("{e:#}"))?;
+                    *g = Some(devs.into_iter().map(Some).collect());
+                }
+                let dev = g.as_mut().and_then(|d| d[core as usize].take());
+                dev.map(|d| Box::new(d) as Box<dyn Device>)
+                    .ok_or_else(|| format!("core {core} of rtl-cores:{cores} was opened twice"))
+            })
+        }
+    }
 }
 
 /// What a pool run gave.
@@ -191,9 +262,9 @@ pub fn executor(
     rtl: &RtlArgs,
     policy: Policy,
 ) -> Result<Executor> {
-    let backends = match &a.devices {
+    let devices = match &a.devices {
         Some(s) => parse_devices(s).map_err(|e| anyhow!(e))?,
-        None => vec![backend.clone()],
+        None => vec![PoolDevice::Backend(backend.clone())],
     };
     let cfg = &model.config;
     let opts = ExecOptions {
@@ -202,7 +273,11 @@ pub fn executor(
         in_flight: a.in_flight.unwrap_or(1),
         trace: true,
     };
-    let specs = backends.iter().map(|b| spec(b, cfg, rtl)).collect();
+    let mut groups = HashMap::new();
+    let specs = devices
+        .iter()
+        .map(|d| spec(d, cfg, rtl, &mut groups))
+        .collect();
     Ok(Executor::new(model.clone(), specs, opts)?)
 }
 
@@ -316,14 +391,28 @@ mod tests {
 
     #[test]
     fn device_lists_parse_and_bad_ones_say_what_is_accepted() {
+        let b = PoolDevice::Backend;
         assert_eq!(
             parse_devices("fsim,fsim").unwrap(),
-            vec![Backend::Fsim, Backend::Fsim]
+            vec![b(Backend::Fsim), b(Backend::Fsim)]
         );
         assert_eq!(
             parse_devices("rtl, fsim").unwrap(),
-            vec![Backend::Rtl, Backend::Fsim]
+            vec![b(Backend::Rtl), b(Backend::Fsim)]
         );
+        let core = |item, core| PoolDevice::RtlCore {
+            item,
+            cores: 2,
+            core,
+        };
+        assert_eq!(
+            parse_devices("fsim,rtl-cores:2").unwrap(),
+            vec![b(Backend::Fsim), core(1, 0), core(1, 1)]
+        );
+        for bad in ["rtl-cores:1", "rtl-cores:9", "rtl-cores:two"] {
+            let e = parse_devices(bad).unwrap_err();
+            assert!(e.contains("the core count must be 2 to 8"), "{e}");
+        }
         let e = parse_devices("fsim,,fsim").unwrap_err();
         assert!(
             e.contains("device 2 is empty") && e.contains("e.g. fsim,fsim"),

@@ -256,7 +256,7 @@ pub fn run(a: RunArgs) -> Result<String> {
         .devices
         .as_deref()
         .and_then(|s| super::pool::parse_devices(s).ok())
-        .is_some_and(|d| d.contains(&Backend::Rtl));
+        .is_some_and(|d| d.iter().any(|d| d.is_rtl()));
     a.rtl.refuse_unless_rtl(
         if rtl_in_pool {
             &Backend::Rtl

@@ -9,6 +9,7 @@ use drivers::remote::{RemoteDevice, RemoteOptions};
 use drivers::{run_program, Device, RunTimeout};
 use isa::asm::{parse_program, AsmContext};
 use isa::{container, npy, DType, HwConfig, Program};
+use vta_sim::rtl::multicore::{self, MultiCoreDevice};
 use vta_sim::rtl::RtlDevice;
 use vta_sim::rtl::{MemFaults, MemTiming, RtlOptions, RunLimits};
 use vta_sim::FsimDevice;
@@ -211,33 +212,60 @@ impl RtlArgs {
         }
     }
 
-    /// An RTL device for `cfg`: the model compiled into vta (the default config), loaded
-    /// from the cache, or built now (progress on stderr). `vcd`: a model built for tracing.
-    pub fn device(&self, cfg: &HwConfig, vcd: bool) -> Result<RtlDevice> {
-        let opts = RtlOptions {
+    /// The simulator options these flags give for `cfg` (`vcd`: a model built for tracing).
+    pub fn options(&self, cfg: &HwConfig, vcd: bool) -> Result<RtlOptions> {
+        Ok(RtlOptions {
             timing: self.timing(cfg)?,
             faults: self.faults()?,
             vcd,
             ..RtlOptions::default()
-        };
-        let mut dev = rtl_device(cfg, &opts)?;
-        dev.limits.hang_cycles = self.hang_cycles.unwrap_or(RunLimits::DEFAULT_HANG_CYCLES);
+        })
+    }
+
+    /// The hang bound these flags give.
+    pub fn hang_cycles(&self) -> u64 {
+        self.hang_cycles.unwrap_or(RunLimits::DEFAULT_HANG_CYCLES)
+    }
+
+    /// An RTL device for `cfg`: the model compiled into vta (the default config), loaded
+    /// from the cache, or built now (progress on stderr). `vcd`: a model built for tracing.
+    pub fn device(&self, cfg: &HwConfig, vcd: bool) -> Result<RtlDevice> {
+        let mut dev = rtl_device(cfg, &self.options(cfg, vcd)?)?;
+        dev.limits.hang_cycles = self.hang_cycles();
         Ok(dev)
+    }
+
+    /// The `cores` cores of one multi-core RTL simulation of `cfg` (`--devices
+    /// rtl-cores:N`), the model built on first use with progress on stderr.
+    pub fn cores(&self, cfg: &HwConfig, cores: u32) -> Result<Vec<MultiCoreDevice>> {
+        let opts = self.options(cfg, false)?;
+        let what = format!("{cores} cores of {}", cfg.config_string());
+        let mut devs = with_build_progress(&what, &opts, |progress| {
+            multicore::open_cores(cfg, cores, &opts, progress)
+        })
+        .with_context(|| format!("cannot simulate {what} on the RTL backend"))?;
+        for d in &mut devs {
+            d.limits.hang_cycles = self.hang_cycles();
+        }
+        Ok(devs)
     }
 }
 
-/// An RTL device for `cfg` with `opts`: the model compiled into vta (the default config),
-/// loaded from the cache, or built now, with the build's stages on stderr.
-pub fn rtl_device(cfg: &HwConfig, opts: &RtlOptions) -> Result<RtlDevice> {
-    let name = cfg.config_string();
+/// Runs `open` with a progress callback that reports a model build's stages on stderr (a
+/// cached or linked model says nothing).
+fn with_build_progress<T>(
+    what: &str,
+    opts: &RtlOptions,
+    open: impl FnOnce(&mut dyn FnMut(&str)) -> T,
+) -> T {
     let cache = opts.cache_dir();
     let start = std::time::Instant::now();
     let mut building = false;
-    let dev = RtlDevice::with_options(cfg, opts, &mut |stage| {
+    let out = open(&mut |stage| {
         if stage.starts_with("verilating") {
             building = true;
             eprintln!(
-                "rtl: building the Verilator model of {name}{} (first use; cached in {})",
+                "rtl: building the Verilator model of {what}{} (first use; cached in {})",
                 if opts.vcd { " with VCD tracing" } else { "" },
                 cache.display()
             );
@@ -245,12 +273,21 @@ pub fn rtl_device(cfg: &HwConfig, opts: &RtlOptions) -> Result<RtlDevice> {
         if building {
             eprintln!("rtl:   {stage} (+{:.1} s)", start.elapsed().as_secs_f64());
         }
-    })
-    .with_context(|| format!("cannot simulate {name} on the RTL backend"))?;
+    });
     if building {
         eprintln!("rtl: model ready in {:.1} s", start.elapsed().as_secs_f64());
     }
-    Ok(dev)
+    out
+}
+
+/// An RTL device for `cfg` with `opts`: the model compiled into vta (the default config),
+/// loaded from the cache, or built now, with the build's stages on stderr.
+pub fn rtl_device(cfg: &HwConfig, opts: &RtlOptions) -> Result<RtlDevice> {
+    let name = cfg.config_string();
+    with_build_progress(&name, opts, |progress| {
+        RtlDevice::with_options(cfg, opts, progress)
+    })
+    .with_context(|| format!("cannot simulate {name} on the RTL backend"))
 }
 
 #[derive(Args)]
