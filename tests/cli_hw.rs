@@ -47,6 +47,28 @@ fn verilog_for_a_config_nobody_built_before() {
     );
 }
 
+/// `vta hw verilog --cores 2`: the two-core design, its control ports named per core; a
+/// count outside 2..=8 is refused saying the range.
+#[test]
+fn verilog_of_two_cores_sharing_one_memory() {
+    let dir = scratch("hw_verilog_cores");
+    let text = ok(vta_in(
+        &dir,
+        &[
+            "hw", "verilog", "--config", "small", "--cores", "2", "-o", "out",
+        ],
+    ));
+    assert!(text.contains("top vta_multicore_2"), "{text}");
+    let v = std::fs::read_to_string(dir.join("out/vta_multicore_2.v")).unwrap();
+    assert!(v.contains("module vta_multicore_2"));
+    assert!(v.contains("s_axi_control1_awaddr") && v.contains("vta_axi_interconnect_n2"));
+    let e = fails(vta_in(
+        &dir,
+        &["hw", "verilog", "--cores", "9", "-o", "out"],
+    ));
+    assert!(e.contains("a multi-core design has 2 to 8"), "{e}");
+}
+
 #[test]
 fn invalid_config_gets_the_validation_error() {
     let dir = scratch("hw_bad");

@@ -154,6 +154,10 @@ pub struct RtlBenchArgs {
     /// --network: input height and width
     #[arg(long, value_name = "N", default_value_t = 224, requires = "network")]
     size: usize,
+    /// Simulate the design with N cores on one memory (2 to 8): the blocked GEMM on one core
+    /// alone, then on every core at once, and the throughput of all over one
+    #[arg(long, value_name = "N", conflicts_with = "network")]
+    cores: Option<u32>,
     /// Print the figures as JSON
     #[arg(long)]
     json: bool,
@@ -246,6 +250,24 @@ pub fn run(c: BenchCmd) -> Result<String> {
             b.batch = a.batch.unwrap_or(b.batch);
             b.channels = a.channels.unwrap_or(b.channels);
             b.block = a.block.unwrap_or(b.block);
+            if let Some(cores) = a.cores {
+                let f = a.rtl.with_build_progress(&cfg, cores, |progress| {
+                    vta_sim::bench::rtl::rtl_cores(&cfg, &b, cores, progress)
+                })?;
+                if a.json {
+                    return Ok(super::json::text(&serde_json::json!({
+                        "bench": "rtl",
+                        "config": f.config,
+                        "cores": f.cores,
+                        "gemm_uops_per_core": f.gemm_uops,
+                        "alone_cycles": f.alone,
+                        "together_cycles": f.together,
+                        "makespan_cycles": f.makespan,
+                        "speedup": f.speedup(),
+                    })));
+                }
+                return Ok(format!("{f}\n"));
+            }
             let start = std::time::Instant::now();
             let mut building = false;
             let figures = vta_sim::bench::rtl::rtl(&cfg, &b, &mut |stage| {

@@ -9,7 +9,8 @@ use clap::{Args, Subcommand};
 
 #[derive(Subcommand)]
 pub enum HwCmd {
-    /// Write the accelerator's Verilog (DIR/vta_top.v; with --soc the SoC's, DIR/vta_soc.v),
+    /// Write the accelerator's Verilog (DIR/vta_top.v; with --soc the SoC's, DIR/vta_soc.v;
+    /// with --cores N the N-core design, DIR/vta_multicore_N.v),
     /// its control register map (DIR/regs.json) and its port manifest (DIR/ports.json)
     Verilog(VerilogArgs),
     /// Synthesize the accelerator with yosys and report LUT, FF, DSP and BRAM use against
@@ -34,6 +35,11 @@ pub struct VerilogArgs {
         visible_alias = "out"
     )]
     out: PathBuf,
+    /// Write the design with N cores (2 to 8) sharing one AXI4 master port through an
+    /// in-order interconnect (DIR/vta_multicore_N.v; core k's control port is
+    /// s_axi_control<k>_*), the one the RTL simulator runs for --devices rtl-cores:N
+    #[arg(long, value_name = "N", conflicts_with = "soc")]
+    cores: Option<u32>,
     #[command(flatten)]
     soc: super::soc::SocArgs,
 }
@@ -82,16 +88,25 @@ fn verilog(a: VerilogArgs) -> Result<String> {
         let cfg = super::load_config(a.config.as_deref())?;
         return super::soc::write_verilog(&cfg, &a.soc, &a.out);
     }
-    let g = generate(a.config.as_deref())?;
+    let (g, top) = match a.cores {
+        Some(n) => {
+            let cfg = super::load_config(a.config.as_deref())?;
+            (
+                vta_hw::multicore::generate(&cfg, n)?,
+                format!("vta_multicore_{n}"),
+            )
+        }
+        None => (generate(a.config.as_deref())?, "vta_top".to_string()),
+    };
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
-    let v = write(&a.out, "vta_top.v", &g.verilog)?;
+    let v = write(&a.out, &format!("{top}.v"), &g.verilog)?;
     let r = write(&a.out, "regs.json", &g.regs_json)?;
     let p = write(&a.out, "ports.json", &g.ports_json)?;
     let modules = g.design.definitions().len();
     Ok(format!(
         "{} (isa hash {:016x}), AXI {} bits\n\
-         wrote {} ({} lines, {modules} modules, top vta_top)\n\
+         wrote {} ({} lines, {modules} modules, top {top})\n\
          wrote {} ({} control registers)\n\
          wrote {}\n",
         g.config.config_string(),

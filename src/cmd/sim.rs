@@ -239,15 +239,27 @@ impl RtlArgs {
     /// rtl-cores:N`), the model built on first use with progress on stderr.
     pub fn cores(&self, cfg: &HwConfig, cores: u32) -> Result<Vec<MultiCoreDevice>> {
         let opts = self.options(cfg, false)?;
-        let what = format!("{cores} cores of {}", cfg.config_string());
-        let mut devs = with_build_progress(&what, &opts, |progress| {
+        let mut devs = self.with_build_progress(cfg, cores, |progress| {
             multicore::open_cores(cfg, cores, &opts, progress)
-        })
-        .with_context(|| format!("cannot simulate {what} on the RTL backend"))?;
+        })?;
         for d in &mut devs {
             d.limits.hang_cycles = self.hang_cycles();
         }
         Ok(devs)
+    }
+
+    /// Runs `open`, which builds or loads the model of `cores` cores of `cfg`, reporting a
+    /// build's stages on stderr.
+    pub fn with_build_progress<T, E: std::error::Error + Send + Sync + 'static>(
+        &self,
+        cfg: &HwConfig,
+        cores: u32,
+        open: impl FnOnce(&mut dyn FnMut(&str)) -> Result<T, E>,
+    ) -> Result<T> {
+        let opts = self.options(cfg, false)?;
+        let what = format!("{cores} cores of {}", cfg.config_string());
+        with_build_progress(&what, &opts, open)
+            .with_context(|| format!("cannot simulate {what} on the RTL backend"))
     }
 }
 

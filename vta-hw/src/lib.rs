@@ -82,6 +82,9 @@ pub enum GenerateError {
     /// The config is not valid (the message is `HwConfig::validate`'s).
     #[error("invalid config: {0}")]
     Config(String),
+    /// A multi-core design of a core count it cannot have.
+    #[error("{0}")]
+    Cores(String),
     /// A module failed the hdl crate's checks (a bug in the hardware description).
     #[error("the generated design is not well formed: {0}")]
     Design(#[from] hdl::DesignError),

@@ -51,7 +51,7 @@ pub fn check_cores(cores: u32) -> Result<(), GenerateError> {
     if (2..=MAX_CORES).contains(&cores) {
         Ok(())
     } else {
-        Err(GenerateError::Config(format!(
+        Err(GenerateError::Cores(format!(
             "{cores} cores: a multi-core design has 2 to {MAX_CORES} (one core is vta_top itself)"
         )))
     }

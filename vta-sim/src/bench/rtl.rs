@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use isa::HwConfig;
 
+use crate::rtl::multicore::MultiCoreSim;
 use crate::rtl::{MemTiming, ModelOrigin, RtlError, RtlOptions, RtlSim, RunLimits};
 use crate::Counters;
 
@@ -158,14 +159,9 @@ impl fmt::Display for RtlFigures {
     }
 }
 
-/// Runs the blocked GEMM with one and two virtual threads on a fresh simulator of `cfg`.
-pub fn rtl(
-    cfg: &HwConfig,
-    bench: &RtlBench,
-    progress: &mut dyn FnMut(&str),
-) -> Result<RtlFigures, RtlError> {
+/// Checks the blocked GEMM's sizes against `cfg`'s tile.
+fn check_sizes(cfg: &HwConfig, b: &RtlBench) -> Result<(), RtlError> {
     let tile = cfg.batch().max(cfg.block_in()).max(cfg.block_out());
-    let b = bench;
     if b.block == 0
         || !b.block.is_multiple_of(tile)
         || !b.batch.is_multiple_of(b.block)
@@ -178,6 +174,129 @@ pub fn rtl(
             b.block, b.batch, b.channels
         )));
     }
+    Ok(())
+}
+
+/// The blocked GEMM with two virtual threads on operands drawn from `seed`.
+fn gemm_program(cfg: &HwConfig, b: &RtlBench, seed: u64) -> Result<isa::Program, RtlError> {
+    let ops = GemmOperands::random(cfg, b.batch, b.channels, seed);
+    blocked_gemm(cfg, b.batch, b.channels, b.block, true, 2, ops)
+        .map_err(|e| RtlError::Program(e.to_string()))
+}
+
+/// The figures of [`rtl_cores`]: the blocked GEMM (two virtual threads) on one core of
+/// the multi-core design alone, then on every core at once.
+#[derive(Clone, Debug)]
+pub struct CoresFigures {
+    pub config: String,
+    pub cores: usize,
+    pub bench: RtlBench,
+    pub bus_bytes: u32,
+    /// GEMM micro-ops of one core's program.
+    pub gemm_uops: u64,
+    /// Core 0's cycles when it runs alone.
+    pub alone: u64,
+    /// Each core's cycles when they all run at once.
+    pub together: Vec<u64>,
+    /// Cycles from the first start to the last DONE when they all run at once.
+    pub makespan: u64,
+}
+
+impl CoresFigures {
+    /// GEMM micro-ops per cycle of all cores at once over one core alone.
+    pub fn speedup(&self) -> f64 {
+        (self.cores as f64 * self.alone as f64) / self.makespan.max(1) as f64
+    }
+}
+
+impl fmt::Display for CoresFigures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (b, t) = (&self.bench, &self.bench.timing);
+        writeln!(
+            f,
+            "RTL simulation (Verilator), {} cores of {} on one memory through the AXI interconnect",
+            self.cores, self.config
+        )?;
+        writeln!(
+            f,
+            "memory: {}-cycle read latency, {}-cycle write latency, {:.1} bytes/cycle",
+            t.read_latency,
+            t.write_latency,
+            self.bus_bytes as f64 / t.beat_interval as f64
+        )?;
+        writeln!(
+            f,
+            "blocked GEMM {}x{}x{} in blocks of {}, 2 virtual threads, {} GEMM micro-ops per core:",
+            b.batch, b.channels, b.channels, b.block, self.gemm_uops
+        )?;
+        writeln!(
+            f,
+            "  one core alone:  {:>8} cycles, {:.3} GEMM micro-ops/cycle",
+            self.alone,
+            self.gemm_uops as f64 / self.alone.max(1) as f64
+        )?;
+        for (k, c) in self.together.iter().enumerate() {
+            writeln!(f, "  core {k} with the others: {c:>8} cycles")?;
+        }
+        write!(
+            f,
+            "  all {} cores at once: {} cycles, {:.3} GEMM micro-ops/cycle in all: {:.2}x one core",
+            self.cores,
+            self.makespan,
+            (self.cores as u64 * self.gemm_uops) as f64 / self.makespan.max(1) as f64,
+            self.speedup()
+        )
+    }
+}
+
+/// Runs the blocked GEMM on core 0 of a `cores`-core simulation of `cfg` alone, then on
+/// every core at once (each on its own operands in its own region of the memory).
+pub fn rtl_cores(
+    cfg: &HwConfig,
+    bench: &RtlBench,
+    cores: u32,
+    progress: &mut dyn FnMut(&str),
+) -> Result<CoresFigures, RtlError> {
+    check_sizes(cfg, bench)?;
+    let opts = RtlOptions {
+        cache_dir: bench.cache_dir.clone(),
+        timing: bench.timing,
+        ..RtlOptions::default()
+    };
+    let mut sim = MultiCoreSim::new(cfg, cores, &opts, progress)?;
+    let region = opts.mem_size / u64::from(cores);
+    let mut jobs = vec![];
+    for k in 0..u64::from(cores) {
+        let p = gemm_program(cfg, bench, 7 + k)?;
+        jobs.push(sim.load_program(&p, opts.mem_base + k * region)?);
+    }
+    let limits = RunLimits::default();
+    let alone = sim.run_together(&jobs[..1], &limits)?.remove(0)?;
+    let t0 = sim.cycles();
+    let together = sim
+        .run_together(&jobs, &limits)?
+        .into_iter()
+        .map(|r| r.map(|r| r.cycles))
+        .collect::<Result<Vec<u64>, RtlError>>()?;
+    Ok(CoresFigures {
+        config: cfg.config_string(),
+        cores: cores as usize,
+        bench: bench.clone(),
+        bus_bytes: cfg.axi_data_width / 8,
+        gemm_uops: alone.counters.gemm_uops,
+        alone: alone.cycles,
+        together,
+        makespan: sim.cycles() - t0,
+    })
+}
+
+/// Runs the blocked GEMM with one and two virtual threads on a fresh simulator of `cfg`.
+pub fn rtl(
+    cfg: &HwConfig,
+    bench: &RtlBench,
+    progress: &mut dyn FnMut(&str),
+) -> Result<RtlFigures, RtlError> {
+    check_sizes(cfg, bench)?;
     let opts = RtlOptions {
         cache_dir: bench.cache_dir.clone(),
         timing: bench.timing,
@@ -218,4 +337,30 @@ pub fn rtl(
         bus_bytes: cfg.axi_data_width / 8,
         runs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two cores of the small config on one memory: each core's run is no faster with the
+    /// other busy, both together finish sooner than one after the other, and the memory's
+    /// bandwidth bounds them: the pair never does more than twice one core's work per cycle.
+    #[test]
+    fn two_cores_share_the_memory_and_beat_one_after_the_other() {
+        let cfg = HwConfig::preset("small").unwrap();
+        let bench = RtlBench {
+            batch: 32,
+            channels: 32,
+            block: 16,
+            ..RtlBench::for_config(&cfg)
+        };
+        let f = rtl_cores(&cfg, &bench, 2, &mut |_| {}).unwrap();
+        assert_eq!(f.together.len(), 2);
+        assert!(f.together.iter().all(|&c| c >= f.alone), "{f}");
+        assert!(f.makespan < 2 * f.alone, "{f}");
+        assert!(f.speedup() > 1.0 && f.speedup() <= 2.0, "{f}");
+        let text = f.to_string();
+        assert!(text.contains("all 2 cores at once"), "{text}");
+    }
 }
