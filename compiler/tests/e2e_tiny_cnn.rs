@@ -573,6 +573,51 @@ fn an_old_embedded_container_asks_to_recompile_the_model() {
     );
 }
 
+/// By default, below 8-bit weights, the first convolution and the last dense layer keep
+/// 8-bit weights (error-feedback rounding for the others): on a 2-bit core they run on the
+/// CPU, the report says why, and the network stays bit-exact and close to float.
+#[test]
+fn the_first_and_last_layers_keep_8bit_weights_by_default() {
+    let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
+    let bytes = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
+    let cfg = narrow(3, 1);
+    let c = Compiled::compile(
+        bytes,
+        "tiny_cnn.onnx",
+        &calib,
+        &cfg,
+        &FrontendOptions::default(),
+    )
+    .unwrap();
+    let report = c.compile_report();
+    assert!(
+        report.contains("w8 x i8 -> o8")
+            && report.contains("error-feedback rounding over")
+            && report.contains("unless --keep-ends-8bit false"),
+        "{report}"
+    );
+    let m = Model::from_bytes(&c.to_bytes().unwrap(), "tiny_cnn.vtab").unwrap();
+    let wide: Vec<i32> = m
+        .plan
+        .layers()
+        .filter_map(|l| match l {
+            Layer::Conv2d(conv) => conv.weight.iter().map(|&w| i32::from(w).abs()).max(),
+            Layer::Dense(d) => d.weight.iter().map(|&w| i32::from(w).abs()).max(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(wide.first(), Some(&127), "{wide:?}");
+    assert_eq!(wide.last(), Some(&127), "{wide:?}");
+    assert!(wide[1..wide.len() - 1].iter().all(|&w| w <= 1), "{wide:?}");
+    let labels = labels();
+    let right = run_checked(&m, 30)
+        .iter()
+        .zip(&labels)
+        .filter(|(p, &l)| argmax(p) == l)
+        .count();
+    assert!(right >= 25, "{right}/30");
+}
+
 /// The default config with other input and weight widths (`log` = log2 of the bits) and
 /// as many INP and WGT elements (scratchpads of fewer bytes).
 fn narrow(log_inp: u32, log_wgt: u32) -> isa::HwConfig {
@@ -588,7 +633,8 @@ fn narrow(log_inp: u32, log_wgt: u32) -> isa::HwConfig {
 /// layer run on the accelerator with weights (and activations) packed at those widths,
 /// bit-exact with the integer reference; layers reading activations through 8-bit ACC
 /// loads run on the CPU when activations are narrower. The weights of every accelerator
-/// layer fit the lanes, and so does every activation that crosses the host boundary.
+/// layer fit the lanes, and so does every activation that crosses the host boundary. (All
+/// layers narrow: `keep_ends_8bit` off.)
 #[test]
 fn low_bit_configs_run_convolutions_on_the_accelerator_bit_exact() {
     let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
@@ -596,14 +642,11 @@ fn low_bit_configs_run_convolutions_on_the_accelerator_bit_exact() {
     let labels = labels();
     for (log_inp, log_wgt, min_accel) in [(3, 2, 8), (3, 1, 8), (2, 2, 4), (1, 2, 4), (2, 1, 4)] {
         let cfg = narrow(log_inp, log_wgt);
-        let c = Compiled::compile(
-            bytes.clone(),
-            "tiny_cnn.onnx",
-            &calib,
-            &cfg,
-            &FrontendOptions::default(),
-        )
-        .unwrap();
+        let opts = FrontendOptions {
+            keep_ends_8bit: false,
+            ..FrontendOptions::default()
+        };
+        let c = Compiled::compile(bytes.clone(), "tiny_cnn.onnx", &calib, &cfg, &opts).unwrap();
         let report = c.compile_report();
         let m = Model::from_bytes(&c.to_bytes().unwrap(), "tiny_cnn.vtab").unwrap();
         let wmax = (1i32 << ((1 << log_wgt) - 1)) - 1;

@@ -93,7 +93,13 @@ impl Network {
         for a in &calibration {
             hash_input.extend(a.iter().flat_map(|x| x.to_le_bytes()));
         }
-        let opts = FrontendOptions::default();
+        // Every layer narrow: a design point must run the whole network on its accelerator,
+        // and a narrower core cannot run 8-bit first and last layers (no bit-sliced layers
+        // yet), so keeping them at 8 bits would take every narrow config off the front.
+        let opts = FrontendOptions {
+            keep_ends_8bit: false,
+            ..FrontendOptions::default()
+        };
         let imported = Imported::new(&onnx, &source, &calibration, &opts, &mut |_| {})?;
         Ok(Network {
             name: spec.name(),

@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use compiler::compile::{BackendOptions, Compiled, LayerReport};
-use compiler::frontend::{FrontendError, FrontendOptions, RequantFidelity, WeightClip};
+use compiler::frontend::{
+    FrontendError, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+};
 use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -98,14 +100,14 @@ fn layers_json(c: &Compiled) -> serde_json::Value {
 
 /// compile(onnx, source, config=None, calibration=[], bit_exact=False, launch_per_layer=False,
 /// depthwise_on_gemm=False, input_shapes={}, memory_budget=None, split_branches=False,
-/// weight_clip="auto") -> CompiledModel
+/// weight_clip="auto", weight_rounding="auto", keep_ends_8bit=True) -> CompiledModel
 ///
 /// Compiles ONNX bytes (`source` names the model in messages) for a config. The `vta`
 /// package's `vta.compile` takes paths and `onnx.ModelProto`s too.
 #[pyfunction]
 #[pyo3(signature = (onnx, source, config = None, calibration = Vec::new(), bit_exact = false,
     launch_per_layer = false, depthwise_on_gemm = false, input_shapes = None, memory_budget = None,
-    split_branches = false, weight_clip = "auto"))]
+    split_branches = false, weight_clip = "auto", weight_rounding = "auto", keep_ends_8bit = true))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compile(
     py: Python<'_>,
@@ -120,6 +122,8 @@ pub(crate) fn compile(
     memory_budget: Option<u64>,
     split_branches: bool,
     weight_clip: &str,
+    weight_rounding: &str,
+    keep_ends_8bit: bool,
 ) -> PyResult<PyCompiledModel> {
     let weight_clip = match weight_clip {
         "auto" => WeightClip::Auto,
@@ -128,6 +132,16 @@ pub(crate) fn compile(
         other => {
             return Err(PyValueError::new_err(format!(
                 "weight_clip must be \"auto\", \"max\" or \"min-error\", got {other:?}"
+            )))
+        }
+    };
+    let weight_rounding = match weight_rounding {
+        "auto" => WeightRounding::Auto,
+        "nearest" => WeightRounding::Nearest,
+        "error-feedback" | "error_feedback" => WeightRounding::ErrorFeedback,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "weight_rounding must be \"auto\", \"nearest\" or \"error-feedback\", got {other:?}"
             )))
         }
     };
@@ -150,6 +164,8 @@ pub(crate) fn compile(
         memory_budget: memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
         input_shapes: input_shapes.unwrap_or_default(),
         weight_clip,
+        weight_rounding,
+        keep_ends_8bit,
         ..Default::default()
     };
     let backend = BackendOptions {

@@ -135,6 +135,8 @@ def compile(
     memory_budget: Optional[int] = None,
     split_branches: bool = False,
     weight_clip: str = "auto",
+    weight_rounding: str = "auto",
+    keep_ends_8bit: bool = True,
     name: Optional[str] = None,
 ) -> CompiledModel:
     """Compiles an ONNX model for an accelerator config (``vta compile``).
@@ -156,6 +158,11 @@ def compile(
         weight_clip: how post-training quantization picks each output channel's weight
             range: ``"max"``, ``"min-error"`` or ``"auto"`` (min-error below 8-bit weights).
             The config's widths set the precision (``config="i4w4"``).
+        weight_rounding: how post-training quantization rounds weights: ``"nearest"``,
+            ``"error-feedback"`` (GPTQ-style, over the calibration inputs) or ``"auto"``
+            (error-feedback below 8-bit weights).
+        keep_ends_8bit: below 8-bit weights, keep the first and last layers' weights at 8
+            bits (a core with narrower lanes runs them on the CPU).
         name: the model's name in messages and reports (default: the file name).
 
     Returns:
@@ -183,6 +190,8 @@ def compile(
         memory_budget,
         split_branches,
         weight_clip,
+        weight_rounding,
+        keep_ends_8bit,
     )
 
 

@@ -26,7 +26,8 @@ pub enum BenchCmd {
     /// without one, of ResNet-18 compiled now into a temporary directory
     Run(RunBenchArgs),
     /// Accuracy per precision: the digits CNN quantized to each config's widths (e.g.
-    /// i8w4, i4w4) with each weight clipping, run on its test digits, checked bit-exactly
+    /// i8w4, i4w4) with each weight clipping and rounding, run on its test digits, checked
+    /// bit-exactly
     Precision(precision::PrecisionArgs),
     /// The remote runner under load: many clients at once against a `vta serve` of fsim on
     /// loopback, every run checked byte for byte against a local one; throughput, run time,

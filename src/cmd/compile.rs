@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use compiler::compile::{BackendOptions, Compiled};
-use compiler::frontend::{load_calibration_npy, FrontendOptions, RequantFidelity, WeightClip};
+use compiler::frontend::{
+    load_calibration_npy, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 #[derive(Args)]
@@ -60,6 +62,17 @@ pub struct CompileArgs {
     /// below 8-bit weights). The config's widths set the precision (`--config i4w4`)
     #[arg(long, value_enum, default_value = "auto", value_name = "HOW")]
     weight_clip: WeightClipArg,
+    /// How post-training quantization rounds weights: nearest (each weight to its nearest
+    /// level), error-feedback (GPTQ-style: each rounding's error compensated by the weights
+    /// not yet rounded, over the calibration inputs), auto (error-feedback below 8-bit
+    /// weights)
+    #[arg(long, value_enum, default_value = "auto", value_name = "HOW")]
+    weight_rounding: WeightRoundingArg,
+    /// Below 8-bit weights, keep the first and the last layer's weights at 8 bits (where a
+    /// network loses the most accuracy; a core with narrower weight lanes runs those two
+    /// layers on the CPU)
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    keep_ends_8bit: bool,
     /// Print the report as JSON (output file, op-support table, step counts, launches,
     /// compile times)
     #[arg(long)]
@@ -80,6 +93,24 @@ impl From<WeightClipArg> for WeightClip {
             WeightClipArg::Max => WeightClip::Max,
             WeightClipArg::MinError => WeightClip::MinError,
             WeightClipArg::Auto => WeightClip::Auto,
+        }
+    }
+}
+
+/// `--weight-rounding`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum WeightRoundingArg {
+    Nearest,
+    ErrorFeedback,
+    Auto,
+}
+
+impl From<WeightRoundingArg> for WeightRounding {
+    fn from(a: WeightRoundingArg) -> Self {
+        match a {
+            WeightRoundingArg::Nearest => WeightRounding::Nearest,
+            WeightRoundingArg::ErrorFeedback => WeightRounding::ErrorFeedback,
+            WeightRoundingArg::Auto => WeightRounding::Auto,
         }
     }
 }
@@ -129,6 +160,8 @@ pub fn run(a: CompileArgs) -> Result<String> {
             .map(|(n, d)| (n.unwrap_or_default(), d))
             .collect(),
         weight_clip: a.weight_clip.into(),
+        weight_rounding: a.weight_rounding.into(),
+        keep_ends_8bit: a.keep_ends_8bit,
         ..Default::default()
     };
     let source = a.model.display().to_string();

@@ -190,7 +190,8 @@ pub fn check_weights<'a>(
             reason: format!(
                 "its weights span [{min}, {max}] and the core's {bits}-bit weight lanes hold \
                  [{lo}, {hi}] (quantize the layer to {bits} bits: `vta compile` does so for \
-                 float models)"
+                 float models, except their first and last layers, which keep 8-bit weights \
+                 unless --keep-ends-8bit false)"
             ),
         });
     }

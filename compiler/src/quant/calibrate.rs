@@ -1,5 +1,6 @@
 //! Calibration: runs the float graph on sample inputs and records each float tensor's
-//! largest magnitude, from which post-training quantization takes per-tensor symmetric scales.
+//! largest magnitude, from which post-training quantization takes per-tensor symmetric scales
+//! (and keeps the samples, for rounding weights with error feedback).
 
 use ndarray::{ArrayD, Axis, IxDyn};
 
@@ -12,6 +13,9 @@ pub struct Stats {
     pub max_abs: Vec<f32>,
     /// Number of samples (model-batch-sized inputs) run.
     pub samples: usize,
+    /// The samples themselves, for rounding weights with error feedback over the layers'
+    /// inputs ([`super::gptq`]), which needs the float activations, not just their ranges.
+    pub inputs: Vec<ArrayD<f32>>,
 }
 
 impl Stats {
@@ -97,5 +101,6 @@ pub fn calibrate(g: &Graph, arrays: &[ArrayD<f32>]) -> Result<Stats, String> {
     Ok(Stats {
         max_abs,
         samples: samples.len(),
+        inputs: samples,
     })
 }

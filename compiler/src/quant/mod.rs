@@ -53,6 +53,7 @@
 //! semantics, and the support table says why. Nothing is approximated silently.
 
 pub mod calibrate;
+pub mod gptq;
 pub(crate) mod lower;
 pub mod requant;
 
@@ -104,6 +105,12 @@ pub struct FrontendOptions {
     pub input_shapes: Vec<(String, Vec<usize>)>,
     /// How post-training quantization chooses each output channel's weight range.
     pub weight_clip: WeightClip,
+    /// How post-training quantization rounds weights to their levels.
+    pub weight_rounding: WeightRounding,
+    /// Below 8-bit weights, post-training quantization keeps the first and the last layer's
+    /// weights at 8 bits (where a network loses the most accuracy); a core with narrower
+    /// lanes then runs those two layers on the CPU.
+    pub keep_ends_8bit: bool,
 }
 
 impl Default for FrontendOptions {
@@ -114,6 +121,8 @@ impl Default for FrontendOptions {
             memory_budget: vta_runtime::budget::DEFAULT_MEMORY_BUDGET,
             input_shapes: Vec::new(),
             weight_clip: WeightClip::default(),
+            weight_rounding: WeightRounding::default(),
+            keep_ends_8bit: true,
         }
     }
 }
@@ -128,6 +137,22 @@ pub enum WeightClip {
     /// below, clipping a few outliers buys finer steps for all the others.
     MinError,
     /// [`WeightClip::MinError`] below 8-bit weights, [`WeightClip::Max`] at 8 bits.
+    #[default]
+    Auto,
+}
+
+/// How post-training quantization rounds each weight to a level of its channel's scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightRounding {
+    /// To the nearest level, each weight on its own.
+    Nearest,
+    /// With error feedback over the calibration inputs ([`gptq`]): each rounding's error is
+    /// compensated by the weights not yet rounded, so the layer's outputs stay close.
+    /// Layers it does not reach (grouped or dilated convolutions, reductions wider than
+    /// [`gptq::MAX_COLUMNS`]) round to nearest, as the compile report says.
+    ErrorFeedback,
+    /// [`WeightRounding::ErrorFeedback`] below 8-bit weights, [`WeightRounding::Nearest`] at
+    /// 8 bits.
     #[default]
     Auto,
 }

@@ -1,11 +1,11 @@
 //! `vta bench precision`: the digits CNN post-training quantized to each config's widths and
 //! run on its 100 test digits, every layer checked bit-exactly against the integer reference:
-//! accuracy against the labels and agreement with the fp32 model, per precision and weight
-//! clipping (a benchmark of the quantizer, not a timed figure).
+//! accuracy against the labels and agreement with the fp32 model, per precision, weight
+//! clipping and rounding (a benchmark of the quantizer, not a timed figure).
 
 use anyhow::Result;
 use clap::Args;
-use compiler::frontend::{FrontendOptions, WeightClip};
+use compiler::frontend::{FrontendOptions, WeightClip, WeightRounding};
 
 use super::super::demo::{evaluate_digits, precision};
 use super::super::run::{device, Backend, RtlArgs, BACKEND_HELP};
@@ -33,7 +33,7 @@ pub struct PrecisionArgs {
 struct Row {
     config: String,
     precision: String,
-    clip: &'static str,
+    weights: &'static str,
     accel: usize,
     steps: usize,
     right: usize,
@@ -48,18 +48,45 @@ pub fn run(a: PrecisionArgs) -> Result<String> {
     let mut rows = Vec::new();
     for spec in &a.configs {
         let cfg = super::super::load_config(Some(spec))?;
-        // Clipping changes nothing a max range would not give at 8 bits.
-        let clips: &[(WeightClip, &str)] = if cfg.wgt_width() >= 8 {
-            &[(WeightClip::Max, "max")]
+        // Clipping and error feedback change nothing at 8 bits that round-to-nearest with a
+        // max range would not give.
+        // (clip, rounding, 8-bit first and last layers, name)
+        let methods: &[(WeightClip, WeightRounding, bool, &str)] = if cfg.wgt_width() >= 8 {
+            &[(WeightClip::Max, WeightRounding::Nearest, true, "max")]
         } else {
             &[
-                (WeightClip::Max, "max"),
-                (WeightClip::MinError, "min-error"),
+                (
+                    WeightClip::Max,
+                    WeightRounding::Nearest,
+                    false,
+                    "max, all layers narrow",
+                ),
+                (
+                    WeightClip::MinError,
+                    WeightRounding::ErrorFeedback,
+                    false,
+                    "min-error + error feedback, all layers narrow",
+                ),
+                (WeightClip::Max, WeightRounding::Nearest, true, "max"),
+                (
+                    WeightClip::MinError,
+                    WeightRounding::Nearest,
+                    true,
+                    "min-error",
+                ),
+                (
+                    WeightClip::MinError,
+                    WeightRounding::ErrorFeedback,
+                    true,
+                    "min-error + error feedback",
+                ),
             ]
         };
-        for &(clip, name) in clips {
+        for &(clip, rounding, keep_ends_8bit, name) in methods {
             let opts = FrontendOptions {
                 weight_clip: clip,
+                weight_rounding: rounding,
+                keep_ends_8bit,
                 ..Default::default()
             };
             let mut dev = device(&a.backend, &cfg, &a.rtl, true)?;
@@ -67,7 +94,7 @@ pub fn run(a: PrecisionArgs) -> Result<String> {
             rows.push(Row {
                 config: spec.clone(),
                 precision: precision(&cfg),
-                clip: name,
+                weights: name,
                 accel: e.model.counts().0,
                 steps: e.model.plan.steps.len(),
                 right: e.right,
@@ -85,7 +112,7 @@ pub fn run(a: PrecisionArgs) -> Result<String> {
                 serde_json::json!({
                     "config": r.config,
                     "precision": r.precision,
-                    "weight_clip": r.clip,
+                    "weights": r.weights,
                     "accelerator_steps": r.accel,
                     "steps": r.steps,
                     "correct": r.right,
@@ -109,7 +136,7 @@ pub fn run(a: PrecisionArgs) -> Result<String> {
             vec![
                 r.config.clone(),
                 r.precision.clone(),
-                r.clip.to_string(),
+                r.weights.to_string(),
                 format!("{}/{}", r.accel, r.steps),
                 format!("{}/{}", r.right, r.n),
                 format!("{}/{}", r.fp32_right, r.n),
@@ -121,7 +148,7 @@ pub fn run(a: PrecisionArgs) -> Result<String> {
     let head = [
         "config",
         "precision",
-        "weight clip",
+        "weights",
         "steps on accel",
         "accuracy",
         "fp32",

@@ -158,7 +158,7 @@ impl<'g> Lowerer<'g> {
         } else {
             let kw =
                 ArrayD::from_shape_vec(ndarray::IxDyn(&[ch, 1]), k).map_err(|e| e.to_string())?;
-            let (q, bias, requant, note) = self.ptq_weights(x, &kw, Some(&b), &out, false)?;
+            let (q, bias, requant, note) = self.ptq_weights(x, &kw, Some(&b), &out, false, None)?;
             (
                 q.into_iter().map(i32::from).collect(),
                 bias,
@@ -919,7 +919,7 @@ impl<'g> Lowerer<'g> {
                 )?),
             };
             let (q, bias, requant, note) =
-                self.ptq_weights(xi, &wflip, b.as_deref(), &out, false)?;
+                self.ptq_weights(xi, &wflip, b.as_deref(), &out, false, None)?;
             let weight = Array4::from_shape_vec((o, cg, kh, kw), q).map_err(|e| e.to_string())?;
             (
                 QConv2d {
@@ -992,7 +992,7 @@ impl<'g> Lowerer<'g> {
             )?
         } else {
             let wf = ArrayD::from_elem(ndarray::IxDyn(&[c, 1, kh, kw]), (1.0 / k) as f32);
-            let (q, bias, requant, note) = self.ptq_weights(x, &wf, None, &out, padded)?;
+            let (q, bias, requant, note) = self.ptq_weights(x, &wf, None, &out, padded, None)?;
             (
                 QConv2d {
                     name: name.clone(),

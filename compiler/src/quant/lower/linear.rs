@@ -58,7 +58,7 @@ impl<'g> Lowerer<'g> {
             let (out, target) = self.out_target(ix, conv.activation)?;
             let x = self.as_q8(xt)?;
             let (q, bias, requant, note) =
-                self.ptq_weights(x, &w, b.as_deref(), &out, geo.pad != [0; 4])?;
+                self.ptq_weights(x, &w, b.as_deref(), &out, geo.pad != [0; 4], Some(ix))?;
             let weight = Array4::from_shape_vec((ws[0], ws[1], ws[2], ws[3]), q)
                 .map_err(|e| e.to_string())?;
             let layer = QConv2d {
@@ -256,7 +256,8 @@ impl<'g> Lowerer<'g> {
             let (out, target) = self.out_target(ix, gemm.activation)?;
             let x = self.as_q8(at)?;
             let x = self.flatten_rows(&name, x);
-            let (q, bias, requant, note) = self.ptq_weights(x, &w, bias.as_deref(), &out, false)?;
+            let (q, bias, requant, note) =
+                self.ptq_weights(x, &w, bias.as_deref(), &out, false, Some(ix))?;
             let k = w.shape()[1];
             let layer = QDense {
                 name: name.clone(),

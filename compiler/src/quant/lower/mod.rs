@@ -22,7 +22,9 @@ use super::requant::{
     choose_requant, choose_requant_with_constants, constant_output, conv_acc_ranges, AccRange,
     ConstantChannel, MulRounding, RequantChoice,
 };
-use super::{config_blocker, is_quantized, FrontendOptions, RequantFidelity, WeightClip};
+use super::{
+    config_blocker, is_quantized, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+};
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
 use crate::graph::ops::binary::{BinKind, Binary};
@@ -165,6 +167,11 @@ struct Lowerer<'g> {
     ranges: HashMap<ValueId, (i32, i32)>,
     status: HashMap<String, Support>,
     claimed: HashSet<NodeIndex>,
+    /// The Hessians of the layers whose weights are rounded with error feedback.
+    hessians: super::gptq::Hessians,
+    /// The first and last weight layers, kept at 8-bit weights
+    /// ([`FrontendOptions::keep_ends_8bit`]).
+    ends: HashSet<NodeIndex>,
 }
 
 type R<T> = Result<T, String>;
@@ -574,13 +581,39 @@ pub(crate) fn lower(
     // A quantized model's tensors keep the int8 range its quantizer gave them; a core with
     // narrower lanes runs only the layers whose values fit (the back end checks).
     let ptq_bits = |bits: u32| if quantized_model { 8 } else { bits.min(8) };
+    let wgt_max = crate::backend::lane_range(ptq_bits(cfg.wgt_width())).1;
+    let feedback = match opts.weight_rounding {
+        WeightRounding::Nearest => false,
+        WeightRounding::ErrorFeedback => true,
+        WeightRounding::Auto => wgt_max < 127,
+    };
+    let hessians = match stats {
+        Some(s) if feedback && !quantized_model && blocker.is_none() => {
+            super::gptq::collect(g, &s.inputs).map_err(|message| FrontendError::Calibration {
+                file: g.source.clone(),
+                message,
+            })?
+        }
+        _ => super::gptq::Hessians::new(),
+    };
+    let ends = if opts.keep_ends_8bit && wgt_max < 127 && !quantized_model {
+        let layers = super::gptq::weight_layers(g);
+        layers
+            .first()
+            .into_iter()
+            .chain(layers.last())
+            .copied()
+            .collect()
+    } else {
+        HashSet::new()
+    };
     let mut lw = Lowerer {
         g,
         opts,
         stats: unified.as_ref(),
         blocker,
         act: crate::backend::lane_range(ptq_bits(cfg.inp_width())),
-        wgt_max: crate::backend::lane_range(ptq_bits(cfg.wgt_width())).1,
+        wgt_max,
         pow2_only: !cfg.alu_mul,
         quantized_model,
         plan: Plan {
@@ -595,6 +628,8 @@ pub(crate) fn lower(
         ranges: HashMap::new(),
         status: HashMap::new(),
         claimed: HashSet::new(),
+        hessians,
+        ends,
     };
     let other = |message: String| FrontendError::Other {
         file: g.source.clone(),

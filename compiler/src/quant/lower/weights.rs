@@ -464,7 +464,8 @@ impl<'g> Lowerer<'g> {
 
     /// Post-training quantization of float weights `w` ([O, ...]) and bias: per-channel
     /// symmetric int8 weights whose scales are widened so that the requantization multiplier
-    /// is exact. Returns (int8 weights, int32 bias, requant, note).
+    /// is exact, rounded with error feedback when `layer` (the graph node) has a Hessian.
+    /// Returns (int8 weights, int32 bias, requant, note).
     pub(super) fn ptq_weights(
         &self,
         x: QIn,
@@ -472,6 +473,7 @@ impl<'g> Lowerer<'g> {
         b: Option<&[f32]>,
         out: &QOut,
         pad_zero: bool,
+        layer: Option<NodeIndex>,
     ) -> R<(Vec<i8>, Vec<i32>, Requant, String)> {
         if x.zp != 0 {
             return Err("internal: post-training quantized inputs have zero point 0".into());
@@ -479,16 +481,18 @@ impl<'g> Lowerer<'g> {
         let o = w.shape()[0];
         let per = w.len() / o.max(1);
         let wv: Vec<f32> = w.iter().cloned().collect();
+        let end = layer.is_some_and(|ix| self.ends.contains(&ix));
+        let wgt_max = if end { 127 } else { self.wgt_max };
         let min_error = match self.opts.weight_clip {
             WeightClip::Max => false,
             WeightClip::MinError => true,
-            WeightClip::Auto => self.wgt_max < 127,
+            WeightClip::Auto => wgt_max < 127,
         };
         let sw: Vec<f64> = (0..o)
             .map(|c| {
                 let ws = &wv[c * per..(c + 1) * per];
                 let m = ws.iter().fold(0f32, |a, v| a.max(v.abs()));
-                let qmax = f64::from(self.wgt_max);
+                let qmax = f64::from(wgt_max);
                 let from_weights = if m > 0.0 && min_error {
                     min_error_scale(ws, f64::from(m), qmax)
                 } else if m > 0.0 {
@@ -504,17 +508,22 @@ impl<'g> Lowerer<'g> {
                 from_weights.max(bias / (x.scale * f64::from(1u32 << 30)))
             })
             .collect();
-        let qmax = f64::from(self.wgt_max);
-        let quant = |sw: &[f64]| -> (Vec<i32>, Vec<i64>) {
-            let q = (0..o * per)
+        let qmax = f64::from(wgt_max);
+        let nearest = |sw: &[f64]| -> Vec<i32> {
+            (0..o * per)
                 .map(|i| (f64::from(wv[i]) / sw[i / per]).round().clamp(-qmax, qmax) as i32)
-                .collect();
-            let bq = (0..o)
-                .map(|c| b.map_or(0, |b| (f64::from(b[c]) / (x.scale * sw[c])).round() as i64))
-                .collect();
-            (q, bq)
+                .collect()
         };
-        let (q0, b0) = quant(&sw);
+        let hessian = layer.and_then(|ix| self.hessians.get(&ix));
+        let rounded = |sw: &[f64]| -> Option<Vec<i32>> {
+            hessian.and_then(|h| super::super::gptq::round_rows(&wv, sw, qmax, h))
+        };
+        let bias_q = |sw: &[f64]| -> Vec<i64> {
+            (0..o)
+                .map(|c| b.map_or(0, |b| (f64::from(b[c]) / (x.scale * sw[c])).round() as i64))
+                .collect()
+        };
+        let (q0, b0) = (rounded(&sw).unwrap_or_else(|| nearest(&sw)), bias_q(&sw));
         // A bias beyond int32 at these scales (a tiny input scale, e.g. an input that was 0
         // throughout calibration) cannot be requantized on the accelerator.
         if let Some(&v) = b0.iter().find(|v| i32::try_from(**v).is_err()) {
@@ -538,7 +547,24 @@ impl<'g> Lowerer<'g> {
             .iter()
             .map(|me| me * out.scale / x.scale)
             .collect();
-        let (q, bq) = quant(&sw2);
+        let bq = bias_q(&sw2);
+        // Error feedback may move a weight further from zero than rounding to nearest at
+        // the first scale did; the requantization was chosen for the accumulators of `q0`,
+        // so the layer keeps its error-feedback weights only when theirs stay inside.
+        let (q, rounding) = match rounded(&sw2) {
+            Some(q) if within(&conv_acc_ranges(&q, o, &bq, lo, hi), &ranges) => (
+                q,
+                format!(
+                    ", error-feedback rounding over {} input rows",
+                    hessian.map_or(0, |h| h.rows)
+                ),
+            ),
+            Some(_) => (
+                nearest(&sw2),
+                ", rounded to nearest (error feedback would widen the accumulators)".into(),
+            ),
+            None => (nearest(&sw2), String::new()),
+        };
         let bias = bq
             .iter()
             .map(|&v| i32::try_from(v).map_err(|_| format!("bias {v} does not fit int32")))
@@ -548,15 +574,27 @@ impl<'g> Lowerer<'g> {
             .zip(&sw)
             .map(|(a, b)| a / b - 1.0)
             .fold(0.0, f64::max);
+        let widths = if end {
+            format!(
+                "{} with 8-bit weights (first or last layer)",
+                self.ptq_widths()
+            )
+        } else {
+            self.ptq_widths()
+        };
         let note = format!(
-            "post-training {} (per-channel weights widened <= {:.2}%, requant mul/2^{}, pre-shift loss <= {:.3} LSB)",
-            self.ptq_widths(),
+            "post-training {widths} (per-channel weights widened <= {:.2}%{rounding}, requant mul/2^{}, pre-shift loss <= {:.3} LSB)",
             widen * 100.0,
             u32::from(c.requant.pre_shift) + u32::from(c.requant.shift),
             c.trunc_error
         );
         Ok((q.iter().map(|&v| v as i8).collect(), bias, c.requant, note))
     }
+}
+
+/// Whether every channel's accumulator range `a` lies inside `b`'s.
+fn within(a: &[AccRange], b: &[AccRange]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.lo >= y.lo && x.hi <= y.hi)
 }
 
 /// The step of symmetric `[-qmax, qmax]` quantization of `ws` with the least squared error,
