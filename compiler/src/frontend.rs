@@ -18,7 +18,9 @@ use ndarray::ArrayD;
 
 use crate::graph::{passes, Graph, Plan, SupportTable};
 use crate::onnx::import::ImportError;
-pub use crate::quant::{FrontendOptions, RequantFidelity, WeightClip, WeightRounding};
+pub use crate::quant::{
+    ActivationClip, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+};
 
 /// Decodes an ONNX model from bytes (`source` names it in errors), imports it into the graph
 /// IR, refusing tensors beyond `memory_budget` bytes (see [`vta_runtime::budget`]), and

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use compiler::compile::{BackendOptions, Compiled, LayerReport};
 use compiler::frontend::{
-    FrontendError, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+    ActivationClip, FrontendError, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
 };
 use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -100,14 +100,16 @@ fn layers_json(c: &Compiled) -> serde_json::Value {
 
 /// compile(onnx, source, config=None, calibration=[], bit_exact=False, launch_per_layer=False,
 /// depthwise_on_gemm=False, input_shapes={}, memory_budget=None, split_branches=False,
-/// weight_clip="auto", weight_rounding="auto", keep_ends_8bit=True) -> CompiledModel
+/// weight_clip="auto", weight_rounding="auto", keep_ends_8bit=True, activation_clip="auto")
+/// -> CompiledModel
 ///
 /// Compiles ONNX bytes (`source` names the model in messages) for a config. The `vta`
 /// package's `vta.compile` takes paths and `onnx.ModelProto`s too.
 #[pyfunction]
 #[pyo3(signature = (onnx, source, config = None, calibration = Vec::new(), bit_exact = false,
     launch_per_layer = false, depthwise_on_gemm = false, input_shapes = None, memory_budget = None,
-    split_branches = false, weight_clip = "auto", weight_rounding = "auto", keep_ends_8bit = true))]
+    split_branches = false, weight_clip = "auto", weight_rounding = "auto", keep_ends_8bit = true,
+    activation_clip = "auto"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn compile(
     py: Python<'_>,
@@ -124,6 +126,7 @@ pub(crate) fn compile(
     weight_clip: &str,
     weight_rounding: &str,
     keep_ends_8bit: bool,
+    activation_clip: &str,
 ) -> PyResult<PyCompiledModel> {
     let weight_clip = match weight_clip {
         "auto" => WeightClip::Auto,
@@ -142,6 +145,16 @@ pub(crate) fn compile(
         other => {
             return Err(PyValueError::new_err(format!(
                 "weight_rounding must be \"auto\", \"nearest\" or \"error-feedback\", got {other:?}"
+            )))
+        }
+    };
+    let activation_clip = match activation_clip {
+        "auto" => ActivationClip::Auto,
+        "max" => ActivationClip::Max,
+        "min-error" | "min_error" => ActivationClip::MinError,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "activation_clip must be \"auto\", \"max\" or \"min-error\", got {other:?}"
             )))
         }
     };
@@ -166,6 +179,7 @@ pub(crate) fn compile(
         weight_clip,
         weight_rounding,
         keep_ends_8bit,
+        activation_clip,
         ..Default::default()
     };
     let backend = BackendOptions {

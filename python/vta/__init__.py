@@ -137,6 +137,7 @@ def compile(
     weight_clip: str = "auto",
     weight_rounding: str = "auto",
     keep_ends_8bit: bool = True,
+    activation_clip: str = "auto",
     name: Optional[str] = None,
 ) -> CompiledModel:
     """Compiles an ONNX model for an accelerator config (``vta compile``).
@@ -163,6 +164,8 @@ def compile(
             (error-feedback below 8-bit weights).
         keep_ends_8bit: below 8-bit weights, keep the first and last layers' weights at 8
             bits (a core with narrower lanes runs them on the CPU).
+        activation_clip: how post-training quantization picks each activation's range:
+            ``"max"``, ``"min-error"`` or ``"auto"`` (min-error below 8-bit activations).
         name: the model's name in messages and reports (default: the file name).
 
     Returns:
@@ -192,6 +195,7 @@ def compile(
         weight_clip,
         weight_rounding,
         keep_ends_8bit,
+        activation_clip,
     )
 
 

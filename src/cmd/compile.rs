@@ -8,7 +8,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use compiler::compile::{BackendOptions, Compiled};
 use compiler::frontend::{
-    load_calibration_npy, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+    load_calibration_npy, ActivationClip, FrontendOptions, RequantFidelity, WeightClip,
+    WeightRounding,
 };
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
@@ -73,13 +74,18 @@ pub struct CompileArgs {
     /// layers on the CPU)
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     keep_ends_8bit: bool,
+    /// How post-training quantization chooses each activation's range: max (the largest
+    /// magnitude over the calibration samples), min-error (the range with the least squared
+    /// quantization error over them), auto (min-error below 8-bit activations)
+    #[arg(long, value_enum, default_value = "auto", value_name = "HOW")]
+    activation_clip: WeightClipArg,
     /// Print the report as JSON (output file, op-support table, step counts, launches,
     /// compile times)
     #[arg(long)]
     json: bool,
 }
 
-/// `--weight-clip`.
+/// `--weight-clip` and `--activation-clip`.
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum WeightClipArg {
     Max,
@@ -93,6 +99,16 @@ impl From<WeightClipArg> for WeightClip {
             WeightClipArg::Max => WeightClip::Max,
             WeightClipArg::MinError => WeightClip::MinError,
             WeightClipArg::Auto => WeightClip::Auto,
+        }
+    }
+}
+
+impl From<WeightClipArg> for ActivationClip {
+    fn from(a: WeightClipArg) -> Self {
+        match a {
+            WeightClipArg::Max => ActivationClip::Max,
+            WeightClipArg::MinError => ActivationClip::MinError,
+            WeightClipArg::Auto => ActivationClip::Auto,
         }
     }
 }
@@ -162,6 +178,7 @@ pub fn run(a: CompileArgs) -> Result<String> {
         weight_clip: a.weight_clip.into(),
         weight_rounding: a.weight_rounding.into(),
         keep_ends_8bit: a.keep_ends_8bit,
+        activation_clip: a.activation_clip.into(),
         ..Default::default()
     };
     let source = a.model.display().to_string();

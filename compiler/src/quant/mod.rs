@@ -52,6 +52,7 @@
 //! so results differ from ONNX's by at most 1, and rarely), or bit-exactness. A layer that does not qualify runs on the CPU with ONNX's exact integer
 //! semantics, and the support table says why. Nothing is approximated silently.
 
+pub mod act_clip;
 pub mod calibrate;
 pub mod gptq;
 pub(crate) mod lower;
@@ -111,6 +112,8 @@ pub struct FrontendOptions {
     /// weights at 8 bits (where a network loses the most accuracy); a core with narrower
     /// lanes then runs those two layers on the CPU.
     pub keep_ends_8bit: bool,
+    /// How post-training quantization chooses each activation tensor's range.
+    pub activation_clip: ActivationClip,
 }
 
 impl Default for FrontendOptions {
@@ -123,6 +126,7 @@ impl Default for FrontendOptions {
             weight_clip: WeightClip::default(),
             weight_rounding: WeightRounding::default(),
             keep_ends_8bit: true,
+            activation_clip: ActivationClip::default(),
         }
     }
 }
@@ -153,6 +157,19 @@ pub enum WeightRounding {
     ErrorFeedback,
     /// [`WeightRounding::ErrorFeedback`] below 8-bit weights, [`WeightRounding::Nearest`] at
     /// 8 bits.
+    #[default]
+    Auto,
+}
+
+/// How post-training quantization chooses an activation tensor's range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ActivationClip {
+    /// The largest magnitude over the calibration samples.
+    Max,
+    /// The range with the least squared quantization error over the calibration values
+    /// ([`act_clip`]).
+    MinError,
+    /// [`ActivationClip::MinError`] below 8-bit activations, [`ActivationClip::Max`] at 8.
     #[default]
     Auto,
 }

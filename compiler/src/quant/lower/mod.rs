@@ -23,7 +23,8 @@ use super::requant::{
     ConstantChannel, MulRounding, RequantChoice,
 };
 use super::{
-    config_blocker, is_quantized, FrontendOptions, RequantFidelity, WeightClip, WeightRounding,
+    config_blocker, is_quantized, ActivationClip, FrontendOptions, RequantFidelity, WeightClip,
+    WeightRounding,
 };
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
@@ -576,8 +577,33 @@ pub(crate) fn lower(
     } else {
         config_blocker(cfg)
     };
-    let unified = stats.map(|s| unify_concat_ranges(g, s));
     let quantized_model = is_quantized(g);
+    let act = crate::backend::lane_range(if quantized_model {
+        8
+    } else {
+        cfg.inp_width().min(8)
+    });
+    let clip_acts = match opts.activation_clip {
+        ActivationClip::Max => false,
+        ActivationClip::MinError => true,
+        ActivationClip::Auto => act.1 < 127,
+    };
+    let clipped = match stats {
+        Some(s) if clip_acts && !quantized_model && blocker.is_none() => Some(Stats {
+            max_abs: super::act_clip::clip_ranges(g, s, act.1).map_err(|message| {
+                FrontendError::Calibration {
+                    file: g.source.clone(),
+                    message,
+                }
+            })?,
+            ..s.clone()
+        }),
+        _ => None,
+    };
+    let unified = clipped
+        .as_ref()
+        .or(stats)
+        .map(|s| unify_concat_ranges(g, s));
     // A quantized model's tensors keep the int8 range its quantizer gave them; a core with
     // narrower lanes runs only the layers whose values fit (the back end checks).
     let ptq_bits = |bits: u32| if quantized_model { 8 } else { bits.min(8) };
@@ -612,7 +638,7 @@ pub(crate) fn lower(
         opts,
         stats: unified.as_ref(),
         blocker,
-        act: crate::backend::lane_range(ptq_bits(cfg.inp_width())),
+        act,
         wgt_max,
         pow2_only: !cfg.alu_mul,
         quantized_model,
