@@ -35,7 +35,7 @@ pub enum CoresError {
     Zero,
     #[error(
         "--cores {cores} on {board}: each core needs a PS slave port of its own and {board} \
-         has {max} free for its data port's kind ({ports}), so at most {max}; give \
+         has {max} of its data port's kind ({ports}), so at most {max}; give \
          --cores {max} or fewer{hint}"
     )]
     TooMany {
