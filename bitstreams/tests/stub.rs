@@ -340,3 +340,26 @@ fn two_cores_on_kv260() {
         );
     }
 }
+
+/// The Zynq-7000's PS7 takes a core on each of its four HP ports the same way (the fit check,
+/// not exercised here, is what keeps big configs off the Zynq-7020).
+#[test]
+fn four_cores_on_the_ps7() {
+    let b = board::load("pynq-z2").unwrap();
+    let dir = make_cores_project(&b, &HwConfig::default(), 4, "stub_ps7_four_cores");
+    let out = run_stub(&dir, &[]);
+    let log = text(&out);
+    assert!(
+        out.status.success() && log.contains("vivado-stub: OK"),
+        "{log}"
+    );
+    let tcl = std::fs::read_to_string(dir.join("build.tcl")).unwrap();
+    assert!(
+        tcl.contains("CONFIG.PCW_USE_S_AXI_HP3 {1}")
+            && tcl.contains("[get_bd_addr_segs ps/S_AXI_HP3/HP3_DDR_LOWOCM]"),
+        "{tcl}"
+    );
+    let h = hwh::read_file(&dir.join("output/vta.hwh")).unwrap();
+    let bases: Vec<_> = h.cores().into_iter().map(|c| c.base).collect();
+    assert_eq!(bases, [0x43C0_0000, 0x43C1_0000, 0x43C2_0000, 0x43C3_0000]);
+}
