@@ -1,8 +1,8 @@
 //! Every board's generated project run through the Vivado stub (`tests/vivado_stub.tcl`)
 //! under `tclsh`: the stub refuses unknown commands, options, IPs and properties and checks
 //! the block design; the build.tcl text is snapshotted per board; the `.hwh` the stub writes
-//! is read back for the accelerator's address and clock, and a two-core design's for both
-//! cores.
+//! is read back for the accelerator's address and clock, and multi-core designs' (two cores
+//! on a KV260, four on a PYNQ-Z2) for every core's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
