@@ -1,7 +1,9 @@
 //! End-to-end tests of `vta hw bitstream`: the fit pre-check refuses a config too large for a
 //! board before any tool runs; for each of the five boards one command writes a project that
 //! the Vivado stub (`bitstreams/tests/vivado_stub.tcl`, under tclsh) accepts, whose
-//! constraints carry the config's clock and whose AXI shell lints clean with the accelerator.
+//! constraints carry the config's clock and whose AXI shell lints clean with the accelerator;
+//! `--cores N` builds N accelerators the stub accepts, and is refused beyond the board's
+//! ports or its part.
 
 #[path = "support/cli.rs"]
 mod support;
@@ -108,6 +110,53 @@ fn bad_board_and_clock_are_named() {
     assert!(e.contains("CLOCK_MHZ 400") && e.contains("250 MHz"), "{e}");
 }
 
+/// `--cores` is refused, before any tool, beyond the board's free PS ports, beyond its part
+/// (every core counts), at 0, and on the open flow.
+#[test]
+fn too_many_cores_are_refused_with_the_limit() {
+    let dir = scratch("bitstream_cores_refused");
+    let bitstream = |board: &str, cores: &str| {
+        fails(vta_at(
+            &dir,
+            &[
+                "hw",
+                "bitstream",
+                "--board",
+                board,
+                "--cores",
+                cores,
+                "-o",
+                "out",
+            ],
+        ))
+    };
+    let e = bitstream("kv260", "5");
+    assert!(
+        e.contains("--cores 5 on kv260")
+            && e.contains("at most 4")
+            && e.contains("S_AXI_HP0_FPD, S_AXI_HP1_FPD, S_AXI_HP2_FPD, S_AXI_HP3_FPD"),
+        "{e}"
+    );
+    // Two default cores' scratchpads (2 x 108.5 RAMB36) overflow the Zynq-7020's 140.
+    let e = bitstream("pynq-z2", "2");
+    assert!(
+        e.contains("does not fit xc7z020clg400-1")
+            && e.contains("BRAM36 needs 217")
+            && e.contains("2 cores x")
+            && e.contains("fewer --cores"),
+        "{e}"
+    );
+    assert!(bitstream("zcu104", "0").contains("at least one core"));
+    let e = bitstream("ulx3s-85f", "2");
+    assert!(e.contains("--cores is for Zynq boards"), "{e}");
+    assert!(!dir.join("out").exists(), "nothing written");
+    let help = ok(vta(&["hw", "bitstream", "--help"]));
+    assert!(
+        help.contains("--cores <N>") && help.contains("--core K"),
+        "{help}"
+    );
+}
+
 /// One yosys estimate (the `small` preset, `vta hw report --json`), then one command per
 /// board; each project goes through the stub. A user's board file works the same way.
 #[test]
@@ -137,15 +186,16 @@ fn every_board_gets_a_project_the_stub_accepts() {
     std::fs::write(dir.join("pynq-z2-acp.json"), acp).unwrap();
 
     let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("bitstreams/tests/vivado_stub.tcl");
-    for board in [
-        "pynq-z1",
-        "pynq-z2",
-        "ultra96-v2",
-        "zcu104",
-        "kv260",
-        "pynq-z2-acp.json",
+    for (board, cores) in [
+        ("pynq-z1", "1"),
+        ("pynq-z2", "1"),
+        ("ultra96-v2", "1"),
+        ("zcu104", "1"),
+        ("kv260", "1"),
+        ("pynq-z2-acp.json", "1"),
+        ("zcu104", "2"),
     ] {
-        let out = format!("proj-{board}");
+        let out = format!("proj-{board}-{cores}");
         let text = ok(vta_at(
             &dir,
             &[
@@ -157,11 +207,21 @@ fn every_board_gets_a_project_the_stub_accepts() {
                 "small",
                 "--estimate",
                 "small.json",
+                "--cores",
+                cores,
                 "-o",
                 &out,
                 "--run",
             ],
         ));
+        if cores == "2" {
+            assert!(
+                text.contains(
+                    "vta_1: registers at 0xA0010000 on M_AXI_HPM0_FPD, DRAM through S_AXI_HP1_FPD"
+                ) && text.contains("2 cores x ("),
+                "{text}"
+            );
+        }
         assert!(
             text.contains("fit pre-check") && text.contains("LUT"),
             "{text}"
@@ -190,6 +250,8 @@ fn every_board_gets_a_project_the_stub_accepts() {
             run.status.success() && log.contains("vivado-stub: OK"),
             "{board}: {log}"
         );
+        let hwh = bitstreams::hwh::read_file(&project.join("output/vta.hwh")).unwrap();
+        assert_eq!(hwh.cores().len().to_string(), cores, "{board}");
         let lint = Command::new("verilator")
             .args(["--lint-only", "-Wall", "--top-module", "vta_shell"])
             .arg(project.join("rtl/vta_shell.v"))

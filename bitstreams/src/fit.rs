@@ -52,7 +52,7 @@ impl Usage {
 #[error(
     "the config does not fit {part}: {resource} needs {used} but the part has {available} \
      ({over} over, {percent:.0}% of the part; estimate: {estimate}). Choose a smaller config \
-     (fewer GEMM lanes, smaller scratchpads) or a larger board"
+     (fewer GEMM lanes, smaller scratchpads), fewer --cores or a larger board"
 )]
 pub struct DoesNotFit {
     pub part: String,
@@ -114,6 +114,24 @@ pub fn check(e: &Estimate, r: &Resources, part: &str) -> Result<Vec<Usage>, Box<
         }));
     }
     Ok(rows)
+}
+
+/// The estimate of `cores` copies of the design `e` estimates: every core is a whole
+/// accelerator, so each resource is `cores` times one core's (the SmartConnects between them
+/// are not counted, as they are not for one core).
+pub fn for_cores(e: &Estimate, cores: u32) -> Estimate {
+    if cores == 1 {
+        return e.clone();
+    }
+    let n = u64::from(cores);
+    Estimate {
+        source: format!("{cores} cores x ({})", e.source),
+        luts: e.luts * n,
+        ffs: e.ffs * n,
+        dsps: e.dsps * n,
+        bram36: e.bram36 * f64::from(cores),
+        urams: e.urams * n,
+    }
 }
 
 /// RAMB36 aspect ratios (depth, data width incl. parity bits), UG473 table 1-4 / UG573
@@ -203,6 +221,19 @@ mod tests {
             "{err}"
         );
         e.bram36 = 1.0;
+        e.dsps = 111;
+        assert!(check(&e, &z1.resources, &z1.part).is_ok());
+        let two = for_cores(&e, 2);
+        assert_eq!((two.dsps, two.bram36), (222, 2.0));
+        let err = check(&two, &z1.resources, &z1.part)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("DSP needs 222")
+                && err.contains("2 cores x (analytic")
+                && err.contains("fewer --cores"),
+            "{err}"
+        );
         e.dsps = 221;
         let err = check(&e, &z1.resources, &z1.part).unwrap_err().to_string();
         assert!(

@@ -5,6 +5,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`board`] | the board table (`boards/*.json`, or a user's file) |
+//! | [`cores`] | several accelerators: each core's PS slave port and control window |
 //! | [`fit`] | the fit pre-check of a resource estimate against a board's part |
 //! | [`shell`] | the Verilog-2001 top `vta_shell` with Vivado's interface attributes |
 //! | [`tcl`] | `build.tcl` (block design, synthesis, implementation, checks) and the clock XDC |
@@ -16,6 +17,7 @@
 //! `tests/vivado_stub.tcl`.
 
 pub mod board;
+pub mod cores;
 pub mod fit;
 pub mod hwh;
 pub mod openflow;

@@ -1,8 +1,12 @@
 //! `build.tcl` and `constraints/clock.xdc` for one board and config: a Vivado project-mode
 //! batch flow that works on any Vivado release with the IPs it names (IP versions come from
-//! `get_ipdefs` at run time; there is no `version -short` gate).
+//! `get_ipdefs` at run time; there is no `version -short` gate). With several cores
+//! ([`crate::cores`]) the block design has one `vta_k` cell per core, each on its own PS slave
+//! port through its own SmartConnect `data_ic_k`, and one control SmartConnect with a master
+//! interface per core.
 
 use crate::board::{Board, PsKind};
+use crate::cores::CoreSlot;
 
 /// Everything the script needs besides the board.
 #[derive(Clone, Debug)]
@@ -17,6 +21,8 @@ pub struct BuildSpec {
     pub rtl_hash: String,
     /// Where the fit estimate came from and its figures, one line (for the manifest).
     pub fit_estimate: String,
+    /// The accelerator cores, core 0 first ([`crate::cores::layout`]).
+    pub cores: Vec<CoreSlot>,
 }
 
 /// The PS pins and properties for a board's choice of ports.
@@ -24,7 +30,8 @@ struct PsPorts {
     clk: &'static str,
     rst: &'static str,
     ctrl_aclk: String,
-    data_aclk: String,
+    /// One per core, in core order.
+    data_aclks: Vec<String>,
     /// CONFIG.* settings, in order.
     config: Vec<(String, String)>,
     actual_mhz_property: &'static str,
@@ -39,12 +46,14 @@ fn ps_ports(b: &Board, s: &BuildSpec) -> PsPorts {
                 let on = if b.control.port == m { "1" } else { "0" };
                 config.push((format!("PCW_USE_{m}"), on.to_string()));
             }
-            let slave = b.data.port.trim_start_matches("S_AXI_");
-            config.push((format!("PCW_USE_S_AXI_{slave}"), "1".into()));
-            if slave == "ACP" {
-                config.push(("PCW_USE_DEFAULT_ACP_USER_VAL".into(), "1".into()));
-            } else {
-                config.push((format!("PCW_S_AXI_{slave}_DATA_WIDTH"), width));
+            for c in &s.cores {
+                let slave = c.data_port.trim_start_matches("S_AXI_");
+                config.push((format!("PCW_USE_S_AXI_{slave}"), "1".into()));
+                if slave == "ACP" {
+                    config.push(("PCW_USE_DEFAULT_ACP_USER_VAL".into(), "1".into()));
+                } else {
+                    config.push((format!("PCW_S_AXI_{slave}_DATA_WIDTH"), width.clone()));
+                }
             }
             config.push(("PCW_EN_CLK0_PORT".into(), "1".into()));
             config.push(("PCW_EN_RST0_PORT".into(), "1".into()));
@@ -56,7 +65,11 @@ fn ps_ports(b: &Board, s: &BuildSpec) -> PsPorts {
                 clk: "FCLK_CLK0",
                 rst: "FCLK_RESET0_N",
                 ctrl_aclk: format!("{}_ACLK", b.control.port),
-                data_aclk: format!("{}_ACLK", b.data.port),
+                data_aclks: s
+                    .cores
+                    .iter()
+                    .map(|c| format!("{}_ACLK", c.data_port))
+                    .collect(),
                 config,
                 actual_mhz_property: "PCW_ACT_FPGA0_PERIPHERAL_FREQMHZ",
             }
@@ -86,12 +99,16 @@ fn ps_ports(b: &Board, s: &BuildSpec) -> PsPorts {
                 ("S_AXI_HP2_FPD", "4", "saxihp2_fpd_aclk"),
                 ("S_AXI_HP3_FPD", "5", "saxihp3_fpd_aclk"),
             ];
-            let (_, gp, aclk) = slaves
-                .iter()
-                .find(|x| x.0 == b.data.port)
-                .expect("board::parse checked the data port");
-            config.push((format!("PSU__USE__S_AXI_GP{gp}"), "1".into()));
-            config.push((format!("PSU__SAXIGP{gp}__DATA_WIDTH"), width));
+            let mut data_aclks = vec![];
+            for c in &s.cores {
+                let (_, gp, aclk) = slaves
+                    .iter()
+                    .find(|x| x.0 == c.data_port)
+                    .expect("board::parse and cores::layout checked the data ports");
+                config.push((format!("PSU__USE__S_AXI_GP{gp}"), "1".into()));
+                config.push((format!("PSU__SAXIGP{gp}__DATA_WIDTH"), width.clone()));
+                data_aclks.push(aclk.to_string());
+            }
             config.push(("PSU__FPGA_PL0_ENABLE".into(), "1".into()));
             config.push((
                 "PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ".into(),
@@ -101,7 +118,7 @@ fn ps_ports(b: &Board, s: &BuildSpec) -> PsPorts {
                 clk: "pl_clk0",
                 rst: "pl_resetn0",
                 ctrl_aclk,
-                data_aclk: aclk.to_string(),
+                data_aclks,
                 config,
                 actual_mhz_property: "PSU__CRL_APB__PL0_REF_CTRL__ACT_FREQMHZ",
             }
@@ -155,6 +172,55 @@ pub fn build_tcl(b: &Board, s: &BuildSpec) -> String {
             .to_string(),
     };
     let data_width = b.data_width_for(s.axi_bits);
+    let mut cells = vec![];
+    let mut data_ics = vec![];
+    let mut clock_pins = vec![];
+    let mut core_resets = vec![];
+    let mut ic_resets = vec![];
+    let mut intf_nets = vec![];
+    let mut addresses = vec![];
+    let mut manifest_cores = vec![];
+    for (k, c) in s.cores.iter().enumerate() {
+        let (v, d) = (&c.instance, format!("data_ic_{k}"));
+        cells.push(format!(
+            "create_bd_cell -type module -reference vta_shell {v}\n\
+             set_property CONFIG.FREQ_HZ [get_property CONFIG.FREQ_HZ [get_bd_pins ps/{clk}]] \
+             [get_bd_pins {v}/ap_clk]",
+            clk = p.clk
+        ));
+        data_ics.push(format!(
+            "set_property -dict [list CONFIG.NUM_SI {{1}} CONFIG.NUM_MI {{1}}] \\\n    \
+             [create_bd_cell -type ip -vlnv [ipdef smartconnect] {d}]"
+        ));
+        clock_pins.push(format!(
+            "    [get_bd_pins {v}/ap_clk] [get_bd_pins {d}/aclk] [get_bd_pins ps/{}]",
+            p.data_aclks[k]
+        ));
+        core_resets.push(format!("    [get_bd_pins {v}/ap_rst_n]"));
+        ic_resets.push(format!("    [get_bd_pins {d}/aresetn]"));
+        intf_nets.push(format!(
+            "connect_bd_intf_net [get_bd_intf_pins ctrl_ic/M{k:02}_AXI] [get_bd_intf_pins {v}/s_axi_ctrl]\n\
+             connect_bd_intf_net [get_bd_intf_pins {v}/m_axi_mem] [get_bd_intf_pins {d}/S00_AXI]\n\
+             connect_bd_intf_net [get_bd_intf_pins {d}/M00_AXI] [get_bd_intf_pins ps/{}]",
+            c.data_port
+        ));
+        addresses.push(format!(
+            "assign_bd_address -target_address_space [get_bd_addr_spaces ps/Data] \\\n    \
+             -offset {base:#010X} -range $ctrl_range [get_bd_addr_segs {v}/s_axi_ctrl/*]\n\
+             assign_bd_address -target_address_space [get_bd_addr_spaces {v}/m_axi_mem] \\\n    \
+             [get_bd_addr_segs ps/{seg}]",
+            base = c.ctrl_base,
+            seg = c.segment
+        ));
+        manifest_cores.push(format!(
+            "puts $m \"    \\{{\\\"instance\\\": \\\"{v}\\\", \\\"control_base\\\": \\\"{base:#010X}\\\", \
+             \\\"control_range\\\": \\\"{range:#X}\\\", \\\"data_port\\\": \\\"{port}\\\"\\}}{comma}\"",
+            base = c.ctrl_base,
+            range = c.ctrl_range,
+            port = c.data_port,
+            comma = if k + 1 < s.cores.len() { "," } else { "" }
+        ));
+    }
     format!(
         r#"# build.tcl: Vivado project for the VTA accelerator on {desc}.
 # Generated by `vta hw bitstream`; run from this directory:
@@ -173,7 +239,7 @@ set fit_estimate  {fit}
 set clock_mhz     {mhz}
 set accel_width   {axi_bits}
 set data_width    {data_width}
-set ctrl_base     {ctrl_base}
+set cores         {cores}
 set ctrl_range    {ctrl_range}
 set jobs          [expr {{[info exists ::env(VTA_JOBS)] ? $::env(VTA_JOBS) : 4}}]
 
@@ -204,7 +270,7 @@ add_files -norecurse [list rtl/vta_top.v rtl/vta_shell.v]
 add_files -fileset constrs_1 -norecurse constraints/clock.xdc
 update_compile_order -fileset sources_1
 
-step "block design"
+step "block design: $cores accelerator core(s)"
 create_bd_design vta
 set ps [create_bd_cell -type ip -vlnv [ipdef {ps_ip}] ps]
 {automation}
@@ -219,34 +285,29 @@ if {{$actual_mhz < $clock_mhz * 0.999}} {{
     step "note: the PS makes $actual_mhz MHz for the requested $clock_mhz MHz; timing is checked at $clock_mhz MHz"
 }}
 
-set vta [create_bd_cell -type module -reference vta_shell vta_0]
-set_property CONFIG.FREQ_HZ [get_property CONFIG.FREQ_HZ [get_bd_pins ps/{clk}]] [get_bd_pins vta_0/ap_clk]
+{cells}
 set rst [create_bd_cell -type ip -vlnv [ipdef proc_sys_reset] rst_0]
 set ctrl_ic [create_bd_cell -type ip -vlnv [ipdef smartconnect] ctrl_ic]
-set_property -dict [list CONFIG.NUM_SI {{1}} CONFIG.NUM_MI {{1}}] $ctrl_ic
-set data_ic [create_bd_cell -type ip -vlnv [ipdef smartconnect] data_ic]
-set_property -dict [list CONFIG.NUM_SI {{1}} CONFIG.NUM_MI {{1}}] $data_ic
+set_property -dict [list CONFIG.NUM_SI {{1}} CONFIG.NUM_MI {{{cores}}}] $ctrl_ic
+{data_ics}
 
 # One clock and one reset for everything in the fabric.
-connect_bd_net [get_bd_pins ps/{clk}] [get_bd_pins vta_0/ap_clk] \
-    [get_bd_pins rst_0/slowest_sync_clk] [get_bd_pins ctrl_ic/aclk] [get_bd_pins data_ic/aclk] \
-    [get_bd_pins ps/{ctrl_aclk}] [get_bd_pins ps/{data_aclk}]
+connect_bd_net [get_bd_pins ps/{clk}] [get_bd_pins rst_0/slowest_sync_clk] \
+    [get_bd_pins ctrl_ic/aclk] [get_bd_pins ps/{ctrl_aclk}] \
+{clock_pins}
 connect_bd_net [get_bd_pins ps/{rst}] [get_bd_pins rst_0/ext_reset_in]
-connect_bd_net [get_bd_pins rst_0/peripheral_aresetn] [get_bd_pins vta_0/ap_rst_n]
+connect_bd_net [get_bd_pins rst_0/peripheral_aresetn] \
+{core_resets}
 connect_bd_net [get_bd_pins rst_0/interconnect_aresetn] [get_bd_pins ctrl_ic/aresetn] \
-    [get_bd_pins data_ic/aresetn]
+{ic_resets}
 
-# Control: PS master -> SmartConnect -> AXI4-Lite registers. Data: accelerator AXI4 master
-# ({axi_bits} bits) -> SmartConnect -> PS {data_port} ({data_width} bits).
+# Control: PS master -> SmartConnect (one master interface per core) -> each core's AXI4-Lite
+# registers. Data: each core's AXI4 master ({axi_bits} bits) -> its own SmartConnect -> its own
+# PS slave port ({data_width} bits), so the cores do not share a port's bandwidth.
 connect_bd_intf_net [get_bd_intf_pins ps/{ctrl_port}] [get_bd_intf_pins ctrl_ic/S00_AXI]
-connect_bd_intf_net [get_bd_intf_pins ctrl_ic/M00_AXI] [get_bd_intf_pins vta_0/s_axi_ctrl]
-connect_bd_intf_net [get_bd_intf_pins vta_0/m_axi_mem] [get_bd_intf_pins data_ic/S00_AXI]
-connect_bd_intf_net [get_bd_intf_pins data_ic/M00_AXI] [get_bd_intf_pins ps/{data_port}]
+{intf_nets}
 
-assign_bd_address -target_address_space [get_bd_addr_spaces ps/Data] \
-    -offset $ctrl_base -range $ctrl_range [get_bd_addr_segs vta_0/s_axi_ctrl/*]
-assign_bd_address -target_address_space [get_bd_addr_spaces vta_0/m_axi_mem] \
-    [get_bd_addr_segs ps/{segment}]
+{addresses}
 validate_bd_design
 save_bd_design
 
@@ -288,7 +349,10 @@ puts $m "  \"ps_clock_mhz\": $actual_mhz,"
 puts $m "  \"vivado_version\": \"$vivado_version\","
 puts $m "  \"wns_ns\": $wns,"
 puts $m "  \"timing_met\": [expr {{$wns >= 0 ? "true" : "false"}}],"
-puts $m "  \"fit_estimate\": \"$fit_estimate\""
+puts $m "  \"fit_estimate\": \"$fit_estimate\","
+puts $m "  \"cores\": \["
+{manifest_cores}
+puts $m "  \]"
 puts $m "\}}"
 close $m
 
@@ -317,17 +381,22 @@ step "done: output/vta.bit, output/vta.hwh, output/manifest.json"
         fit = tcl_quote(&s.fit_estimate),
         mhz = s.clock_mhz,
         axi_bits = s.axi_bits,
-        ctrl_base = b.control.base,
+        cores = s.cores.len(),
         ctrl_range = b.control.range,
         ps_ip = b.ps.ip_name(),
         actual = p.actual_mhz_property,
         clk = p.clk,
         rst = p.rst,
         ctrl_aclk = p.ctrl_aclk,
-        data_aclk = p.data_aclk,
         ctrl_port = b.control.port,
-        data_port = b.data.port,
-        segment = b.data.segment,
+        cells = cells.join("\n"),
+        data_ics = data_ics.join("\n"),
+        clock_pins = clock_pins.join(" \\\n"),
+        core_resets = core_resets.join(" \\\n"),
+        ic_resets = ic_resets.join(" \\\n"),
+        intf_nets = intf_nets.join("\n"),
+        addresses = addresses.join("\n"),
+        manifest_cores = manifest_cores.join("\n"),
         config_string = tcl_quote(&s.config_string),
     )
 }

@@ -1,12 +1,13 @@
 //! Every board's generated project run through the Vivado stub (`tests/vivado_stub.tcl`)
 //! under `tclsh`: the stub refuses unknown commands, options, IPs and properties and checks
 //! the block design; the build.tcl text is snapshotted per board; the `.hwh` the stub writes
-//! is read back for the accelerator's address and clock.
+//! is read back for the accelerator's address and clock, and multi-core designs' (two cores
+//! on a KV260, four on a PYNQ-Z2) for every core's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use bitstreams::{board, hwh, project, shell, tcl::BuildSpec, Board};
+use bitstreams::{board, cores, hwh, project, shell, tcl::BuildSpec, Board};
 use isa::HwConfig;
 
 fn scratch(name: &str) -> PathBuf {
@@ -18,6 +19,11 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Writes the project for `b` and `cfg` into a fresh directory.
 fn make_project(b: &Board, cfg: &HwConfig, dir_name: &str) -> PathBuf {
+    make_cores_project(b, cfg, 1, dir_name)
+}
+
+/// Writes the project of `n` cores for `b` and `cfg` into a fresh directory.
+fn make_cores_project(b: &Board, cfg: &HwConfig, n: u32, dir_name: &str) -> PathBuf {
     let g = vta_hw::generate(cfg).unwrap();
     let ports = shell::top_ports(&g.ports_json).unwrap();
     let shell_v = shell::verilog(
@@ -35,6 +41,7 @@ fn make_project(b: &Board, cfg: &HwConfig, dir_name: &str) -> PathBuf {
         isa_hash: format!("{:016x}", cfg.isa_hash()),
         rtl_hash: project::rtl_hash(&g.verilog, &shell_v),
         fit_estimate: "test".into(),
+        cores: cores::layout(b, n).unwrap(),
     };
     let dir = scratch(dir_name);
     project::write(&dir, &project::files(b, &spec, &g.verilog, &shell_v)).unwrap();
@@ -185,18 +192,18 @@ fn the_stub_refuses_what_vivado_would() {
         ),
         // A hard-coded IP version this Vivado does not have (get_ipdefs would have found it).
         (
-            "[ipdef smartconnect] data_ic",
+            "[ipdef smartconnect] data_ic_0",
             "xilinx.com:ip:smartconnect:0.9 data_ic",
             "not from get_ipdefs",
         ),
         // An interface left unconnected.
         (
-            "connect_bd_intf_net [get_bd_intf_pins data_ic/M00_AXI]",
-            "list [get_bd_intf_pins data_ic/M00_AXI]",
+            "connect_bd_intf_net [get_bd_intf_pins data_ic_0/M00_AXI]",
+            "list [get_bd_intf_pins data_ic_0/M00_AXI]",
             "not connected",
         ),
         // The control registers outside HPM0_FPD's window.
-        ("-offset $ctrl_base", "-offset 0x40000000", "outside"),
+        ("-offset 0xA0000000", "-offset 0x40000000", "outside"),
         // An option Vivado's launch_runs does not have.
         (
             "launch_runs synth_1 -jobs $jobs",
@@ -216,4 +223,143 @@ fn the_stub_refuses_what_vivado_would() {
             "{from} -> {to}: {log}"
         );
     }
+}
+
+/// Two cores on a ZU+ board: two accelerator cells, each on its own HP port and its own
+/// control window, both in the manifest and in the `.hwh` the stub writes; and the stub
+/// refuses the two-core design's own mistakes.
+#[test]
+fn two_cores_on_kv260() {
+    let b = board::load("kv260").unwrap();
+    let dir = make_cores_project(&b, &HwConfig::default(), 2, "stub_two_cores");
+    let tcl = std::fs::read_to_string(dir.join("build.tcl")).unwrap();
+    for line in [
+        "CONFIG.PSU__USE__S_AXI_GP2 {1}",
+        "CONFIG.PSU__USE__S_AXI_GP3 {1}",
+        "CONFIG.NUM_MI {2}",
+        "[get_bd_intf_pins ctrl_ic/M01_AXI] [get_bd_intf_pins vta_1/s_axi_ctrl]",
+        "[get_bd_intf_pins data_ic_1/M00_AXI] [get_bd_intf_pins ps/S_AXI_HP1_FPD]",
+        "-offset 0xA0010000 -range $ctrl_range [get_bd_addr_segs vta_1/s_axi_ctrl/*]",
+        "[get_bd_addr_segs ps/SAXIGP3/HP1_DDR_LOW]",
+    ] {
+        assert!(tcl.contains(line), "{line} missing:\n{tcl}");
+    }
+    let out = run_stub(&dir, &[]);
+    let log = text(&out);
+    assert!(
+        out.status.success() && log.contains("vivado-stub: OK"),
+        "{log}"
+    );
+
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("output/manifest.json")).unwrap())
+            .unwrap();
+    let listed: Vec<_> = manifest["cores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["instance"].as_str().unwrap(),
+                c["control_base"].as_str().unwrap(),
+                c["data_port"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("vta_0", "0xA0000000", "S_AXI_HP0_FPD"),
+            ("vta_1", "0xA0010000", "S_AXI_HP1_FPD")
+        ]
+    );
+    assert_eq!(manifest["cores"][1]["control_range"], "0x10000");
+
+    let h = hwh::read_file(&dir.join("output/vta.hwh")).unwrap();
+    let found: Vec<_> = h
+        .cores()
+        .into_iter()
+        .map(|c| (c.instance, c.base))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("vta_0".to_string(), 0xA000_0000),
+            ("vta_1".to_string(), 0xA001_0000)
+        ]
+    );
+    assert_eq!(h.clock_hz("vta_1"), Some(100_000_000));
+    let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("| `vta_1` | `0xA0010000` | `S_AXI_HP1_FPD` |"),
+        "{readme}"
+    );
+
+    let cases: &[(&str, &str, &str)] = &[
+        // Both cores on one HP port.
+        (
+            "[get_bd_intf_pins data_ic_1/M00_AXI] [get_bd_intf_pins ps/S_AXI_HP1_FPD]",
+            "[get_bd_intf_pins data_ic_1/M00_AXI] [get_bd_intf_pins ps/S_AXI_HP0_FPD]",
+            "already connected",
+        ),
+        // Core 1's window on top of core 0's.
+        ("-offset 0xA0010000", "-offset 0xA0000000", "overlaps"),
+        // The control SmartConnect with one master interface for two cores.
+        (
+            "CONFIG.NUM_MI {2}",
+            "CONFIG.NUM_MI {1}",
+            "has no pin 'M01_AXI'",
+        ),
+        // More master interfaces than a SmartConnect has.
+        (
+            "CONFIG.NUM_MI {2}",
+            "CONFIG.NUM_MI {17}",
+            "between 1 and 16",
+        ),
+        // Core 1's control port left dangling.
+        (
+            "connect_bd_intf_net [get_bd_intf_pins ctrl_ic/M01_AXI]",
+            "list [get_bd_intf_pins ctrl_ic/M01_AXI]",
+            "is not connected",
+        ),
+        // An HP port enabled but not wired (the second core's port given up).
+        (
+            "connect_bd_intf_net [get_bd_intf_pins data_ic_1/M00_AXI]",
+            "list [get_bd_intf_pins data_ic_1/M00_AXI]",
+            "is not connected",
+        ),
+    ];
+    for (from, to, why) in cases {
+        assert!(tcl.contains(from), "{from}");
+        std::fs::write(dir.join("build.tcl"), tcl.replacen(from, to, 1)).unwrap();
+        let out = run_stub(&dir, &[]);
+        let log = text(&out);
+        assert!(
+            !out.status.success() && log.contains(why),
+            "{from} -> {to}: {log}"
+        );
+    }
+}
+
+/// The Zynq-7000's PS7 takes a core on each of its four HP ports the same way (the fit check,
+/// not exercised here, is what keeps big configs off the Zynq-7020).
+#[test]
+fn four_cores_on_the_ps7() {
+    let b = board::load("pynq-z2").unwrap();
+    let dir = make_cores_project(&b, &HwConfig::default(), 4, "stub_ps7_four_cores");
+    let out = run_stub(&dir, &[]);
+    let log = text(&out);
+    assert!(
+        out.status.success() && log.contains("vivado-stub: OK"),
+        "{log}"
+    );
+    let tcl = std::fs::read_to_string(dir.join("build.tcl")).unwrap();
+    assert!(
+        tcl.contains("CONFIG.PCW_USE_S_AXI_HP3 {1}")
+            && tcl.contains("[get_bd_addr_segs ps/S_AXI_HP3/HP3_DDR_LOWOCM]"),
+        "{tcl}"
+    );
+    let h = hwh::read_file(&dir.join("output/vta.hwh")).unwrap();
+    let bases: Vec<_> = h.cores().into_iter().map(|c| c.base).collect();
+    assert_eq!(bases, [0x43C0_0000, 0x43C1_0000, 0x43C2_0000, 0x43C3_0000]);
 }

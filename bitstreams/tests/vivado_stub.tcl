@@ -6,7 +6,9 @@
 # from); models the block design (cells, pins, nets, interface nets, address segments); and at
 # validate_bd_design checks that every interface is connected, the PS ports the design uses are
 # enabled, clocks and resets are wired, address segments are assigned without overlap and
-# data widths match. Environment: STUB_WNS (worst slack to report, default 0.250),
+# data widths match, for every accelerator cell (a design with several cores has one per
+# core; an interface connected twice, such as two cores on one PS port, is refused when it is
+# made). Environment: STUB_WNS (worst slack to report, default 0.250),
 # STUB_BOARD_FILES (1 = the board part is installed).
 
 set ::calls {}
@@ -363,6 +365,10 @@ proc set_property {args} {
         }
         set key [string range $name 7 end]
         check_property $objs $key
+        # PG247: a SmartConnect has 1 to 16 slave and 1 to 16 master interfaces.
+        if {$key in {NUM_SI NUM_MI} && !([string is integer -strict $value] && $value >= 1 && $value <= 16)} {
+            stub_fail "$objs: CONFIG.$key $value is not between 1 and 16 (PG247)"
+        }
         dict set ::cells $objs config $key $value
     }
 }
@@ -686,7 +692,10 @@ proc write_hwh {} {
     set h [open $dir/$::bd.hwh w]
     puts $h "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\" ?>\n<EDKSYSTEM>\n  <MODULES>"
     dict for {cell c} $::cells {
-        puts $h "    <MODULE INSTANCE=\"$cell\" VLNV=\"[dict get $c vlnv]\">\n      <PORTS>"
+        # A module reference's VLNV is xilinx.com:module_ref:NAME:1.0 in a hand-off file.
+        set vlnv [dict get $c vlnv]
+        if {[dict get $c type] eq "module"} { set vlnv xilinx.com:module_ref:$vlnv:1.0 }
+        puts $h "    <MODULE INSTANCE=\"$cell\" VLNV=\"$vlnv\">\n      <PORTS>"
         foreach p [dict keys [cell_pins $cell]] {
             if {[dict get [pin_info $cell/$p] kind] ne "clk" || [dict get [pin_info $cell/$p] dir] ne "I"} { continue }
             set hz [get_property CONFIG.FREQ_HZ pin:$cell/$p]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
-use bitstreams::{board, fit, project, shell, tcl::BuildSpec};
+use bitstreams::{board, cores, fit, project, shell, tcl::BuildSpec};
 use clap::Args;
 
 #[derive(Args)]
@@ -34,6 +34,12 @@ pub struct BitstreamArgs {
     /// config (default: a cached yosys estimate, or a yosys run of a few minutes, then cached)
     #[arg(long, value_name = "FILE")]
     estimate: Option<PathBuf>,
+    /// Zynq boards: accelerator cores in the design, each a whole accelerator with its own PS
+    /// slave port to DRAM (up to 4 on HP ports, 2 on ZU+ HPC, 1 on ACP) and its own control
+    /// window (core k at the board's control base + k x its range); the fit pre-check counts
+    /// every core. The board binary opens core k with `--hwh vta.hwh --core K`
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    cores: u32,
     /// Zynq boards: also run the build, `vivado -mode batch -source build.tcl` (needs Vivado
     /// on the PATH). ECP5 and Gowin boards always run their flow: yosys, nextpnr and the
     /// packer, from the PATH or installed on first use from PyPI into the tool cache
@@ -158,6 +164,13 @@ pub fn run(a: BitstreamArgs) -> Result<String> {
     match board::load_any(&a.board)? {
         board::AnyBoard::Zynq(b) => zynq(a, *b),
         board::AnyBoard::Open(b) => {
+            if a.cores != 1 {
+                bail!(
+                    "--cores is for Zynq boards; the open flow of {} builds one accelerator \
+                     in its SoC",
+                    b.name
+                );
+            }
             if a.estimate.is_some() {
                 bail!(
                     "--estimate is for Zynq boards; the open flow of {} checks the fit with \
@@ -193,11 +206,19 @@ fn zynq(a: BitstreamArgs, b: board::Board) -> Result<String> {
             b.name
         );
     }
+    let cores = cores::layout(&b, a.cores)?;
     // The instant analytic check first, so a config whose buffers cannot fit is refused
     // before minutes of synthesis.
-    fit::check(&fit::scratchpad_estimate(&cfg), &b.resources, &b.part)?;
+    fit::check(
+        &fit::for_cores(&fit::scratchpad_estimate(&cfg), a.cores),
+        &b.resources,
+        &b.part,
+    )?;
     let g = super::hw::generate(a.config.as_deref())?;
-    let estimate = synthesis_estimate(&a, &g, &b.resources.yosys_family)?;
+    let estimate = fit::for_cores(
+        &synthesis_estimate(&a, &g, &b.resources.yosys_family)?,
+        a.cores,
+    );
     let usage = fit::check(&estimate, &b.resources, &b.part)?;
 
     let ports = shell::top_ports(&g.ports_json)?;
@@ -220,21 +241,28 @@ fn zynq(a: BitstreamArgs, b: board::Board) -> Result<String> {
             estimate.source, estimate.luts, estimate.ffs, estimate.dsps, estimate.bram36
         )
         .replace(['"', '\\'], "'"),
+        cores,
     };
     let mut files = project::files(&b, &spec, &g.verilog, &shell_v);
     files.push(("regs.json".into(), g.regs_json.clone()));
     let written = project::write(&a.out, &files)
         .with_context(|| format!("cannot write the project to {}", a.out.display()))?;
     let mut text = format!(
-        "{} on {} ({}), fabric clock {} MHz, AXI {} bits -> {} {} bits\n\
+        "{} on {} ({}), fabric clock {} MHz, AXI {} bits -> {} bits\n{}\
          fit pre-check against {} ({}), estimate: {}\n{}",
         cfg.config_string(),
         b.name,
         b.part,
         cfg.clock_mhz,
         cfg.axi_data_width,
-        b.data.port,
         b.data_width_for(cfg.axi_data_width),
+        spec.cores
+            .iter()
+            .map(|c| format!(
+                "  {}: registers at {:#010X} on {}, DRAM through {}\n",
+                c.instance, c.ctrl_base, b.control.port, c.data_port
+            ))
+            .collect::<String>(),
         b.part,
         b.resources.source,
         estimate.source,

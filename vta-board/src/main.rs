@@ -141,9 +141,13 @@ struct BoardArgs {
     /// base address in it (and, for `load`, its clock).
     #[arg(long)]
     hwh: Option<PathBuf>,
-    /// The accelerator's cell in the block design (`vta hw bitstream` names it vta_0).
-    #[arg(long, default_value = "vta_0")]
+    /// The accelerator's cell in the block design (`vta hw bitstream` names core k vta_k).
+    #[arg(long, default_value = "vta_0", conflicts_with = "core")]
     instance: String,
+    /// Which accelerator core of the --hwh file to open, counting from 0, for a bitstream of
+    /// several (`vta hw bitstream --cores N`): core K is cell vta_K at its own register window
+    #[arg(long, value_name = "K", requires = "hwh")]
+    core: Option<usize>,
     /// The u-dma-buf buffer (`insmod u-dma-buf.ko udmabuf0=SIZE`).
     #[arg(long, default_value = "udmabuf0")]
     udmabuf: String,
@@ -163,19 +167,26 @@ impl BoardArgs {
         Ok(Some(bitstreams::hwh::read_file(path)?))
     }
 
+    /// The accelerator's cell and register base in `h`: core --core, else cell --instance.
+    fn cell(&self, h: &bitstreams::hwh::Hwh) -> Result<(String, u64)> {
+        let file = self.hwh.as_ref().expect("parsed").display();
+        if let Some(k) = self.core {
+            let c = h.core(k).map_err(|e| anyhow!("{file}: --core {k}: {e}"))?;
+            return Ok((c.instance, c.base));
+        }
+        let (base, _) = h.registers(&self.instance).ok_or_else(|| {
+            anyhow!(
+                "{file}: no register window of cell '{}' (see --instance, or --core for a \
+                 bitstream of several cores)",
+                self.instance
+            )
+        })?;
+        Ok((self.instance.clone(), base))
+    }
+
     fn options(&self, wall: Duration) -> Result<BoardOptions> {
         let base = match self.hwh()? {
-            Some(h) => Some(
-                h.registers(&self.instance)
-                    .map(|(base, _)| base)
-                    .ok_or_else(|| {
-                        anyhow!(
-                            "{}: no register window of cell '{}' (see --instance)",
-                            self.hwh.as_ref().expect("parsed").display(),
-                            self.instance
-                        )
-                    })?,
-            ),
+            Some(h) => Some(self.cell(&h)?.1),
             None => self.base,
         };
         Ok(BoardOptions {
@@ -210,9 +221,10 @@ fn run(cli: Cli) -> Result<()> {
             let clock_mhz = match (clock_mhz, board.hwh()?) {
                 (Some(mhz), _) => mhz,
                 (None, Some(h)) => {
-                    let hz = h.clock_hz(&board.instance).ok_or_else(|| {
-                        anyhow!("the .hwh has no clock for cell '{}'", board.instance)
-                    })?;
+                    let (cell, _) = board.cell(&h)?;
+                    let hz = h
+                        .clock_hz(&cell)
+                        .ok_or_else(|| anyhow!("the .hwh has no clock for cell '{cell}'"))?;
                     (hz / 1_000_000) as u32
                 }
                 (None, None) => bail!("give --clock-mhz, or --hwh to take the clock from"),

@@ -100,7 +100,8 @@ pub enum RegisterWindow {
     /// `/dev/uioN`, map 0 (a `generic-uio` device tree node for the accelerator).
     Uio(u32),
     /// `/dev/mem` at this physical base address (from the `.hwh` or the manifest; page
-    /// aligned).
+    /// aligned). In a bitstream of several cores each core has its own window, so this base
+    /// picks the core (`vta-board --core K` takes core K's from the `.hwh`).
     DevMem(u64),
 }
 
