@@ -155,6 +155,11 @@ pub struct RtlBenchArgs {
     /// --network: input height and width
     #[arg(long, value_name = "N", default_value_t = 224, requires = "network")]
     size: usize,
+    /// --network on a config with narrower weights: keep the first and last layers' weights
+    /// at 8 bits (they then run on the CPU, outside the cycles) or quantize every layer to
+    /// the config's widths (`false`: every layer on the accelerator)
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, requires = "network")]
+    keep_ends_8bit: bool,
     /// Simulate the design with N cores on one memory (2 to 8): the blocked GEMM on one core
     /// alone, then on every core at once, and the throughput of all over one
     #[arg(long, value_name = "N", conflicts_with = "network")]
@@ -230,13 +235,15 @@ pub fn run(c: BenchCmd) -> Result<String> {
             let cfg = super::load_config(a.config.as_deref())?;
             if a.network.is_some() {
                 let mut dev = a.rtl.device(&cfg, false)?;
-                let f = resnet::rtl_network(&cfg, a.size, &mut dev)?;
+                let f = resnet::rtl_network(&cfg, a.size, a.keep_ends_8bit, &mut dev)?;
                 if a.json {
                     return Ok(super::json::text(&serde_json::json!({
                         "bench": "rtl",
                         "network": "resnet18",
                         "size": f.size,
                         "config": f.config,
+                        "accelerator_steps": f.accel_steps,
+                        "cpu_steps": f.cpu_steps,
                         "cycles": f.cycles,
                         "host_cycles": f.host_cycles,
                         "cpu_seconds": f.cpu,

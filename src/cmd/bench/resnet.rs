@@ -227,6 +227,9 @@ pub fn write_resnet(dir: &Path, cfg: &HwConfig, size: usize) -> Result<(PathBuf,
 pub struct RtlNetworkFigures {
     pub size: usize,
     pub config: String,
+    /// Plan steps on the accelerator and on the CPU.
+    pub accel_steps: usize,
+    pub cpu_steps: usize,
     /// Accelerator cycles of the launches (start to DONE).
     pub cycles: u64,
     /// Cycles simulated for the run (with the host's register accesses).
@@ -252,8 +255,9 @@ impl std::fmt::Display for RtlNetworkFigures {
         )?;
         writeln!(
             f,
-            "  {} accelerator cycles; {} cycles simulated in {:.3} s CPU ({:.3} s wall)",
-            self.cycles, self.host_cycles, self.cpu, self.wall
+            "  {} accelerator cycles ({} steps on the accelerator, {} on the CPU); {} cycles \
+             simulated in {:.3} s CPU ({:.3} s wall)",
+            self.cycles, self.accel_steps, self.cpu_steps, self.host_cycles, self.cpu, self.wall
         )?;
         write!(
             f,
@@ -263,10 +267,12 @@ impl std::fmt::Display for RtlNetworkFigures {
     }
 }
 
-/// Compiles ResNet-18 for `cfg`, loads it onto `dev` and runs one inference, timed.
+/// Compiles ResNet-18 for `cfg` (the first and last layers at 8-bit weights when
+/// `keep_ends_8bit`), loads it onto `dev` and runs one inference, timed.
 pub fn rtl_network(
     cfg: &HwConfig,
     size: usize,
+    keep_ends_8bit: bool,
     dev: &mut vta_sim::rtl::RtlDevice,
 ) -> Result<RtlNetworkFigures> {
     eprintln!(
@@ -279,8 +285,12 @@ pub fn rtl_network(
         "resnet18.onnx",
         std::slice::from_ref(&x),
         cfg,
-        &FrontendOptions::default(),
+        &FrontendOptions {
+            keep_ends_8bit,
+            ..FrontendOptions::default()
+        },
     )?;
+    let (accel, cpu_steps) = m.model.counts();
     let mut resident = m.load(dev, LoadOptions::default())?;
     eprintln!("bench: running it on the RTL simulator");
     let (wall, cpu) = (Instant::now(), thread_cpu_time());
@@ -290,6 +300,8 @@ pub fn rtl_network(
     Ok(RtlNetworkFigures {
         size,
         config: cfg.config_string(),
+        accel_steps: accel,
+        cpu_steps,
         cycles: sum("cycles"),
         host_cycles: sum("host_cycles"),
         cpu,
