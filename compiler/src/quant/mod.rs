@@ -61,6 +61,7 @@ use ndarray::ArrayD;
 use crate::frontend::FrontendError;
 use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::dynamic_quantize_linear::DynamicQuantizeLinear;
 use crate::graph::ops::matmul_integer::MatMulInteger;
 use crate::graph::ops::qlinear_conv::QLinearConv;
 use crate::graph::ops::qlinear_matmul::QLinearMatMul;
@@ -142,6 +143,7 @@ pub fn is_quantized(g: &Graph) -> bool {
             || a.is::<QLinearMatMul>()
             || a.is::<ConvInteger>()
             || a.is::<MatMulInteger>()
+            || a.is::<DynamicQuantizeLinear>()
     })
 }
 

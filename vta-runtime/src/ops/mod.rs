@@ -23,6 +23,7 @@ pub mod conv_integer;
 pub mod conv_transpose;
 pub mod depth_space;
 pub mod dequantize_linear;
+pub mod dynamic_quantize_linear;
 pub mod expand;
 pub mod flatten;
 pub mod gather;
@@ -141,6 +142,7 @@ any_op! {
     DepthSpace(depth_space::DepthSpace),
     Logic(logic::Logic),
     I8Offset(internal::I8Offset),
+    DynamicQuantizeLinear(dynamic_quantize_linear::DynamicQuantizeLinear),
 }
 
 /// An operator of the graph IR.

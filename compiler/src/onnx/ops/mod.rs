@@ -8,8 +8,8 @@ use crate::onnx::proto::{attribute_type, AttributeProto, NodeProto};
 pub use vta_runtime::ops::{arg, axis, in_const, in_fact, to_usizes, Activation, Op, TensorInfo};
 /// Ops with no ONNX attributes: nothing to parse.
 pub use vta_runtime::ops::{
-    expand, global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, range, relu,
-    size, tile, where_op,
+    dynamic_quantize_linear, expand, global_average_pool, internal, matmul, matmul_integer,
+    qlinear_matmul, range, relu, size, tile, where_op,
 };
 
 pub mod average_pool;
@@ -171,6 +171,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "QLinearMatMul" => Box::new(qlinear_matmul::QLinearMatMul),
         "ConvInteger" => Box::new(conv_integer::ConvInteger::parse(ctx)?),
         "MatMulInteger" => Box::new(matmul_integer::MatMulInteger),
+        "DynamicQuantizeLinear" => Box::new(dynamic_quantize_linear::DynamicQuantizeLinear),
         // The IR holds bools as uint8 0/1, so a cast to bool is `x != 0`.
         "Cast" if ctx.int("to", 0)? == i64::from(crate::onnx::proto::data_type::BOOL) => {
             Box::new(compare::Compare {

@@ -33,6 +33,7 @@ use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::conv_transpose::ConvTranspose;
 use crate::graph::ops::depth_space::DepthSpace;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::dynamic_quantize_linear::DynamicQuantizeLinear;
 use crate::graph::ops::expand::Expand;
 use crate::graph::ops::flatten::Flatten;
 use crate::graph::ops::gemm::Gemm;
@@ -514,7 +515,20 @@ impl<'g> Lowerer<'g> {
         } else if any.is::<ConvTranspose>() {
             self.conv_transpose(ix)
         } else if any.is::<ConvInteger>() || any.is::<MatMulInteger>() {
-            Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
+            let n = &self.g.dag[ix];
+            let dynamic_zp = n
+                .inputs
+                .get(2)
+                .copied()
+                .flatten()
+                .is_some_and(|t| self.g.const_value(t).is_none());
+            if dynamic_zp {
+                Err("produces int32 accumulators without requantization, with an input zero point computed per inference (DynamicQuantizeLinear); the accelerator's layers output requantized int8, so it runs exactly on the CPU".into())
+            } else {
+                Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
+            }
+        } else if any.is::<DynamicQuantizeLinear>() {
+            Err("computes its scale and zero point per inference from the tensor's range (a reduction over the whole tensor), on the CPU".into())
         } else {
             Err(format!(
                 "no accelerator layer for {}",
