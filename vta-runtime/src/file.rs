@@ -39,8 +39,8 @@
 //! (offsets of tensors in segments), version 7 neither lane widths in tensor layouts nor value
 //! ranges and saturation bounds of input quantization (sub-byte cores), version 8 neither the
 //! narrow saturation range of QuantizeLinear CPU operators (int4/int2 and clipped QDQ imports)
-//! nor the I8Offset operator (narrow tensors held centred in the lanes), version 9 not the
-//! DynamicQuantizeLinear operator — are
+//! nor the I8Offset operator (narrow tensors held centred in the lanes), version 9 neither the
+//! DynamicQuantizeLinear nor the RNN/GRU/LSTM operators — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored

@@ -46,6 +46,7 @@ pub mod reduce_mean;
 pub mod relu;
 pub mod reshape;
 pub mod resize;
+pub mod rnn;
 pub mod shape;
 pub mod size;
 pub mod slice;
@@ -143,6 +144,7 @@ any_op! {
     Logic(logic::Logic),
     I8Offset(internal::I8Offset),
     DynamicQuantizeLinear(dynamic_quantize_linear::DynamicQuantizeLinear),
+    Recurrent(rnn::Recurrent),
 }
 
 /// An operator of the graph IR.

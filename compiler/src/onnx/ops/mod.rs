@@ -40,6 +40,7 @@ pub mod quantize_linear;
 pub mod reduce_mean;
 pub mod reshape;
 pub mod resize;
+pub mod rnn;
 pub mod shape;
 pub mod slice;
 pub mod softmax;
@@ -119,6 +120,20 @@ impl ParseCtx<'_> {
             .transpose()
     }
 
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+        self.typed(name, attribute_type::STRINGS, "STRINGS")?
+            .map(|a| {
+                a.strings
+                    .iter()
+                    .map(|s| {
+                        String::from_utf8(s.clone())
+                            .map_err(|_| format!("attribute '{name}' is not UTF-8"))
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+
     pub fn tensor(&self, name: &str) -> Result<Option<Tensor>, String> {
         match self.typed(name, attribute_type::TENSOR, "TENSOR")? {
             None => Ok(None),
@@ -171,6 +186,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "QLinearMatMul" => Box::new(qlinear_matmul::QLinearMatMul),
         "ConvInteger" => Box::new(conv_integer::ConvInteger::parse(ctx)?),
         "MatMulInteger" => Box::new(matmul_integer::MatMulInteger),
+        "RNN" | "GRU" | "LSTM" => Box::new(rnn::Recurrent::parse(ctx)?),
         "DynamicQuantizeLinear" => Box::new(dynamic_quantize_linear::DynamicQuantizeLinear),
         // The IR holds bools as uint8 0/1, so a cast to bool is `x != 0`.
         "Cast" if ctx.int("to", 0)? == i64::from(crate::onnx::proto::data_type::BOOL) => {
