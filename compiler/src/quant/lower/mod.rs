@@ -51,6 +51,7 @@ use crate::graph::ops::quantize_linear::{quantize_value, QParams, QuantizeLinear
 use crate::graph::ops::relu::Relu;
 use crate::graph::ops::reshape::Reshape;
 use crate::graph::ops::resize::Resize;
+use crate::graph::ops::rnn::Recurrent;
 use crate::graph::ops::slice::Slice;
 use crate::graph::ops::split::Split;
 use crate::graph::ops::squeeze::Squeeze;
@@ -527,6 +528,8 @@ impl<'g> Lowerer<'g> {
             } else {
                 Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
             }
+        } else if any.is::<Recurrent>() {
+            Err("a recurrent network runs in float on the CPU: each step's matrix products need the previous step's state, and its gates are float functions of them".into())
         } else if any.is::<DynamicQuantizeLinear>() {
             Err("computes its scale and zero point per inference from the tensor's range (a reduction over the whole tensor), on the CPU".into())
         } else {
