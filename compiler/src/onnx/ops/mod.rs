@@ -157,6 +157,11 @@ impl ParseCtx<'_> {
 /// The ONNX op types the importer knows, with their parser.
 pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
     let node = ctx.node;
+    // The one contrib operator that is not expanded into standard ones (see
+    // `crate::onnx::contrib`): an LSTM with onnxruntime's dynamically quantized weights.
+    if node.domain == "com.microsoft" && node.op_type == "DynamicQuantizeLSTM" {
+        return Ok(Box::new(rnn::Recurrent::parse(ctx)?));
+    }
     if !(node.domain.is_empty() || node.domain == "ai.onnx") {
         return Err(format!(
             "operator {}::{} is not in the standard ONNX domain",

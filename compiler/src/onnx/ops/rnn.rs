@@ -1,5 +1,6 @@
-//! `RNN`, `GRU` and `LSTM` from the attributes of an ONNX node; the ops themselves (facts,
-//! semantics) are `vta_runtime::ops::rnn`.
+//! `RNN`, `GRU`, `LSTM` and onnxruntime's `com.microsoft.DynamicQuantizeLSTM` from the
+//! attributes of an ONNX node; the ops themselves (facts, semantics) are
+//! `vta_runtime::ops::rnn`.
 
 pub use vta_runtime::ops::rnn::*;
 
@@ -119,6 +120,7 @@ impl FromOnnx for Recurrent {
             activations: activations(ctx, cell, direction.count())?,
             clip,
             batch_major: layout == 1,
+            quantized: ctx.node.op_type == "DynamicQuantizeLSTM",
         })
     }
 }

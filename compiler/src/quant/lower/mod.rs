@@ -528,8 +528,13 @@ impl<'g> Lowerer<'g> {
             } else {
                 Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
             }
-        } else if any.is::<Recurrent>() {
-            Err("a recurrent network runs in float on the CPU: each step's matrix products need the previous step's state, and its gates are float functions of them".into())
+        } else if let Some(rnn) = any.downcast_ref::<Recurrent>() {
+            Err(if rnn.quantized {
+                "its matrix products quantize their inputs per inference (the whole sequence, then each step's state), exact int32 on the CPU; the gates are float functions of them"
+            } else {
+                "a recurrent network runs in float on the CPU: each step's matrix products need the previous step's state, and its gates are float functions of them"
+            }
+            .into())
         } else if any.is::<DynamicQuantizeLinear>() {
             Err("computes its scale and zero point per inference from the tensor's range (a reduction over the whole tensor), on the CPU".into())
         } else {

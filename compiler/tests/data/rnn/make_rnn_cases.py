@@ -13,6 +13,15 @@ Each case is a directory `<case>/` laid out as ONNX's node tests are: `model.onn
 opset 14) and `test_data_set_0/input_<k>.pb`, `output_<k>.pb`. onnxruntime's CPU kernels take
 only `layout = 0`; the batch-major cases are the time-major ones with their inputs and
 outputs transposed (numpy), so they check the layout against the same onnxruntime result.
+
+The `dynq_` cases are LSTMs quantized by onnxruntime's `quantize_dynamic` into its
+`com.microsoft.DynamicQuantizeLSTM` (int8 weights per tensor or per channel, the inputs of
+the matrix products quantized per inference), with `reduce_range=True` (7-bit weights): on
+x86 CPUs with AVX2 but no VNNI, onnxruntime's uint8 x int8 kernels add pairs of products in
+saturating int16 (`vpmaddubsw`), so with full-range weights its results depend on the CPU
+(on this machine 0.1 off the exact products at the second step of an LSTM); with 7-bit
+weights no pair can saturate and onnxruntime computes the exact products, which the
+compiler implements.
 """
 import os
 import shutil
@@ -21,6 +30,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantType, quantize_dynamic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -93,6 +103,51 @@ def case(name, op, direction, seq, batch, inp, hidden, seed, lens=None, init=Fal
             f.write(numpy_helper.from_array(y, o).SerializeToString())
 
 
+def dynamic_quantized(name, direction, seq, batch, inp, hidden, seed, per_channel=False):
+    """An LSTM with initial states and peepholes, quantized by onnxruntime's quantize_dynamic
+    into com.microsoft.DynamicQuantizeLSTM; the expected outputs are onnxruntime's."""
+    rng = np.random.default_rng(seed)
+    dirs = 2 if direction == "bidirectional" else 1
+    vals = {
+        "W": (rng.standard_normal((dirs, 4 * hidden, inp)) * 0.5).astype(np.float32),
+        "R": (rng.standard_normal((dirs, 4 * hidden, hidden)) * 0.5).astype(np.float32),
+        "B": (rng.standard_normal((dirs, 8 * hidden)) * 0.3).astype(np.float32),
+    }
+    feeds = {
+        "X": rng.standard_normal((seq, batch, inp)).astype(np.float32),
+        "initial_h": rng.standard_normal((dirs, batch, hidden)).astype(np.float32),
+        "initial_c": rng.standard_normal((dirs, batch, hidden)).astype(np.float32),
+    }
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "initial_h", "initial_c"],
+                            ["Y", "Y_h", "Y_c"], direction=direction, hidden_size=hidden)
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, v.shape) for n, v in feeds.items()]
+    outs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [seq, dirs, batch, hidden])] + [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, [dirs, batch, hidden])
+        for n in ("Y_h", "Y_c")]
+    inits = [numpy_helper.from_array(v, n) for n, v in vals.items()]
+    m = helper.make_model(helper.make_graph([node], name, ins, outs, inits),
+                          opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    d = os.path.join(HERE, name)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    src = os.path.join(d, "float.onnx")
+    onnx.save(m, src)
+    quantize_dynamic(src, os.path.join(d, "model.onnx"), weight_type=QuantType.QInt8,
+                     per_channel=per_channel, reduce_range=True)
+    os.remove(src)
+    q = onnx.load(os.path.join(d, "model.onnx"))
+    assert [n.op_type for n in q.graph.node] == ["DynamicQuantizeLSTM"], q.graph.node
+    sess = ort.InferenceSession(q.SerializeToString(), providers=["CPUExecutionProvider"])
+    ys = sess.run(None, feeds)
+    for k, n in enumerate(feeds):
+        with open(os.path.join(d, f"test_data_set_0/input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(feeds[n], n).SerializeToString())
+    for k, (o, y) in enumerate(zip(["Y", "Y_h", "Y_c"], ys)):
+        with open(os.path.join(d, f"test_data_set_0/output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(y, o).SerializeToString())
+
+
 def main():
     for e in os.listdir(HERE):
         if os.path.isdir(os.path.join(HERE, e)):
@@ -116,6 +171,9 @@ def main():
     case("rnn_bidirectional_lens_activations", "RNN", "bidirectional", 5, 3, 4, 4, 8,
          lens=[3, 5, 2], init=True, activations=["Relu", "Affine"],
          activation_alpha=[0.7], activation_beta=[0.1])
+    dynamic_quantized("dynq_lstm_forward", "forward", 6, 1, 5, 8, 10)
+    dynamic_quantized("dynq_lstm_bidirectional_per_channel", "bidirectional", 5, 1, 4, 6, 11,
+                      per_channel=True)
     case("rnn_forward_clip_y_h_only", "RNN", "forward", 6, 2, 3, 5, 9, clip=0.5,
          outputs=("", "Y_h"))
 
