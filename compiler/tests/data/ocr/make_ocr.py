@@ -18,7 +18,10 @@ The model is laid out as PyTorch exports a CRNN captcha reader (opset 14):
 
 Outputs: ocr_lstm.onnx, ocr_calib.npy (16 images [16, 1, 32, 96]: random strokes on a
 light background), ocr_test.npy (4 more), ocr_ort.npy (onnxruntime's outputs on those,
-[4, 24, 1, 20]).
+[4, 24, 1, 20]); ocr_lstm_dyn.onnx, the model quantized by onnxruntime's `quantize_dynamic`
+(DynamicQuantizeLinear + ConvInteger, com.microsoft.DynamicQuantizeLSTM, MatMulInteger;
+`reduce_range=True`, 7-bit weights, with which onnxruntime's AVX2 kernels compute exact
+products, see ../rnn/make_rnn_cases.py) and ocr_dyn_ort.npy, onnxruntime's outputs of it.
 """
 import os
 
@@ -26,6 +29,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantType, quantize_dynamic
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 H, W, CLASSES, HID = 32, 96, 20, 32
@@ -117,6 +121,13 @@ def main():
     ys = np.stack([sess.run(None, {"image": x[None]})[0] for x in xs[16:]])
     np.save(os.path.join(HERE, "ocr_ort.npy"), ys)
     print("greedy CTC paths:", [y[:, 0].argmax(-1).tolist() for y in ys])
+    dyn = os.path.join(HERE, "ocr_lstm_dyn.onnx")
+    quantize_dynamic(path, dyn, weight_type=QuantType.QInt8, reduce_range=True)
+    ops = {n.op_type for n in onnx.load(dyn).graph.node}
+    assert {"DynamicQuantizeLSTM", "ConvInteger", "MatMulInteger"} <= ops, ops
+    sess = ort.InferenceSession(dyn, providers=["CPUExecutionProvider"])
+    ys = np.stack([sess.run(None, {"image": x[None]})[0] for x in xs[16:]])
+    np.save(os.path.join(HERE, "ocr_dyn_ort.npy"), ys)
 
 
 if __name__ == "__main__":
