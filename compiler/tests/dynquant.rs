@@ -2,6 +2,9 @@
 //! small MLP (DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul by the scales -> Add) and
 //! a small CNN (the same around ConvInteger, then GlobalAveragePool and a MatMulInteger)
 //! compile, run, and agree with onnxruntime's outputs.
+//! (Their weights are full-range int8: onnxruntime's uint8 x int8 kernels on AVX2 CPUs
+//! without VNNI add pairs of products in saturating int16, which these inputs do not reach,
+//! as the bit-identical MLP shows; see `tests/data/rnn/make_rnn_cases.py`.)
 
 use std::path::{Path, PathBuf};
 
@@ -67,11 +70,10 @@ fn dynamically_quantized_mlp_matches_onnxruntime_exactly() {
 #[test]
 fn dynamically_quantized_cnn_matches_onnxruntime() {
     // The convolutions' integer results are exact; GlobalAveragePool sums in float in its
-    // own order, so the next DynamicQuantizeLinear may see a range 1 ulp apart from
-    // onnxruntime's: the outputs agree to float rounding.
+    // own order, so the outputs agree to float rounding (measured: 1.7e-7 of the largest).
     let w = worst_relative("cnn");
     println!("cnn: largest difference {w:e} of the largest output");
-    assert!(w <= 1e-5, "{w}");
+    assert!(w <= 1e-6, "{w}");
 }
 
 #[test]

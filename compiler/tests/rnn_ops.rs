@@ -10,11 +10,14 @@
 //! `1e-6 * max(1, |expected|)` (measured: 2e-7 for both; onnxruntime's kernels approximate
 //! tanh and the sigmoid (MLAS) and sum the float gate products in another order).
 
+mod onnx_builder;
+
 use std::path::{Path, PathBuf};
 
 use compiler::frontend::import_graph;
 use compiler::graph::Tensor;
 use compiler::onnx::load_tensor_pb;
+use onnx_builder::{sample, Model, A};
 use vta_runtime::budget::DEFAULT_MEMORY_BUDGET;
 
 fn root() -> PathBuf {
@@ -63,4 +66,79 @@ fn recurrent_ops_agree_with_onnxruntime() {
     println!(
         "largest difference from onnxruntime: {worst:e} (float), {worst_q:e} (DynamicQuantizeLSTM)"
     );
+}
+
+/// An LSTM (hidden size 2, input size 3, sequence of 4, batch 1) with these attributes and
+/// weights of these shapes, imported and run on one input.
+fn lstm(attrs: Vec<(&str, A)>, w: &[usize], lens: Option<i64>) -> Result<Vec<Tensor>, String> {
+    let mut m = Model::new(14);
+    m.input("x", &[4, 1, 3])
+        .weight("w", w, 0.5)
+        .weight("r", &[1, 8, 2], 0.5)
+        .output("y");
+    let mut ins = vec!["x", "w", "r"];
+    if let Some(l) = lens {
+        m.init(
+            "lens",
+            Tensor::I32(ndarray::ArrayD::from_elem(vec![1], l as i32)),
+        );
+        ins.extend(["", "lens"]);
+    }
+    m.node("lstm", "LSTM", &ins, &["y"], attrs);
+    let g =
+        import_graph(&m.bytes(), "lstm.onnx", DEFAULT_MEMORY_BUDGET).map_err(|e| e.to_string())?;
+    g.run_outputs(&[Tensor::F32(sample(&[4, 1, 3], 5, 1.0))])
+}
+
+#[test]
+fn refused_attributes_and_inputs_say_what_and_how() {
+    let ok = [1, 8, 3];
+    assert!(lstm(vec![], &ok, None).is_ok());
+    for (attrs, w, lens, want) in [
+        (
+            vec![("direction", A::S("sideways"))],
+            &ok,
+            None,
+            "attribute 'direction' is 'sideways'; it must be forward, reverse or bidirectional",
+        ),
+        (
+            vec![("activations", A::Ss(vec!["Sigmoid", "Swish", "Tanh"]))],
+            &ok,
+            None,
+            "activation function 'swish' is not one of ONNX's",
+        ),
+        (
+            vec![("activations", A::Ss(vec!["Sigmoid"]))],
+            &ok,
+            None,
+            "attribute 'activations' names 1 functions; LSTM with 1 direction(s) takes 3",
+        ),
+        (
+            vec![("hidden_size", A::I(3))],
+            &ok,
+            None,
+            "hidden_size is 3 but R's shape",
+        ),
+        (
+            vec![],
+            &[1, 6, 3],
+            None,
+            "W has shape [1, 6, 3], expected [1, 8, 3]",
+        ),
+        (
+            vec![("layout", A::I(2))],
+            &ok,
+            None,
+            "attribute 'layout' must be 0 or 1",
+        ),
+        (
+            vec![],
+            &ok,
+            Some(0),
+            "sequence_lens value 0 is not in 1..=4",
+        ),
+    ] {
+        let err = lstm(attrs, w, lens).unwrap_err();
+        assert!(err.contains(want), "{err}");
+    }
 }
