@@ -22,10 +22,10 @@ pub struct DynamicQuantizeLinear;
 
 /// The scale and zero point of `x`'s range (extended to include 0), as onnxruntime's
 /// `GetQuantizationParameter` computes them.
-pub fn dynamic_qparams(x: &ArrayD<f32>) -> (f32, u8) {
+pub fn dynamic_qparams(x: impl IntoIterator<Item = f32>) -> (f32, u8) {
     let (lo, hi) = x
-        .iter()
-        .fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        .into_iter()
+        .fold((0f32, 0f32), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let scale = if hi == lo { 1.0 } else { (hi - lo) / 255.0 };
     let zp = round_half_even((0.0 - lo / scale).clamp(0.0, 255.0));
     (scale, zp as u8)
@@ -50,7 +50,7 @@ impl Op for DynamicQuantizeLinear {
 
     fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
         let x = arg(inputs, 0, "x")?.as_f32()?;
-        let (scale, zp) = dynamic_qparams(x);
+        let (scale, zp) = dynamic_qparams(x.iter().copied());
         let y = x.mapv(|v| (round_half_even(v / scale) + f32::from(zp)).clamp(0.0, 255.0) as u8);
         Ok(vec![
             Tensor::U8(y),

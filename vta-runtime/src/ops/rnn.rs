@@ -290,12 +290,10 @@ impl Matrix {
                 .map(|x| (0..rows).map(|j| dot(x, &w[j * k..(j + 1) * k])).collect())
                 .collect(),
             Matrix::Int { w, scale } => {
-                let all: Vec<f32> = a.iter().flat_map(|x| x.iter().copied()).collect();
-                let all = ArrayD::from_shape_vec(IxDyn(&[all.len()]), all).unwrap();
-                let (a_scale, zp) = dynamic_qparams(&all);
-                let q: Vec<i32> = all
-                    .iter()
-                    .map(|&v| {
+                let all = || a.iter().flat_map(|x| x.iter().copied());
+                let (a_scale, zp) = dynamic_qparams(all());
+                let q: Vec<i32> = all()
+                    .map(|v| {
                         (round_half_even(v / a_scale) + f32::from(zp)).clamp(0.0, 255.0) as i32
                             - i32::from(zp)
                     })
