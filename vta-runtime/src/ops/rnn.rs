@@ -173,6 +173,11 @@ impl Recurrent {
             return Err(format!("R must have rank 3, got shape {r:?}"));
         }
         let hidden = r[2];
+        if hidden == 0 || x.contains(&0) {
+            return Err(format!(
+                "X {x:?} and the hidden size {hidden} (from R) must have no zero dimension"
+            ));
+        }
         if let Some(h) = self.hidden_size {
             if h != hidden {
                 return Err(format!(
@@ -302,11 +307,12 @@ impl Matrix {
                     .map(|x| {
                         (0..rows)
                             .map(|j| {
-                                let acc: i32 = x
+                                // int32 accumulation that wraps, as onnxruntime's does
+                                // (a product of two 9-bit values cannot overflow).
+                                let acc = x
                                     .iter()
                                     .zip(&w[j * k..(j + 1) * k])
-                                    .map(|(a, b)| a * b)
-                                    .sum();
+                                    .fold(0i32, |s, (a, b)| s.wrapping_add(a * b));
                                 let s = scale[if scale.len() == 1 { 0 } else { j }];
                                 acc as f32 * (a_scale * s)
                             })
@@ -326,7 +332,7 @@ fn quantized_matrix(
     inputs: &[Option<&Tensor>],
     (i, s): (usize, usize),
     what: &str,
-    dir: usize,
+    (dir, dirs): (usize, usize),
     rows: usize,
     k: usize,
 ) -> Result<Matrix, String> {
@@ -336,7 +342,6 @@ fn quantized_matrix(
     let v = v.as_slice().unwrap();
     let scale = arg(inputs, s, &format!("{what}_scale"))?.as_f32()?;
     let scales: Vec<f32> = scale.iter().copied().collect();
-    let dirs = v.len() / (rows * k);
     let scale = match scales.len() {
         n if n == dirs => vec![scales[dir]],
         n if n == dirs * rows => scales[dir * rows..(dir + 1) * rows].to_vec(),
@@ -351,7 +356,7 @@ fn quantized_matrix(
         .copied()
         .flatten()
         .map_or_else(|| vec![0; dirs], |z| z.to_i64_vec());
-    let per = zps.len() / dirs.max(1);
+    let per = zps.len() / dirs;
     let zs = zps.get(dir * per..(dir + 1) * per).unwrap_or(&[]);
     let zp = match zs.first() {
         Some(&z) if zs.iter().all(|&v| v == z) => z as i32,
@@ -501,8 +506,8 @@ impl Op for Recurrent {
             let acts = &self.activations[dir * per_dir..(dir + 1) * per_dir];
             let (wm, rm) = if self.quantized {
                 (
-                    quantized_matrix(inputs, (1, 8), "W", dir, rows, d.input)?,
-                    quantized_matrix(inputs, (2, 10), "R", dir, rows, h)?,
+                    quantized_matrix(inputs, (1, 8), "W", (dir, d.dirs), rows, d.input)?,
+                    quantized_matrix(inputs, (2, 10), "R", (dir, d.dirs), rows, h)?,
                 )
             } else {
                 let slice = |t: &Tensor, k: usize| -> Result<Matrix, String> {
