@@ -56,14 +56,10 @@ fn activations(ctx: &ParseCtx, cell: Cell, dirs: usize) -> Result<Vec<Func>, Str
         funcs.push(f);
     }
     let per_dir = cell.default_activations().len();
-    // A bidirectional node naming one direction's functions uses them for both, as
-    // onnxruntime does.
-    if dirs == 2 && funcs.len() == per_dir {
-        funcs = funcs.repeat(2);
-    }
     if funcs.len() != per_dir * dirs {
         return Err(format!(
-            "attribute 'activations' names {} functions; {} with {dirs} direction(s) takes {}",
+            "attribute 'activations' names {} functions; {} with {dirs} direction(s) takes {} \
+             ({per_dir} per direction, the forward direction's first)",
             funcs.len(),
             cell.op_type(),
             per_dir * dirs
