@@ -136,8 +136,11 @@ pub struct Recurrent {
     /// onnxruntime's `com.microsoft.DynamicQuantizeLSTM` (an LSTM): W `[dirs, input, 4
     /// hidden]` and R `[dirs, hidden, 4 hidden]` are int8/uint8 and transposed, with scales
     /// and zero points as inputs 8 to 11; the input of each matrix product is quantized per
-    /// inference as DynamicQuantizeLinear does (the whole sequence for W, each step's state for
-    /// R), the product is exact in int32 and scaled back to float, as onnxruntime computes it.
+    /// inference as DynamicQuantizeLinear does (the whole sequence for W, each step's state of
+    /// all batch rows together for R), the product is exact in int32 and scaled back to float,
+    /// as onnxruntime computes it with one intra-op thread (with more, it quantizes each
+    /// thread's share of a batch of 2 or more rows by itself, so its result depends on its
+    /// thread count).
     pub quantized: bool,
 }
 
