@@ -474,6 +474,17 @@ impl<'g> Lowerer<'g> {
             self.qlinear_conv(ix)
         } else if any.is::<QLinearMatMul>() {
             self.qlinear_matmul(ix)
+        } else if any.is::<Binary>() && self.g.fact(self.g.dag[ix].outputs[0]).rank() == 0 {
+            // onnxruntime's dynamic quantization multiplies per-inference scales.
+            Err("scalar arithmetic (such as a scale computed per inference), on the CPU".into())
+        } else if any.is::<Binary>()
+            && self.g.dag[ix].inputs.iter().flatten().any(|&t| {
+                self.g.fact(t).rank() == 0
+                    && self.g.const_value(t).is_none()
+                    && self.const_dq(t).is_none()
+            })
+        {
+            Err("an operand is a scalar computed at run time (such as a per-inference scale); the accelerator's layers take constant scales".into())
         } else if any.is::<Binary>() {
             let n = &self.g.dag[ix];
             let has_const = n
