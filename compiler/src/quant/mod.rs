@@ -1,8 +1,9 @@
 //! Quantization and lowering of a graph to a [`Plan`].
 //!
 //! Four kinds of models are accepted (the element-wise operators of edge CNNs, Sigmoid,
-//! HardSwish, SiLU, LeakyRelu, Resize, ConvTranspose, Concat/Split, ..., in the first three: single-
-//! input functions as 256-entry tables, the others as ALU layers or exact int8 data movement):
+//! HardSwish, SiLU, LeakyRelu, Resize, ConvTranspose, Concat/Split, ..., in the first three:
+//! single-input functions as 256-entry tables, the others as ALU layers or exact int8 data
+//! movement):
 //!
 //! - **float models**: post-training quantization from calibration inputs. Activations are
 //!   per-tensor symmetric int8 (zero point 0, so the accelerator's zero padding is exact),
