@@ -127,10 +127,14 @@ fn dynamically_quantized_ocr_compiles_and_agrees_with_onnxruntime() {
     )
     .unwrap();
     let report = c.compile_report();
+    let per_inference =
+        |s: &Support| matches!(s, Support::Cpu { reason, .. } if reason.contains("per inference"));
     for op in ["DynamicQuantizeLSTM", "ConvInteger", "MatMulInteger"] {
         assert!(
-            c.support.entries.iter().any(|e| e.op_type == op
-                && matches!(&e.support, Support::Cpu { reason, .. } if reason.contains("per inference"))),
+            c.support
+                .entries
+                .iter()
+                .any(|e| e.op_type == op && per_inference(&e.support)),
             "{op}:\n{report}"
         );
     }

@@ -4,11 +4,12 @@
 //! `activation_alpha`/`beta`, peepholes with initial states, reverse and bidirectional
 //! directions in both layouts, and a node whose `Y` output is absent; and onnxruntime's
 //! `com.microsoft.DynamicQuantizeLSTM` (weights per tensor and per channel, forward with a
-//! batch of 3 and bidirectional; onnxruntime with one intra-op thread), whose matrix products are exact integer products of dynamically
-//! quantized inputs. The front end's float executor (the one calibration runs, and a
-//! compiled model's CPU steps) must agree with onnxruntime within
-//! `1e-6 * max(1, |expected|)` (measured: 2e-7 for both; onnxruntime's kernels approximate
-//! tanh and the sigmoid (MLAS) and sum the float gate products in another order).
+//! batch of 3 and bidirectional; onnxruntime with one intra-op thread), whose matrix
+//! products are exact integer products of dynamically quantized inputs. The front end's
+//! float executor (the one calibration runs, and a compiled model's CPU steps) must agree
+//! with onnxruntime within `1e-6 * max(1, |expected|)` (measured: 2e-7 for both;
+//! onnxruntime's kernels approximate tanh and the sigmoid (MLAS) and sum the float gate
+//! products in another order). Refused attributes and inputs name what is wrong.
 
 mod onnx_builder;
 

@@ -5,10 +5,11 @@
 //!
 //! The range always includes 0: `scale = (max(0, max x) - min(0, min x)) / 255`,
 //! `zp = saturate(round_half_even(-min / scale))` and
-//! `y = saturate(round_half_even(x / scale) + zp)`, all in f32 as onnxruntime computes them. An all-zero input has no range; ONNX
-//! leaves that case open, onnxruntime takes scale 1 while onnx's Python reference takes 1/255.
-//! Both give `y = 0` and `zp = 0`, so every integer result downstream is the same; this op
-//! follows onnxruntime (whose models these are).
+//! `y = saturate(round_half_even(x / scale) + zp)`, all in f32 as onnxruntime computes them.
+//! An all-zero input has no range; ONNX leaves that case open, onnxruntime takes scale 1
+//! while onnx's Python reference takes 1/255. Both give `y = 0` and `zp = 0`, so every
+//! integer result downstream is the same; this op follows onnxruntime (whose models these
+//! are).
 
 use ndarray::ArrayD;
 

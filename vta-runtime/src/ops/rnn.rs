@@ -199,7 +199,8 @@ impl Recurrent {
         }
         if r != [dirs, rows, hidden] {
             return Err(format!(
-                "R has shape {r:?}, expected {:?} (directions, {} gates x hidden_size, hidden_size)",
+                "R has shape {r:?}, expected {:?} (directions, {} gates x hidden_size, \
+                 hidden_size)",
                 [dirs, rows, hidden],
                 self.cell.gates()
             ));
