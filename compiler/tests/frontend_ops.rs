@@ -565,9 +565,9 @@ fn shape_inference_per_op() {
         Ok(f(I32, &[3, 2]))
     );
     // Unsupported ops and attributes are errors with the reason.
-    assert!(infer("LSTM", vec![], (F32, &[1, 2]), vec![], 13)
+    assert!(infer("Loop", vec![], (F32, &[1, 2]), vec![], 13)
         .unwrap_err()
-        .contains("LSTM is not supported"));
+        .contains("Loop is not supported"));
     assert!(infer(
         "Conv",
         vec![("pads", A::Is(vec![1, 1]))],

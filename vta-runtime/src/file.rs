@@ -4,7 +4,7 @@
 //! and write, the input and output quantization), so loading runs neither the ONNX importer nor
 //! the quantizer.
 //!
-//! # Format version 9
+//! # Format version 10
 //!
 //! One little-endian binary file (by convention `.vtab`, like program containers; the magic
 //! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
@@ -12,7 +12,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `VTAMODEL` |
-//! | 4 | `u32` format version, `9` |
+//! | 4 | `u32` format version, `10` |
 //! | 8 | `u64` length of the whole file in bytes |
 //! | str | config string ([`HwConfig::config_string`]) |
 //! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
@@ -39,7 +39,8 @@
 //! (offsets of tensors in segments), version 7 neither lane widths in tensor layouts nor value
 //! ranges and saturation bounds of input quantization (sub-byte cores), version 8 neither the
 //! narrow saturation range of QuantizeLinear CPU operators (int4/int2 and clipped QDQ imports)
-//! nor the I8Offset operator (narrow tensors held centred in the lanes) — are
+//! nor the I8Offset operator (narrow tensors held centred in the lanes), version 9 neither the
+//! DynamicQuantizeLinear nor the RNN/GRU/LSTM operators — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
@@ -63,7 +64,7 @@ use crate::program::DeviceProgram;
 pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 
 /// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 9;
+pub const FORMAT_VERSION: u32 = 10;
 
 /// Bytes before the config string: magic, version, length.
 const HEAD: usize = frame::HEADER_BYTES;

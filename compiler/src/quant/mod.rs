@@ -1,8 +1,9 @@
 //! Quantization and lowering of a graph to a [`Plan`].
 //!
-//! Three kinds of models are accepted (the element-wise operators of edge CNNs, Sigmoid,
-//! HardSwish, SiLU, LeakyRelu, Resize, ConvTranspose, Concat/Split, ..., in all three: single-
-//! input functions as 256-entry tables, the others as ALU layers or exact int8 data movement):
+//! Four kinds of models are accepted (the element-wise operators of edge CNNs, Sigmoid,
+//! HardSwish, SiLU, LeakyRelu, Resize, ConvTranspose, Concat/Split, ..., in the first three:
+//! single-input functions as 256-entry tables, the others as ALU layers or exact int8 data
+//! movement):
 //!
 //! - **float models**: post-training quantization from calibration inputs. Activations are
 //!   per-tensor symmetric int8 (zero point 0, so the accelerator's zero padding is exact),
@@ -21,7 +22,12 @@
 //!   (a MatMul's `[..., N, K]` operand of rank 3 or 4 as `[rows, K]`, reshaped on the CPU);
 //!   ConvInteger/MatMulInteger (int32 outputs, no requantization) run on the CPU;
 //!   onnxruntime's `com.microsoft` quantized operators are expanded by the importer into
-//!   `DQ -> op -> Q` ([`crate::onnx::contrib`]) and lowered as QDQ.
+//!   `DQ -> op -> Q` ([`crate::onnx::contrib`]) and lowered as QDQ;
+//! - **dynamically quantized models** (onnxruntime's `quantize_dynamic`): DynamicQuantizeLinear
+//!   computes each activation's scale per inference, ConvInteger/MatMulInteger take it as a
+//!   run-time zero point and `com.microsoft.DynamicQuantizeLSTM` quantizes inside; all of it
+//!   runs exactly on the CPU, since the accelerator's layers store requantized int8 with
+//!   constant scales, not int32 accumulators.
 //!
 //! Zero points: int8 activations with zero point 0 map directly; uint8 tensors are held as
 //! `uint8 - 128` (exact), so uint8 with zero point 128 is int8 with zero point 0. A tensor
@@ -63,6 +69,7 @@ use ndarray::ArrayD;
 use crate::frontend::FrontendError;
 use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::dynamic_quantize_linear::DynamicQuantizeLinear;
 use crate::graph::ops::matmul_integer::MatMulInteger;
 use crate::graph::ops::qlinear_conv::QLinearConv;
 use crate::graph::ops::qlinear_matmul::QLinearMatMul;
@@ -184,6 +191,7 @@ pub fn is_quantized(g: &Graph) -> bool {
             || a.is::<QLinearMatMul>()
             || a.is::<ConvInteger>()
             || a.is::<MatMulInteger>()
+            || a.is::<DynamicQuantizeLinear>()
     })
 }
 

@@ -18,6 +18,7 @@ pub enum A {
     F(f32),
     Fs(Vec<f32>),
     S(&'static str),
+    Ss(Vec<&'static str>),
 }
 
 /// A typed value (graph input or output).
@@ -169,6 +170,12 @@ pub fn node(name: &str, op: &str, ins: &[&str], outs: &[&str], attrs: Vec<(&str,
                     A::F(f) => (p.r#type, p.f) = (at::FLOAT, f),
                     A::Fs(v) => (p.r#type, p.floats) = (at::FLOATS, v),
                     A::S(s) => (p.r#type, p.s) = (at::STRING, s.as_bytes().to_vec()),
+                    A::Ss(v) => {
+                        (p.r#type, p.strings) = (
+                            at::STRINGS,
+                            v.iter().map(|s| s.as_bytes().to_vec()).collect(),
+                        )
+                    }
                 }
                 p
             })

@@ -23,6 +23,7 @@ pub mod conv_integer;
 pub mod conv_transpose;
 pub mod depth_space;
 pub mod dequantize_linear;
+pub mod dynamic_quantize_linear;
 pub mod expand;
 pub mod flatten;
 pub mod gather;
@@ -45,6 +46,7 @@ pub mod reduce_mean;
 pub mod relu;
 pub mod reshape;
 pub mod resize;
+pub mod rnn;
 pub mod shape;
 pub mod size;
 pub mod slice;
@@ -141,6 +143,8 @@ any_op! {
     DepthSpace(depth_space::DepthSpace),
     Logic(logic::Logic),
     I8Offset(internal::I8Offset),
+    DynamicQuantizeLinear(dynamic_quantize_linear::DynamicQuantizeLinear),
+    Recurrent(rnn::Recurrent),
 }
 
 /// An operator of the graph IR.

@@ -8,8 +8,8 @@ use crate::onnx::proto::{attribute_type, AttributeProto, NodeProto};
 pub use vta_runtime::ops::{arg, axis, in_const, in_fact, to_usizes, Activation, Op, TensorInfo};
 /// Ops with no ONNX attributes: nothing to parse.
 pub use vta_runtime::ops::{
-    expand, global_average_pool, internal, matmul, matmul_integer, qlinear_matmul, range, relu,
-    size, tile, where_op,
+    dynamic_quantize_linear, expand, global_average_pool, internal, matmul, matmul_integer,
+    qlinear_matmul, range, relu, size, tile, where_op,
 };
 
 pub mod average_pool;
@@ -40,6 +40,7 @@ pub mod quantize_linear;
 pub mod reduce_mean;
 pub mod reshape;
 pub mod resize;
+pub mod rnn;
 pub mod shape;
 pub mod slice;
 pub mod softmax;
@@ -119,6 +120,20 @@ impl ParseCtx<'_> {
             .transpose()
     }
 
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+        self.typed(name, attribute_type::STRINGS, "STRINGS")?
+            .map(|a| {
+                a.strings
+                    .iter()
+                    .map(|s| {
+                        String::from_utf8(s.clone())
+                            .map_err(|_| format!("attribute '{name}' is not UTF-8"))
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+
     pub fn tensor(&self, name: &str) -> Result<Option<Tensor>, String> {
         match self.typed(name, attribute_type::TENSOR, "TENSOR")? {
             None => Ok(None),
@@ -142,6 +157,11 @@ impl ParseCtx<'_> {
 /// The ONNX op types the importer knows, with their parser.
 pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
     let node = ctx.node;
+    // The one contrib operator that is not expanded into standard ones (see
+    // `crate::onnx::contrib`): an LSTM with onnxruntime's dynamically quantized weights.
+    if node.domain == "com.microsoft" && node.op_type == "DynamicQuantizeLSTM" {
+        return Ok(Box::new(rnn::Recurrent::parse(ctx)?));
+    }
     if !(node.domain.is_empty() || node.domain == "ai.onnx") {
         return Err(format!(
             "operator {}::{} is not in the standard ONNX domain",
@@ -171,6 +191,8 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         "QLinearMatMul" => Box::new(qlinear_matmul::QLinearMatMul),
         "ConvInteger" => Box::new(conv_integer::ConvInteger::parse(ctx)?),
         "MatMulInteger" => Box::new(matmul_integer::MatMulInteger),
+        "RNN" | "GRU" | "LSTM" => Box::new(rnn::Recurrent::parse(ctx)?),
+        "DynamicQuantizeLinear" => Box::new(dynamic_quantize_linear::DynamicQuantizeLinear),
         // The IR holds bools as uint8 0/1, so a cast to bool is `x != 0`.
         "Cast" if ctx.int("to", 0)? == i64::from(crate::onnx::proto::data_type::BOOL) => {
             Box::new(compare::Compare {

@@ -36,6 +36,7 @@ use crate::graph::ops::conv_integer::ConvInteger;
 use crate::graph::ops::conv_transpose::ConvTranspose;
 use crate::graph::ops::depth_space::DepthSpace;
 use crate::graph::ops::dequantize_linear::DequantizeLinear;
+use crate::graph::ops::dynamic_quantize_linear::DynamicQuantizeLinear;
 use crate::graph::ops::expand::Expand;
 use crate::graph::ops::flatten::Flatten;
 use crate::graph::ops::gemm::Gemm;
@@ -53,6 +54,7 @@ use crate::graph::ops::quantize_linear::{quantize_value, QParams, QuantizeLinear
 use crate::graph::ops::relu::Relu;
 use crate::graph::ops::reshape::Reshape;
 use crate::graph::ops::resize::Resize;
+use crate::graph::ops::rnn::Recurrent;
 use crate::graph::ops::slice::Slice;
 use crate::graph::ops::split::Split;
 use crate::graph::ops::squeeze::Squeeze;
@@ -480,6 +482,17 @@ impl<'g> Lowerer<'g> {
             self.qlinear_conv(ix)
         } else if any.is::<QLinearMatMul>() {
             self.qlinear_matmul(ix)
+        } else if any.is::<Binary>() && self.g.fact(self.g.dag[ix].outputs[0]).rank() == 0 {
+            // onnxruntime's dynamic quantization multiplies per-inference scales.
+            Err("scalar arithmetic (such as a scale computed per inference), on the CPU".into())
+        } else if any.is::<Binary>()
+            && self.g.dag[ix].inputs.iter().flatten().any(|&t| {
+                self.g.fact(t).rank() == 0
+                    && self.g.const_value(t).is_none()
+                    && self.const_dq(t).is_none()
+            })
+        {
+            Err("an operand is a scalar computed at run time (such as a per-inference scale); the accelerator's layers take constant scales".into())
         } else if any.is::<Binary>() {
             let n = &self.g.dag[ix];
             let has_const = n
@@ -522,7 +535,27 @@ impl<'g> Lowerer<'g> {
         } else if any.is::<ConvTranspose>() {
             self.conv_transpose(ix)
         } else if any.is::<ConvInteger>() || any.is::<MatMulInteger>() {
-            Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
+            let n = &self.g.dag[ix];
+            let dynamic_zp = n
+                .inputs
+                .get(2)
+                .copied()
+                .flatten()
+                .is_some_and(|t| self.g.const_value(t).is_none());
+            if dynamic_zp {
+                Err("produces int32 accumulators without requantization, with an input zero point computed per inference (DynamicQuantizeLinear); the accelerator's layers output requantized int8, so it runs exactly on the CPU".into())
+            } else {
+                Err("produces int32 accumulators without requantization; the accelerator's layers output int8".into())
+            }
+        } else if let Some(rnn) = any.downcast_ref::<Recurrent>() {
+            Err(if rnn.quantized {
+                "its matrix products quantize their inputs per inference (the whole sequence, then each step's state), exact int32 on the CPU; the gates are float functions of them"
+            } else {
+                "a recurrent network runs in float on the CPU: each step's matrix products need the previous step's state, and its gates are float functions of them"
+            }
+            .into())
+        } else if any.is::<DynamicQuantizeLinear>() {
+            Err("computes its scale and zero point per inference from the tensor's range (a reduction over the whole tensor), on the CPU".into())
         } else {
             Err(format!(
                 "no accelerator layer for {}",

@@ -32,7 +32,12 @@ from onnx.backend.test.case import node
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIN_OPSET, MAX_OPSET = 7, 25
 
-OPS = ["SpaceToDepth", "DepthToSpace", "Floor", "Ceil", "Round", "PRelu", "Shape", "Size",
+OPS = [
+       "DynamicQuantizeLinear",
+       "RNN",
+       "GRU",
+       "LSTM",
+       "SpaceToDepth", "DepthToSpace", "Floor", "Ceil", "Round", "PRelu", "Shape", "Size",
        "Range", "ConstantOfShape", "Expand", "Tile", "Where", "Equal", "Less", "Greater",
        "LessOrEqual", "GreaterOrEqual", "Cast", "Gather", "Concat", "Slice", "Squeeze", "Unsqueeze",
        "Reshape", "Not", "And", "Or", "Xor", "Mod", "QuantizeLinear", "DequantizeLinear"]
