@@ -76,16 +76,31 @@ impl RtlDevice {
     }
 }
 
-fn run_error(e: RtlError) -> DeviceError {
+/// A failed run of `backend` as the device HAL's error (a bound reached is a timeout).
+pub(super) fn run_error(backend: &str, e: RtlError) -> DeviceError {
     match e {
         RtlError::Timeout { .. } => DeviceError::Timeout {
-            backend: "rtl".into(),
+            backend: backend.into(),
             detail: e.to_string(),
         },
         e => DeviceError::Run {
-            backend: "rtl".into(),
+            backend: backend.into(),
             source: Box::new(e),
         },
+    }
+}
+
+/// A completed run of `backend` as the device HAL's report.
+pub(super) fn run_report(backend: &str, run: &RtlRun, started: Instant) -> RunReport {
+    RunReport {
+        backend: backend.into(),
+        counters: run
+            .counters
+            .iter()
+            .map(|(n, v)| (n.to_string(), v))
+            .collect(),
+        extras: run.extras(),
+        wall_time: started.elapsed(),
     }
 }
 
@@ -157,13 +172,8 @@ impl Device for RtlDevice {
         let r = self
             .sim
             .run(insn_addr, insn_count, &limits)
-            .map_err(run_error)?;
-        let report = RunReport {
-            backend: self.name().into(),
-            counters: r.counters.iter().map(|(n, v)| (n.to_string(), v)).collect(),
-            extras: r.extras(),
-            wall_time: t.elapsed(),
-        };
+            .map_err(|e| run_error("rtl", e))?;
+        let report = run_report(self.name(), &r, t);
         self.last = Some(r);
         Ok(report)
     }

@@ -30,6 +30,7 @@ use vta_hw::debug::{DebugState, UOP_EVENT};
 use vta_hw::regs;
 
 use super::accelerator::{idle_inputs, AcceleratorError, LiteMaster};
+use super::device::{run_error, run_report};
 use super::{
     check_counters, place_program, read_outputs, read_stream, ModelOrigin, RtlError, RtlOptions,
     RtlRun, RunLimits, POLL_INTERVAL_CYCLES,
@@ -624,26 +625,6 @@ pub fn open_cores(
         .collect())
 }
 
-impl MultiCoreDevice {
-    /// Which core of the simulation this is.
-    pub fn core(&self) -> usize {
-        self.core
-    }
-
-    fn run_error(&self, e: RtlError) -> DeviceError {
-        match e {
-            RtlError::Timeout { .. } => DeviceError::Timeout {
-                backend: self.name.clone(),
-                detail: e.to_string(),
-            },
-            e => DeviceError::Run {
-                backend: self.name.clone(),
-                source: Box::new(e),
-            },
-        }
-    }
-}
-
 impl Device for MultiCoreDevice {
     fn name(&self) -> &str {
         &self.name
@@ -714,10 +695,10 @@ impl Device for MultiCoreDevice {
         let mut g = self.group.lock()?;
         g.sim
             .start(self.core, insn_addr, insn_count, limits)
-            .map_err(|e| self.run_error(e))?;
+            .map_err(|e| run_error(&self.name, e))?;
         let run = loop {
             if let Some(r) = g.sim.take_result(self.core) {
-                break r.map_err(|e| self.run_error(e))?;
+                break r.map_err(|e| run_error(&self.name, e))?;
             }
             g.sim.step(SLICE_CYCLES);
             drop(g);
@@ -726,16 +707,7 @@ impl Device for MultiCoreDevice {
             }
             g = self.group.lock()?;
         };
-        Ok(RunReport {
-            backend: self.name.clone(),
-            counters: run
-                .counters
-                .iter()
-                .map(|(n, v)| (n.to_string(), v))
-                .collect(),
-            extras: run.extras(),
-            wall_time: t.elapsed(),
-        })
+        Ok(run_report(&self.name, &run, t))
     }
 }
 
