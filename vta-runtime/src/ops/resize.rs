@@ -5,8 +5,7 @@
 //! onnxruntime does). Coordinates are computed in f32, as onnxruntime does. Nearest mode works
 //! on any element type (it only moves data); linear needs float.
 //!
-//! Not supported (refused when parsing): `cubic`, `tf_crop_and_resize`, `antialias`, and a
-//! `keep_aspect_ratio_policy` other than `stretch`.
+//! Not supported (refused when parsing): `cubic`, `tf_crop_and_resize`, `antialias`.
 
 use ndarray::{ArrayD, IxDyn};
 
@@ -46,6 +45,18 @@ pub enum NearestMode {
     Ceil,
 }
 
+/// `keep_aspect_ratio_policy` (opset 18): how `sizes` become the output size.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AspectPolicy {
+    /// Every axis to its size.
+    #[default]
+    Stretch,
+    /// One scale for the resized axes, the smallest of `size / length`.
+    NotLarger,
+    /// One scale for the resized axes, the largest of `size / length`.
+    NotSmaller,
+}
+
 /// Where the output size comes from.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
 pub enum SizeSource {
@@ -65,6 +76,8 @@ pub struct Resize {
     pub source: SizeSource,
     /// The axes `scales`/`sizes` refer to (opset 18); `None`: all axes.
     pub axes: Option<Vec<i64>>,
+    #[serde(default)]
+    pub policy: AspectPolicy,
 }
 
 /// How one axis is resized: per output index, the two input indices and the weight of the
@@ -114,6 +127,19 @@ impl Resize {
                 out[a] = n as usize;
                 sc[a] = n as f32 / shape[a] as f32;
             }
+            if self.policy != AspectPolicy::Stretch {
+                let ratios = axes.iter().map(|&a| sc[a]);
+                let s = if self.policy == AspectPolicy::NotLarger {
+                    ratios.fold(f32::INFINITY, f32::min)
+                } else {
+                    ratios.fold(0.0, f32::max)
+                };
+                for &a in &axes {
+                    // ONNX rounds half up here (not to even).
+                    out[a] = ((s * shape[a] as f32 + 0.5).floor() as usize).max(1);
+                    sc[a] = s;
+                }
+            }
         } else if let Some(s) = scales {
             let v: Vec<f32> = s.as_f32()?.iter().cloned().collect();
             if v.len() != axes.len() {
@@ -154,10 +180,19 @@ impl Resize {
                         }
                     }
                     CoordMode::AlignCorners => {
-                        if len_out == 1 {
+                        // ONNX's length_resized is `len_in * scale`, not rounded to the
+                        // output's length (they differ when a scale is given, not a size); a
+                        // scale derived from a size gives the size back up to rounding.
+                        let resized = len_in as f32 * scale;
+                        let resized = if (resized - len_out as f32).abs() < 1e-3 {
+                            len_out as f32
+                        } else {
+                            resized
+                        };
+                        if len_out == 1 || resized <= 1.0 {
                             0.0
                         } else {
-                            of * (len_in as f32 - 1.0) / (len_out as f32 - 1.0)
+                            of * (len_in as f32 - 1.0) / (resized - 1.0)
                         }
                     }
                     CoordMode::Asymmetric => of / scale,
@@ -341,6 +376,7 @@ mod tests {
             nearest,
             source: SizeSource::ScalesOrSizes,
             axes: None,
+            policy: AspectPolicy::Stretch,
         }
     }
 
@@ -375,6 +411,40 @@ mod tests {
             NearestMode::RoundPreferFloor,
         );
         assert!(!Resize::is_repeat(&r.axis_map(7, 21, 3.0), 3));
+    }
+
+    #[test]
+    fn align_corners_with_a_scale_uses_the_unrounded_resized_length() {
+        // ONNX's resize_downsample_scales_linear_align_corners: 4 cells at 0.6 are 2, the
+        // second at 1 * 3 / (2.4 - 1).
+        let r = op(
+            ResizeMode::Linear,
+            CoordMode::AlignCorners,
+            NearestMode::RoundPreferFloor,
+        );
+        let m = r.axis_map(4, 2, 0.6);
+        assert_eq!((m.taps[1].0, m.taps[1].1), (2, 3));
+        assert!((m.taps[1].2 - 1.0 / 7.0).abs() < 1e-6, "{m:?}");
+    }
+
+    #[test]
+    fn keep_aspect_ratio_policies_give_one_scale_to_the_resized_axes() {
+        let sizes = Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[2]), vec![7, 8]).unwrap());
+        let mut r = op(
+            ResizeMode::Nearest,
+            CoordMode::HalfPixel,
+            NearestMode::Floor,
+        );
+        r.axes = Some(vec![2, 3]);
+        for (policy, out, scale) in [
+            (AspectPolicy::NotLarger, [7, 7], 7.0 / 4.0),
+            (AspectPolicy::NotSmaller, [8, 8], 2.0),
+        ] {
+            r.policy = policy;
+            let (shape, sc) = r.resolve(&[1, 1, 4, 4], None, Some(&sizes)).unwrap();
+            assert_eq!(shape, [1, 1, out[0], out[1]], "{policy:?}");
+            assert_eq!(sc, [1.0, 1.0, scale, scale], "{policy:?}");
+        }
     }
 
     #[test]

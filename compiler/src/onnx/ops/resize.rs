@@ -30,6 +30,7 @@ impl FromOnnx for Resize {
                 nearest: NearestMode::Floor,
                 source,
                 axes: None,
+                policy: AspectPolicy::Stretch,
             });
         }
         let (coord_default, source) = if ctx.opset < 11 {
@@ -74,20 +75,19 @@ impl FromOnnx for Resize {
         if ctx.int("antialias", 0)? != 0 {
             return Err("antialias = 1 is not supported".into());
         }
-        match ctx.string("keep_aspect_ratio_policy")?.as_deref() {
-            None | Some("stretch") => {}
-            Some(other) => {
-                return Err(format!(
-                    "keep_aspect_ratio_policy '{other}' is not supported (only 'stretch')"
-                ))
-            }
-        }
+        let policy = match ctx.string("keep_aspect_ratio_policy")?.as_deref() {
+            None | Some("stretch") => AspectPolicy::Stretch,
+            Some("not_larger") => AspectPolicy::NotLarger,
+            Some("not_smaller") => AspectPolicy::NotSmaller,
+            Some(other) => return Err(format!("unknown keep_aspect_ratio_policy '{other}'")),
+        };
         Ok(Resize {
             mode,
             coord,
             nearest,
             source,
             axes: ctx.ints("axes")?,
+            policy,
         })
     }
 }
