@@ -41,6 +41,7 @@ pub mod lowbit;
 pub mod ops;
 pub mod proto;
 pub mod unsupported;
+pub mod variadic;
 
 use std::fmt;
 use std::path::Path;
