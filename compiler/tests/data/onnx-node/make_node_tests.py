@@ -9,17 +9,22 @@ Run from this directory with a Python that has onnx and numpy:
 Every single-node test case of those operators becomes a directory `<case>/` with `model.onnx`
 and `test_data_set_0/input_<k>.pb`, `output_<k>.pb`, as ONNX's own test data is laid out. Two
 changes make a case something a compiler can take, as other backends' ONNX test runners do:
-- the inputs the compiler needs as constants (CONST_INPUTS: shapes, repeats, Range's bounds)
-  become initializers with the test's values;
+- the inputs the compiler needs as constants (CONST_INPUTS: weights and biases, scales and
+  zero points, BatchNormalization's statistics, Clip's bounds, Pad's pads, Resize's scales and
+  sizes, shapes, axes, repeats, Range's bounds) become initializers with the test's values;
 - the model's opset is moved into the importer's range (7 to 25) when the generator wrote one
   outside it, and the case is kept only if the node is still valid for that opset (the ONNX
   checker passes), i.e. the test exercises the operator version the importer implements.
 A case is excluded, with its reason written to README.md, if one of its tensors has an element
-type the compiler's IR does not have (float16, double, bfloat16, strings, ...), an input has no
-elements (a dimension 0, which the importer refuses), it uses blocked quantization (block_size,
-which the importer refuses with its reason), it casts to a sub-byte type (int4/int2 values
-are held in 8-bit storage, and the importer refuses such a Cast), or it does not check at
-opset 25. The generated README.md table counts cases per operator.
+type the compiler's IR does not have (float16, double, bfloat16, strings, ...) or a value is
+not a tensor (sequences, optionals), an input has no elements (a dimension 0, which the
+importer refuses), it uses blocked quantization (block_size, which the importer refuses with
+its reason), it casts to a sub-byte type (int4/int2 values are held in 8-bit storage, and the
+importer refuses such a Cast), it uses an operator variant the importer refuses by design
+(`refused`: 1-D and 3-D windows, training mode, MaxPool's Indices, cubic Resize, antialias,
+tf_crop_and_resize), it does not check at opset 25, or one of its tensors is larger than
+MAX_TENSOR_BYTES (kept out of the repository). The generated README.md table counts cases per
+operator.
 """
 import os
 import shutil
@@ -31,13 +36,123 @@ from onnx.backend.test.case import node
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIN_OPSET, MAX_OPSET = 7, 25
+MAX_TENSOR_BYTES = 1 << 20
 
-OPS = ["SpaceToDepth", "DepthToSpace", "Floor", "Ceil", "Round", "PRelu", "Shape", "Size",
-       "Range", "ConstantOfShape", "Expand", "Tile", "Where", "Equal", "Less", "Greater",
-       "LessOrEqual", "GreaterOrEqual", "Cast", "Gather", "Concat", "Slice", "Squeeze", "Unsqueeze",
-       "Reshape", "Not", "And", "Or", "Xor", "Mod", "QuantizeLinear", "DequantizeLinear"]
-CONST_INPUTS = {"Range": [0, 1, 2], "ConstantOfShape": [0], "Expand": [1], "Tile": [1],
-                "Gather": [1], "Slice": [1, 2, 3, 4], "Squeeze": [1], "Unsqueeze": [1], "Reshape": [1]}
+# One operator a line, grouped as in the importer's registry (`compiler/src/onnx/ops/mod.rs`).
+OPS = [
+    # convolutions, matrix products, normalization
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "MatMul",
+    "BatchNormalization",
+    # elementwise arithmetic
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Max",
+    "Min",
+    "Mod",
+    # activations and other functions of one tensor
+    "Relu",
+    "Clip",
+    "LeakyRelu",
+    "PRelu",
+    "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
+    "Tanh",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "Softplus",
+    "Mish",
+    "Sqrt",
+    "Floor",
+    "Ceil",
+    "Round",
+    "Softmax",
+    # pooling and reduction
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "ReduceMean",
+    # data movement
+    "Identity",
+    "Dropout",
+    "Constant",
+    "Flatten",
+    "Reshape",
+    "Transpose",
+    "Concat",
+    "Split",
+    "Slice",
+    "Squeeze",
+    "Unsqueeze",
+    "Pad",
+    "Resize",
+    "Upsample",
+    "SpaceToDepth",
+    "DepthToSpace",
+    "Gather",
+    # shape subgraphs
+    "Shape",
+    "Size",
+    "Range",
+    "ConstantOfShape",
+    "Expand",
+    "Tile",
+    "Where",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "Not",
+    "And",
+    "Or",
+    "Xor",
+    "Cast",
+    # quantized and integer
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
+    "ConvInteger",
+    "MatMulInteger",
+]
+# The inputs (by index) that become initializers: what the compiler needs as constants.
+CONST_INPUTS = {
+    "BatchNormalization": [1, 2, 3, 4],
+    "Clip": [1, 2],
+    "ConstantOfShape": [0],
+    "Conv": [1, 2],
+    "ConvInteger": [1, 2, 3],
+    "ConvTranspose": [1, 2],
+    "DequantizeLinear": [1, 2],
+    "Dropout": [1, 2],
+    "Expand": [1],
+    "Gather": [1],
+    "Gemm": [1, 2],
+    "MatMul": [1],
+    "MatMulInteger": [1, 2, 3],
+    "Pad": [1, 2, 3],
+    "QLinearConv": [1, 2, 3, 4, 5, 6, 7, 8],
+    "QLinearMatMul": [1, 2, 3, 4, 5, 6, 7],
+    "QuantizeLinear": [1, 2],
+    "Range": [0, 1, 2],
+    "ReduceMean": [1],
+    "Reshape": [1],
+    "Resize": [1, 2, 3],
+    "Slice": [1, 2, 3, 4],
+    "Split": [1],
+    "Squeeze": [1],
+    "Tile": [1],
+    "Unsqueeze": [1],
+    "Upsample": [1],
+}
 # int4/uint4/int2/uint2 are held in int8/uint8 storage.
 SUB_BYTE = {TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2, TensorProto.UINT2}
 TYPES = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
@@ -48,6 +163,9 @@ def exclusion(model):
     """Why a case cannot run (None if it can)."""
     g = model.graph
     for v in list(g.input) + list(g.output):
+        if not v.type.HasField("tensor_type"):
+            kind = v.type.WhichOneof("value").replace("_type", "")
+            return f"{kind} values (the IR has tensors alone)"
         t = v.type.tensor_type.elem_type
         if t not in TYPES:
             return f"element type {TensorProto.DataType.Name(t).lower()} is not in the IR"
@@ -62,6 +180,32 @@ def exclusion(model):
         if a.type == onnx.AttributeProto.TENSOR and a.t.data_type not in TYPES:
             return (f"element type {TensorProto.DataType.Name(a.t.data_type).lower()} "
                     "is not in the IR")
+    return refused(g)
+
+
+def refused(g):
+    """The operator variants the importer refuses by design, with the reason it gives."""
+    n = g.node[0]
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
+    rank = len(g.input[0].type.tensor_type.shape.dim) if g.input else 0
+    if n.op_type in ("MaxPool", "AveragePool", "ConvTranspose") and rank != 4:
+        return (f"{rank - 2}-D windows (the importer takes 2-D NCHW windows, the "
+                "accelerator's layout)")
+    if n.op_type == "MaxPool" and len(n.output) > 1:
+        return "MaxPool's Indices output (refused: inference graphs take the values alone)"
+    if n.op_type == "BatchNormalization" and attrs.get("training_mode", 0):
+        return "training_mode = 1 (refused: the compiler compiles inference)"
+    if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
+        return "Dropout's training_mode input (refused: the compiler compiles inference)"
+    if n.op_type == "Dropout" and len(n.output) > 1:
+        return "Dropout's mask output (refused: in inference Dropout is the identity)"
+    if n.op_type == "Resize":
+        if attrs.get("mode") == b"cubic":
+            return "cubic mode (refused: nearest and linear are supported)"
+        if attrs.get("antialias", 0):
+            return "antialias = 1 (refused)"
+        if attrs.get("coordinate_transformation_mode") == b"tf_crop_and_resize":
+            return "coordinate_transformation_mode tf_crop_and_resize (refused)"
     return None
 
 
@@ -92,12 +236,13 @@ def to_proto(x, name):
 
 
 def write(case, model, inputs, outputs):
-    op = model.graph.node[0].op_type
-    const = set(CONST_INPUTS.get(op, []))
     g = model.graph
+    n = g.node[0]
+    # by name: an omitted optional input is "" in the node's inputs but not a graph input
+    const = {n.input[k] for k in CONST_INPUTS.get(n.op_type, []) if k < len(n.input)} - {""}
     keep = []
-    for k, (v, x) in enumerate(zip(list(g.input), inputs)):
-        if k in const:
+    for v, x in zip(list(g.input), inputs):
+        if v.name in const:
             g.initializer.append(to_proto(x, v.name))
         else:
             keep.append((v, x))
@@ -137,15 +282,29 @@ def main():
             row[2].append((case.name, why))
             continue
         inputs, outputs = case.data_sets[0]
+        big = max(to_proto(x, "").ByteSize() for x in list(inputs) + list(outputs))
+        if big > MAX_TENSOR_BYTES:
+            row[2].append((case.name, f"a tensor larger than {MAX_TENSOR_BYTES >> 20} MB "
+                                      "(kept out of the repository)"))
+            continue
         write(case, lowered, inputs, outputs)
         row[0] += 1
     with open(os.path.join(HERE, "README.md"), "w") as f:
         f.write("# ONNX node conformance tests\n\n"
                 f"Generated by `make_node_tests.py` from onnx {onnx.__version__}'s "
-                "`onnx.backend.test.case.node`; run by `compiler/tests/onnx_node.rs` through "
-                "the front end's float executor. Float outputs must agree within "
-                "`1e-6 * max(1, |expected|)`, every other type exactly.\n\n"
-                "| operator | cases run / generated | excluded (reason) |\n|---|---|---|\n")
+                "`onnx.backend.test.case.node`, one case per directory, with the inputs the "
+                "compiler needs as constants (weights, biases, scales, zero points, pads, "
+                "sizes, shapes, ...) made initializers with the case's values, as ONNX's "
+                "backend runner does. `compiler/tests/onnx_node.rs` runs every case through "
+                "the front end's float executor (the one calibration runs): float outputs "
+                "must agree within `1e-6 * max(1, |expected|)` (one case, whose expected "
+                "values onnx gives rounded to four decimals, within `1e-4`), every other "
+                "type, and every output of the quantized and integer operators, exactly; "
+                "it also compiles the cases of the quantized and integer operators "
+                "(QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul, "
+                "ConvInteger, MatMulInteger) as models and runs them on the functional "
+                "simulator, exactly. Every case generated passes.\n\n"
+                "| operator | passed / total | excluded (reason) |\n|---|---|---|\n")
         for op in OPS:
             run, total, excl = rows[op]
             reasons = {}
