@@ -30,9 +30,11 @@ import os
 import shutil
 import sys
 
+import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 from onnx.backend.test.case import node
+from onnx.reference import ReferenceEvaluator
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIN_OPSET, MAX_OPSET = 7, 25
@@ -153,6 +155,19 @@ CONST_INPUTS = {
     "Unsqueeze": [1],
     "Upsample": [1],
 }
+# Operators that took as attributes what they now take as constant inputs (or, Softmax, had
+# other semantics), with the last opset of that form: each case is also written at that opset
+# (`<case>_opset<v>`), to check the importer's reading of the older form.
+OLDER = {
+    "Clip": 10,
+    "Pad": 10,
+    "ReduceMean": 17,
+    "Slice": 9,
+    "Softmax": 12,
+    "Split": 12,
+    "Squeeze": 12,
+    "Unsqueeze": 12,
+}
 # int4/uint4/int2/uint2 are held in int8/uint8 storage.
 SUB_BYTE = {TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2, TensorProto.UINT2}
 TYPES = {TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8, TensorProto.INT32,
@@ -235,7 +250,8 @@ def to_proto(x, name):
     return numpy_helper.from_array(x, name)
 
 
-def write(case, model, inputs, outputs):
+def constify(model, inputs):
+    """The model with the inputs of CONST_INPUTS made initializers, and the other inputs."""
     g = model.graph
     n = g.node[0]
     # by name: an omitted optional input is "" in the node's inputs but not a graph input
@@ -248,24 +264,99 @@ def write(case, model, inputs, outputs):
             keep.append((v, x))
     del g.input[:]
     g.input.extend(v for v, _ in keep)
-    d = os.path.join(HERE, case.name)
+    return model, [x for _, x in keep]
+
+
+def older(model, inputs, outputs, version):
+    """The case at `version` with its constant inputs moved to the attributes the operator had
+    there, and its expected outputs; None if the case has no such form."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    n = g.node[0]
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+
+    def arg(k):
+        name = n.input[k] if k < len(n.input) else ""
+        if name and name not in inits:
+            raise ValueError("not a constant")
+        return inits.get(name) if name else None
+
+    floats = g.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    attrs, op = {}, n.op_type
+    try:
+        if op == "Clip" and floats:
+            for k, key in [(1, "min"), (2, "max")]:
+                if arg(k) is not None:
+                    attrs[key] = float(arg(k))
+        elif op == "Pad" and floats and arg(3) is None:
+            attrs["pads"] = [int(p) for p in arg(1)]
+            if arg(2) is not None:
+                attrs["value"] = float(arg(2))
+        elif op in ("ReduceMean", "Squeeze", "Unsqueeze", "Split") and arg(1) is not None:
+            attrs["axes" if op != "Split" else "split"] = [int(a) for a in arg(1)]
+        elif op == "Slice" and (arg(4) is None or all(arg(4) == 1)):
+            for k, key in [(1, "starts"), (2, "ends"), (3, "axes")]:
+                if arg(k) is not None:
+                    attrs[key] = [int(a) for a in arg(k)]
+        elif op != "Softmax" and op not in ("ReduceMean", "Squeeze", "Unsqueeze", "Split"):
+            return None
+    except ValueError:
+        return None
+    if op == "ReduceMean" and any(a.name == "noop_with_empty_axes" and a.i for a in n.attribute):
+        return None
+    if op != "Softmax":
+        used = set(n.input[1:])
+        del n.input[1:]
+        kept = [t for t in g.initializer if t.name not in used]
+        del g.initializer[:]
+        g.initializer.extend(kept)
+    if op == "Split":
+        kept = [a for a in n.attribute if a.name != "num_outputs"]
+        del n.attribute[:]
+        n.attribute.extend(kept)
+    n.attribute.extend(onnx.helper.make_attribute(k, v) for k, v in attrs.items())
+    for o in m.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = version
+    try:
+        onnx.checker.check_model(m, full_check=True)
+        # onnx's reference implementation of the older form, a check of the rewrite
+        feeds = {v.name: x for v, x in zip(g.input, inputs)}
+        ref = ReferenceEvaluator(m).run(None, feeds)
+    except Exception:  # noqa: BLE001 (the checker and the evaluator raise several types)
+        return None
+    if op == "Softmax":
+        # The operator's definition before opset 13 (onnx's reference implementation applies
+        # the newer one): the input as a matrix [d0 * ... * d(axis-1), d(axis) * ...], each
+        # row normalized. Default axis 1.
+        x = inputs[0]
+        axis = next((a.i for a in n.attribute if a.name == "axis"), 1) % x.ndim
+        rows = x.reshape(int(np.prod(x.shape[:axis])), -1).astype(np.float64)
+        e = np.exp(rows - rows.max(axis=1, keepdims=True))
+        return m, [(e / e.sum(axis=1, keepdims=True)).reshape(x.shape).astype(np.float32)]
+    same = all(np.array_equal(np.asarray(r), y) for r, y in zip(ref, outputs))
+    return (m, outputs) if same else None
+
+
+def save(name, model, inputs, outputs):
+    d = os.path.join(HERE, name)
     os.makedirs(os.path.join(d, "test_data_set_0"))
     onnx.save(model, os.path.join(d, "model.onnx"))
-    for k, (v, x) in enumerate(keep):
-        t = to_proto(x, v.name)
+    g = model.graph
+    for k, (v, x) in enumerate(zip(g.input, inputs)):
         with open(os.path.join(d, f"test_data_set_0/input_{k}.pb"), "wb") as f:
-            f.write(t.SerializeToString())
+            f.write(to_proto(x, v.name).SerializeToString())
     for k, (v, y) in enumerate(zip(g.output, outputs)):
-        t = to_proto(y, v.name)
         with open(os.path.join(d, f"test_data_set_0/output_{k}.pb"), "wb") as f:
-            f.write(t.SerializeToString())
+            f.write(to_proto(y, v.name).SerializeToString())
 
 
 def main():
     for e in os.listdir(HERE):
         if e.startswith("test_"):
             shutil.rmtree(os.path.join(HERE, e))
-    seen, rows = set(), {op: [0, 0, []] for op in OPS}
+    seen, rows = set(), {op: [0, 0, [], 0] for op in OPS}
     for case in node.collect_testcases():
         m = case.model
         if case.name in seen or len(m.graph.node) != 1 or m.graph.node[0].op_type not in OPS:
@@ -287,8 +378,14 @@ def main():
             row[2].append((case.name, f"a tensor larger than {MAX_TENSOR_BYTES >> 20} MB "
                                       "(kept out of the repository)"))
             continue
-        write(case, lowered, inputs, outputs)
+        model, kept = constify(lowered, inputs)
+        save(case.name, model, kept, outputs)
         row[0] += 1
+        if op in OLDER:
+            variant = older(model, kept, outputs, OLDER[op])
+            if variant is not None:
+                save(f"{case.name}_opset{OLDER[op]}", variant[0], kept, variant[1])
+                row[3] += 1
     with open(os.path.join(HERE, "README.md"), "w") as f:
         f.write("# ONNX node conformance tests\n\n"
                 f"Generated by `make_node_tests.py` from onnx {onnx.__version__}'s "
@@ -304,16 +401,25 @@ def main():
                 "(QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul, "
                 "ConvInteger, MatMulInteger) as models and runs them on the functional "
                 "simulator, exactly. Every case generated passes.\n\n"
-                "| operator | passed / total | excluded (reason) |\n|---|---|---|\n")
+                "The cases of operators whose older versions took as attributes what they now "
+                "take as constant inputs (Clip, Pad, ReduceMean, Slice, Split, Squeeze, "
+                "Unsqueeze), or had other semantics (Softmax), are also written at that older "
+                "opset (`<case>_opset<v>`), where the case has such a form, their expected "
+                "outputs checked by onnx's reference implementation (Softmax's computed from "
+                "its definition before opset 13, which that implementation does not apply).\n\n"
+                "| operator | passed / total | at an older opset | excluded (reason) |\n"
+                "|---|---|---|---|\n")
         for op in OPS:
-            run, total, excl = rows[op]
+            run, total, excl, old = rows[op]
             reasons = {}
             for n, r in excl:
                 reasons.setdefault(r, []).append(n)
             why = "; ".join(f"{r}: `{ns[0]}`" if len(ns) == 1 else f"{r}: {len(ns)} cases"
                             for r, ns in reasons.items()) or "-"
-            f.write(f"| {op} | {run} / {total} | {why} |\n")
-    print(f"{sum(r[0] for r in rows.values())} cases written", file=sys.stderr)
+            at = f"{old} at opset {OLDER[op]}" if op in OLDER else "-"
+            f.write(f"| {op} | {run} / {total} | {at} | {why} |\n")
+    n = sum(r[0] + r[3] for r in rows.values())
+    print(f"{n} cases written", file=sys.stderr)
 
 
 if __name__ == "__main__":
