@@ -36,12 +36,12 @@
 //! bounds message nesting (recursion limit 100) and checks every length against the buffer.
 
 pub mod contrib;
+pub mod forms;
 pub mod import;
 pub mod lowbit;
 pub mod ops;
 pub mod proto;
 pub mod unsupported;
-pub mod variadic;
 
 use std::fmt;
 use std::path::Path;

@@ -10,7 +10,7 @@ impl FromOnnx for Binary {
         ctx.refuse("broadcast", "legacy broadcasting before opset 7")?;
         let op = ctx.node.op_type.as_str();
         let operands = ctx.node.input.len();
-        // `crate::onnx::variadic` made every other count two; none is left.
+        // `crate::onnx::forms` made every other count two; none is left.
         if matches!(op, "Max" | "Min") && operands != 2 {
             return Err(format!(
                 "{op} with {operands} inputs and {} outputs is not valid ONNX (one or more \

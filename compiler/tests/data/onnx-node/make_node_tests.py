@@ -213,8 +213,6 @@ def refused(g):
         return "training_mode = 1 (refused: the compiler compiles inference)"
     if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
         return "Dropout's training_mode input (refused: the compiler compiles inference)"
-    if n.op_type == "Dropout" and len(n.output) > 1:
-        return "Dropout's mask output (refused: in inference Dropout is the identity)"
     if n.op_type == "Resize":
         if attrs.get("mode") == b"cubic":
             return "cubic mode (refused: nearest and linear are supported)"
