@@ -21,8 +21,7 @@ not a tensor (sequences, optionals), an input has no elements (a dimension 0, wh
 importer refuses), it uses blocked quantization (block_size, which the importer refuses with
 its reason), it casts to a sub-byte type (int4/int2 values are held in 8-bit storage, and the
 importer refuses such a Cast), it uses an operator variant the importer refuses by design
-(`refused`: 1-D and 3-D windows, training mode, MaxPool's Indices, cubic Resize, antialias,
-tf_crop_and_resize), it does not check at opset 25, or one of its tensors is larger than
+(`refused`: 1-D and 3-D windows, training mode, cubic Resize, antialias, tf_crop_and_resize), it does not check at opset 25, or one of its tensors is larger than
 MAX_TENSOR_BYTES (kept out of the repository). The generated README.md table counts cases per
 operator.
 """
@@ -207,8 +206,6 @@ def refused(g):
     if n.op_type in ("MaxPool", "AveragePool", "ConvTranspose") and rank != 4:
         return (f"{rank - 2}-D windows (the importer takes 2-D NCHW windows, the "
                 "accelerator's layout)")
-    if n.op_type == "MaxPool" and len(n.output) > 1:
-        return "MaxPool's Indices output (refused: inference graphs take the values alone)"
     if n.op_type == "BatchNormalization" and attrs.get("training_mode", 0):
         return "training_mode = 1 (refused: the compiler compiles inference)"
     if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
