@@ -24,8 +24,8 @@ impl WindowFromOnnx for Window {
                     Ok((u[0], u[1]))
                 }
                 Some(v) => Err(format!(
-                    "{name} {v:?} has {} values; only 2-D windows (NCHW inputs) are supported: \
-                     give a 1-D input N x C x L as N x C x 1 x L with a 1 x k window",
+                    "{name} {v:?} has {} values; only 2-D windows (NCHW inputs) are supported, \
+                     and 1-D ones, taken as 1 x k (3-D and larger windows have no lowering)",
                     v.len()
                 )),
             }

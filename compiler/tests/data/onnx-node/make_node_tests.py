@@ -21,7 +21,7 @@ not a tensor (sequences, optionals), an input has no elements (a dimension 0, wh
 importer refuses), it uses blocked quantization (block_size, which the importer refuses with
 its reason), it casts to a sub-byte type (int4/int2 values are held in 8-bit storage, and the
 importer refuses such a Cast), it uses an operator variant the importer refuses by design
-(`refused`: 1-D and 3-D windows, training mode, cubic Resize, antialias, tf_crop_and_resize), it does not check at opset 25, or one of its tensors is larger than
+(`refused`: 3-D windows, training mode, cubic Resize, antialias, tf_crop_and_resize), it does not check at opset 25, or one of its tensors is larger than
 MAX_TENSOR_BYTES (kept out of the repository). The generated README.md table counts cases per
 operator.
 """
@@ -203,9 +203,9 @@ def refused(g):
     n = g.node[0]
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
     rank = len(g.input[0].type.tensor_type.shape.dim) if g.input else 0
-    if n.op_type in ("MaxPool", "AveragePool", "ConvTranspose") and rank != 4:
+    if n.op_type in ("Conv", "MaxPool", "AveragePool", "ConvTranspose") and rank > 4:
         return (f"{rank - 2}-D windows (the importer takes 2-D NCHW windows, the "
-                "accelerator's layout)")
+                "accelerator's layout, and 1-D ones as 1 x k)")
     if n.op_type == "BatchNormalization" and attrs.get("training_mode", 0):
         return "training_mode = 1 (refused: the compiler compiles inference)"
     if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
