@@ -1,13 +1,15 @@
-//! `Resize` (and the older `Upsample`) in `nearest` and `linear` modes, any rank: each axis
-//! maps output coordinates to input coordinates (the `coordinate_transformation_mode`), then
-//! takes the nearest cell (`nearest_mode`) or interpolates linearly between the two
-//! neighbours (multilinear over every resized axis; coordinates clamped to the input, as
-//! onnxruntime does). Coordinates are computed in f32, as onnxruntime does. Nearest mode works
-//! on any element type (it only moves data); linear needs float.
+//! `Resize` (and the older `Upsample`) in `nearest`, `linear` and `cubic` modes, any rank:
+//! each axis maps output coordinates to input coordinates (the
+//! `coordinate_transformation_mode`), then takes the nearest cell (`nearest_mode`),
+//! interpolates linearly between the two neighbours (multilinear over every resized axis;
+//! coordinates clamped to the input, as onnxruntime does), or cubically between four (one
+//! axis after another, in f64 as ONNX's reference does; cells beyond the edge repeat it, or
+//! with `exclude_outside` get no weight). Coordinates are computed in f32, as onnxruntime
+//! does. Nearest mode works on any element type (it only moves data); the others need float.
 //!
-//! Not supported (refused when parsing): `cubic`, `tf_crop_and_resize`, `antialias`.
+//! Not supported (refused when parsing): `tf_crop_and_resize`, `antialias`.
 
-use ndarray::{ArrayD, IxDyn};
+use ndarray::{ArrayD, Dimension, IxDyn};
 
 use super::TensorInfo;
 use super::{arg, axis, in_fact, op_boilerplate, Op};
@@ -17,6 +19,26 @@ use crate::tensor::{DType, Fact, Tensor};
 pub enum ResizeMode {
     Nearest,
     Linear,
+    /// With the parameters of [`Resize::cubic`].
+    Cubic,
+}
+
+/// `cubic` mode's parameters.
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct Cubic {
+    /// `cubic_coeff_a`.
+    pub a: f32,
+    /// `exclude_outside`: the taps beyond the input get no weight, the others renormalized.
+    pub exclude_outside: bool,
+}
+
+impl Default for Cubic {
+    fn default() -> Cubic {
+        Cubic {
+            a: -0.75,
+            exclude_outside: false,
+        }
+    }
 }
 
 /// `coordinate_transformation_mode`: output coordinate `o` to input coordinate.
@@ -78,6 +100,8 @@ pub struct Resize {
     pub axes: Option<Vec<i64>>,
     #[serde(default)]
     pub policy: AspectPolicy,
+    #[serde(default)]
+    pub cubic: Cubic,
 }
 
 /// How one axis is resized: per output index, the two input indices and the weight of the
@@ -162,6 +186,45 @@ impl Resize {
         Ok((out, sc))
     }
 
+    /// The input coordinate of output cell `o` of an axis from `len_in` to `len_out` cells at
+    /// `scale` (`coordinate_transformation_mode`).
+    pub fn coordinate(&self, o: usize, len_in: usize, len_out: usize, scale: f32) -> f32 {
+        let of = o as f32;
+        match self.coord {
+            CoordMode::HalfPixel => (of + 0.5) / scale - 0.5,
+            CoordMode::PytorchHalfPixel => {
+                if len_out > 1 {
+                    (of + 0.5) / scale - 0.5
+                } else {
+                    0.0
+                }
+            }
+            CoordMode::AlignCorners => {
+                // ONNX's length_resized is `len_in * scale`, not rounded to the
+                // output's length (they differ when a scale is given, not a size); a
+                // scale derived from a size gives the size back up to rounding.
+                let resized = len_in as f32 * scale;
+                let resized = if (resized - len_out as f32).abs() < 1e-3 {
+                    len_out as f32
+                } else {
+                    resized
+                };
+                if len_out == 1 || resized <= 1.0 {
+                    0.0
+                } else {
+                    of * (len_in as f32 - 1.0) / (resized - 1.0)
+                }
+            }
+            CoordMode::Asymmetric => of / scale,
+            CoordMode::TfHalfPixelForNn => (of + 0.5) / scale,
+            CoordMode::HalfPixelSymmetric => {
+                let adj = len_out as f32 / (scale * len_in as f32);
+                let center = len_in as f32 / 2.0;
+                center * (1.0 - adj) + (of + 0.5) / scale - 0.5
+            }
+        }
+    }
+
     /// The index map of one axis from `len_in` to `len_out` cells at `scale`.
     pub fn axis_map(&self, len_in: usize, len_out: usize, scale: f32) -> AxisMap {
         let taps = (0..len_out)
@@ -169,40 +232,7 @@ impl Resize {
                 if len_in == len_out && scale == 1.0 {
                     return (o, o, 0.0);
                 }
-                let of = o as f32;
-                let x = match self.coord {
-                    CoordMode::HalfPixel => (of + 0.5) / scale - 0.5,
-                    CoordMode::PytorchHalfPixel => {
-                        if len_out > 1 {
-                            (of + 0.5) / scale - 0.5
-                        } else {
-                            0.0
-                        }
-                    }
-                    CoordMode::AlignCorners => {
-                        // ONNX's length_resized is `len_in * scale`, not rounded to the
-                        // output's length (they differ when a scale is given, not a size); a
-                        // scale derived from a size gives the size back up to rounding.
-                        let resized = len_in as f32 * scale;
-                        let resized = if (resized - len_out as f32).abs() < 1e-3 {
-                            len_out as f32
-                        } else {
-                            resized
-                        };
-                        if len_out == 1 || resized <= 1.0 {
-                            0.0
-                        } else {
-                            of * (len_in as f32 - 1.0) / (resized - 1.0)
-                        }
-                    }
-                    CoordMode::Asymmetric => of / scale,
-                    CoordMode::TfHalfPixelForNn => (of + 0.5) / scale,
-                    CoordMode::HalfPixelSymmetric => {
-                        let adj = len_out as f32 / (scale * len_in as f32);
-                        let center = len_in as f32 / 2.0;
-                        center * (1.0 - adj) + (of + 0.5) / scale - 0.5
-                    }
-                };
+                let x = self.coordinate(o, len_in, len_out, scale);
                 let last = len_in - 1;
                 match self.mode {
                     ResizeMode::Nearest => {
@@ -217,7 +247,8 @@ impl Resize {
                         let i = (i.max(0.0) as usize).min(last);
                         (i, i, 0.0)
                     }
-                    ResizeMode::Linear => {
+                    // (cubic resizing takes its four taps itself: `Resize::cubic_taps`)
+                    ResizeMode::Linear | ResizeMode::Cubic => {
                         let xc = x.clamp(0.0, last as f32);
                         let i0 = (xc.floor() as usize).min(last);
                         let i1 = (i0 + 1).min(last);
@@ -227,6 +258,60 @@ impl Resize {
             })
             .collect();
         AxisMap { taps }
+    }
+
+    /// The four input cells of an axis of `len` cells around coordinate `x`, with their cubic
+    /// weights (ONNX's: the two cells below `x` and the two above, an integer `x` counted
+    /// with the cells above).
+    fn cubic_taps(&self, x: f64, len: usize) -> [(usize, f64); 4] {
+        let a = f64::from(self.cubic.a);
+        let f = x.floor();
+        let (t, start) = if x == f {
+            (1.0, f - 2.0)
+        } else {
+            (x - f, f - 1.0)
+        };
+        let far = |d: f64| ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
+        let near = |d: f64| ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
+        let mut w = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)];
+        let at = |k: usize| start + k as f64;
+        if self.cubic.exclude_outside {
+            for (k, w) in w.iter_mut().enumerate() {
+                if at(k) < 0.0 || at(k) >= len as f64 {
+                    *w = 0.0;
+                }
+            }
+            let sum: f64 = w.iter().sum();
+            w.iter_mut().for_each(|w| *w /= sum);
+        }
+        std::array::from_fn(|k| (at(k).clamp(0.0, (len - 1) as f64) as usize, w[k]))
+    }
+
+    /// Cubic resizing of a float tensor to `out` at scales `sc`, one axis after another.
+    fn cubic(&self, x: &ArrayD<f32>, out: &[usize], sc: &[f32]) -> ArrayD<f32> {
+        let mut cur = x.mapv(f64::from);
+        for a in 0..x.ndim() {
+            let len = cur.shape()[a];
+            if len == out[a] && sc[a] == 1.0 {
+                continue;
+            }
+            let taps: Vec<[(usize, f64); 4]> = (0..out[a])
+                .map(|o| self.cubic_taps(f64::from(self.coordinate(o, len, out[a], sc[a])), len))
+                .collect();
+            let mut shape = cur.shape().to_vec();
+            shape[a] = out[a];
+            cur = ArrayD::from_shape_fn(IxDyn(&shape), |ix| {
+                let mut at = ix.as_array_view().to_vec();
+                taps[ix[a]]
+                    .iter()
+                    .map(|&(i, w)| {
+                        at[a] = i;
+                        w * cur[&at[..]]
+                    })
+                    .sum()
+            });
+        }
+        cur.mapv(|v| v as f32)
     }
 
     /// Whether nearest resizing of an axis from `len_in` to `len_in * k` repeats every input
@@ -316,10 +401,10 @@ impl Op for Resize {
 
     fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
         let x = in_fact(inputs, 0, "X")?;
-        if self.mode == ResizeMode::Linear && x.dtype != DType::F32 {
+        if self.mode != ResizeMode::Nearest && x.dtype != DType::F32 {
             return Err(format!(
-                "linear Resize is supported on float tensors, got {}",
-                x.dtype
+                "{:?} Resize is supported on float tensors, got {}",
+                self.mode, x.dtype
             ));
         }
         let (scales, sizes) = self.size_inputs(inputs);
@@ -344,10 +429,14 @@ impl Op for Resize {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
         let x = arg(inputs, 0, "X")?;
         let (scales, sizes) = self.size_inputs(inputs);
+        if self.mode == ResizeMode::Cubic {
+            let (out, sc) = self.resolve(x.shape(), scales, sizes)?;
+            return Ok(vec![Tensor::F32(self.cubic(x.as_f32()?, &out, &sc))]);
+        }
         let (out, maps) = self.maps(x.shape(), scales, sizes)?;
         Ok(vec![match (self.mode, x) {
             (ResizeMode::Linear, Tensor::F32(a)) => Tensor::F32(interpolate(a, &out, &maps)),
-            (ResizeMode::Linear, t) => {
+            (ResizeMode::Linear | ResizeMode::Cubic, t) => {
                 return Err(format!("linear Resize of {} is not supported", t.dtype()))
             }
             (ResizeMode::Nearest, Tensor::F32(a)) => Tensor::F32(gather(a, &out, &maps)),
@@ -377,6 +466,7 @@ mod tests {
             source: SizeSource::ScalesOrSizes,
             axes: None,
             policy: AspectPolicy::Stretch,
+            cubic: Cubic::default(),
         }
     }
 
@@ -425,6 +515,23 @@ mod tests {
         let m = r.axis_map(4, 2, 0.6);
         assert_eq!((m.taps[1].0, m.taps[1].1), (2, 3));
         assert!((m.taps[1].2 - 1.0 / 7.0).abs() < 1e-6, "{m:?}");
+    }
+
+    #[test]
+    fn cubic_taps_interpolate_and_exclude_outside_renormalizes() {
+        let mut r = op(ResizeMode::Cubic, CoordMode::HalfPixel, NearestMode::Floor);
+        // On a cell: that cell alone (the taps below and above it weigh 0).
+        let on = r.cubic_taps(3.0, 8);
+        assert_eq!(on.map(|t| t.0), [1, 2, 3, 4]);
+        assert_eq!(on.map(|t| t.1), [0.0, 0.0, 1.0, 0.0]);
+        // Half way: symmetric weights summing to 1, a = -0.75: [-0.09375, 0.59375, ...].
+        let half = r.cubic_taps(0.5, 8);
+        assert_eq!(half.map(|t| t.0), [0, 0, 1, 2]);
+        assert_eq!(half.map(|t| t.1), [-0.09375, 0.59375, 0.59375, -0.09375]);
+        r.cubic.exclude_outside = true;
+        let w = r.cubic_taps(0.5, 8).map(|t| t.1);
+        assert_eq!(w[0], 0.0);
+        assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12);
     }
 
     #[test]

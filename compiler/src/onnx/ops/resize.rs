@@ -11,7 +11,7 @@ impl FromOnnx for Resize {
         let mode = match ctx.string("mode")?.as_deref().unwrap_or("nearest") {
             "nearest" => ResizeMode::Nearest,
             "linear" | "bilinear" => ResizeMode::Linear,
-            "cubic" => return Err("mode 'cubic' is not supported (nearest and linear are)".into()),
+            "cubic" => ResizeMode::Cubic,
             other => return Err(format!("unknown mode '{other}'")),
         };
         if upsample {
@@ -31,6 +31,7 @@ impl FromOnnx for Resize {
                 source,
                 axes: None,
                 policy: AspectPolicy::Stretch,
+                cubic: Cubic::default(),
             });
         }
         let (coord_default, source) = if ctx.opset < 11 {
@@ -88,6 +89,10 @@ impl FromOnnx for Resize {
             source,
             axes: ctx.ints("axes")?,
             policy,
+            cubic: Cubic {
+                a: ctx.float("cubic_coeff_a", -0.75)?,
+                exclude_outside: ctx.int("exclude_outside", 0)? != 0,
+            },
         })
     }
 }
