@@ -5,9 +5,11 @@
 //! coordinates clamped to the input, as onnxruntime does), or cubically between four (one
 //! axis after another, in f64 as ONNX's reference does; cells beyond the edge repeat it, or
 //! with `exclude_outside` get no weight). Coordinates are computed in f32, as onnxruntime
-//! does. Nearest mode works on any element type (it only moves data); the others need float.
+//! does. Nearest mode works on any element type (it only moves data); the others, and
+//! `tf_crop_and_resize` (whose cells outside the region of interest take the
+//! `extrapolation_value`), need float.
 //!
-//! Not supported (refused when parsing): `tf_crop_and_resize`, `antialias`.
+//! Not supported (refused when parsing): `antialias`.
 
 use ndarray::{ArrayD, Dimension, IxDyn};
 
@@ -56,6 +58,10 @@ pub enum CoordMode {
     TfHalfPixelForNn,
     /// Half pixel about the centre of the input (opset 19).
     HalfPixelSymmetric,
+    /// `o * (end - start) * (in - 1) / (out - 1) + start * (in - 1)` over the region of
+    /// interest `[start, end]` (input 1, fractions of the axis); outside the input, the
+    /// extrapolation value.
+    TfCropAndResize,
 }
 
 /// `nearest_mode`: how a fractional input coordinate becomes an index.
@@ -102,6 +108,9 @@ pub struct Resize {
     pub policy: AspectPolicy,
     #[serde(default)]
     pub cubic: Cubic,
+    /// `extrapolation_value` (`tf_crop_and_resize`).
+    #[serde(default)]
+    pub extrapolation: f32,
 }
 
 /// How one axis is resized: per output index, the two input indices and the weight of the
@@ -187,10 +196,27 @@ impl Resize {
     }
 
     /// The input coordinate of output cell `o` of an axis from `len_in` to `len_out` cells at
-    /// `scale` (`coordinate_transformation_mode`).
-    pub fn coordinate(&self, o: usize, len_in: usize, len_out: usize, scale: f32) -> f32 {
+    /// `scale` (`coordinate_transformation_mode`), `roi` its region of interest.
+    pub fn coordinate(
+        &self,
+        o: usize,
+        len_in: usize,
+        len_out: usize,
+        scale: f32,
+        roi: (f32, f32),
+    ) -> f32 {
         let of = o as f32;
         match self.coord {
+            CoordMode::TfCropAndResize => {
+                let (start, end) = roi;
+                let last = len_in as f32 - 1.0;
+                let centre = if len_out == 1 {
+                    (end - start) * last / 2.0
+                } else {
+                    of * (end - start) * last / (len_out as f32 - 1.0)
+                };
+                centre + start * last
+            }
             CoordMode::HalfPixel => (of + 0.5) / scale - 0.5,
             CoordMode::PytorchHalfPixel => {
                 if len_out > 1 {
@@ -227,12 +253,17 @@ impl Resize {
 
     /// The index map of one axis from `len_in` to `len_out` cells at `scale`.
     pub fn axis_map(&self, len_in: usize, len_out: usize, scale: f32) -> AxisMap {
+        self.axis_map_in(len_in, len_out, scale, (0.0, 1.0))
+    }
+
+    /// [`Resize::axis_map`] over the region of interest `roi`.
+    fn axis_map_in(&self, len_in: usize, len_out: usize, scale: f32, roi: (f32, f32)) -> AxisMap {
         let taps = (0..len_out)
             .map(|o| {
-                if len_in == len_out && scale == 1.0 {
+                if len_in == len_out && scale == 1.0 && roi == (0.0, 1.0) {
                     return (o, o, 0.0);
                 }
-                let x = self.coordinate(o, len_in, len_out, scale);
+                let x = self.coordinate(o, len_in, len_out, scale, roi);
                 let last = len_in - 1;
                 match self.mode {
                     ResizeMode::Nearest => {
@@ -288,15 +319,24 @@ impl Resize {
     }
 
     /// Cubic resizing of a float tensor to `out` at scales `sc`, one axis after another.
-    fn cubic(&self, x: &ArrayD<f32>, out: &[usize], sc: &[f32]) -> ArrayD<f32> {
+    fn cubic(
+        &self,
+        x: &ArrayD<f32>,
+        out: &[usize],
+        sc: &[f32],
+        rois: &[(f32, f32)],
+    ) -> ArrayD<f32> {
         let mut cur = x.mapv(f64::from);
         for a in 0..x.ndim() {
             let len = cur.shape()[a];
-            if len == out[a] && sc[a] == 1.0 {
+            if len == out[a] && sc[a] == 1.0 && rois[a] == (0.0, 1.0) {
                 continue;
             }
             let taps: Vec<[(usize, f64); 4]> = (0..out[a])
-                .map(|o| self.cubic_taps(f64::from(self.coordinate(o, len, out[a], sc[a])), len))
+                .map(|o| {
+                    let x = self.coordinate(o, len, out[a], sc[a], rois[a]);
+                    self.cubic_taps(f64::from(x), len)
+                })
                 .collect();
             let mut shape = cur.shape().to_vec();
             shape[a] = out[a];
@@ -323,17 +363,41 @@ impl Resize {
             .all(|(o, &(i0, i1, _))| i0 == o / k && i1 == i0)
     }
 
-    fn maps(
-        &self,
-        shape: &[usize],
-        scales: Option<&Tensor>,
-        sizes: Option<&Tensor>,
-    ) -> Result<(Vec<usize>, Vec<AxisMap>), String> {
-        let (out, sc) = self.resolve(shape, scales, sizes)?;
-        let maps = (0..shape.len())
-            .map(|a| self.axis_map(shape[a], out[a], sc[a]))
+    /// The region of interest of every axis, `(start, end)`: `tf_crop_and_resize`'s `roi`
+    /// (starts, then ends, of the resized axes), otherwise the whole axis.
+    fn rois(&self, r: usize, roi: Option<&Tensor>) -> Result<Vec<(f32, f32)>, String> {
+        let mut rois = vec![(0.0, 1.0); r];
+        if self.coord != CoordMode::TfCropAndResize {
+            return Ok(rois);
+        }
+        let axes: Vec<usize> = match &self.axes {
+            Some(a) => a.iter().map(|&a| axis(a, r)).collect::<Result<_, _>>()?,
+            None => (0..r).collect(),
+        };
+        let v: Vec<f32> = roi
+            .ok_or("tf_crop_and_resize needs the roi input")?
+            .as_f32()?
+            .iter()
+            .copied()
             .collect();
-        Ok((out, maps))
+        if v.len() != 2 * axes.len() {
+            return Err(format!(
+                "roi has {} values for {} axes",
+                v.len(),
+                axes.len()
+            ));
+        }
+        for (k, &a) in axes.iter().enumerate() {
+            rois[a] = (v[k], v[axes.len() + k]);
+        }
+        Ok(rois)
+    }
+
+    /// Whether output cell `o` of an axis falls outside the input (`tf_crop_and_resize`; its
+    /// coordinates do not depend on the scale).
+    fn outside(&self, o: usize, len_in: usize, len_out: usize, roi: (f32, f32)) -> bool {
+        let x = self.coordinate(o, len_in, len_out, 1.0, roi);
+        !(0.0..=(len_in as f32 - 1.0)).contains(&x)
     }
 
     /// The scales and sizes inputs of an op with these inputs.
@@ -407,7 +471,20 @@ impl Op for Resize {
                 self.mode, x.dtype
             ));
         }
+        if self.coord == CoordMode::TfCropAndResize && x.dtype != DType::F32 {
+            return Err(format!(
+                "tf_crop_and_resize is supported on float tensors, got {}",
+                x.dtype
+            ));
+        }
         let (scales, sizes) = self.size_inputs(inputs);
+        if self.coord == CoordMode::TfCropAndResize && sizes.is_none_or(|s| s.fact.is_empty()) {
+            return Err(
+                "tf_crop_and_resize with scales is not supported (its output size \
+                        depends on the region of interest): give sizes instead"
+                    .into(),
+            );
+        }
         let constant = |t: Option<&TensorInfo>, what: &str| -> Result<(), String> {
             match t {
                 Some(t) if t.value.is_none() && !t.fact.is_empty() => Err(format!(
@@ -429,12 +506,14 @@ impl Op for Resize {
     fn eval(&self, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, String> {
         let x = arg(inputs, 0, "X")?;
         let (scales, sizes) = self.size_inputs(inputs);
-        if self.mode == ResizeMode::Cubic {
-            let (out, sc) = self.resolve(x.shape(), scales, sizes)?;
-            return Ok(vec![Tensor::F32(self.cubic(x.as_f32()?, &out, &sc))]);
-        }
-        let (out, maps) = self.maps(x.shape(), scales, sizes)?;
-        Ok(vec![match (self.mode, x) {
+        let shape = x.shape();
+        let rois = self.rois(shape.len(), inputs.get(1).copied().flatten())?;
+        let (out, sc) = self.resolve(shape, scales, sizes)?;
+        let maps: Vec<AxisMap> = (0..shape.len())
+            .map(|a| self.axis_map_in(shape[a], out[a], sc[a], rois[a]))
+            .collect();
+        let y = match (self.mode, x) {
+            (ResizeMode::Cubic, Tensor::F32(a)) => Tensor::F32(self.cubic(a, &out, &sc, &rois)),
             (ResizeMode::Linear, Tensor::F32(a)) => Tensor::F32(interpolate(a, &out, &maps)),
             (ResizeMode::Linear | ResizeMode::Cubic, t) => {
                 return Err(format!("linear Resize of {} is not supported", t.dtype()))
@@ -444,7 +523,24 @@ impl Op for Resize {
             (ResizeMode::Nearest, Tensor::U8(a)) => Tensor::U8(gather(a, &out, &maps)),
             (ResizeMode::Nearest, Tensor::I32(a)) => Tensor::I32(gather(a, &out, &maps)),
             (ResizeMode::Nearest, Tensor::I64(a)) => Tensor::I64(gather(a, &out, &maps)),
-        }])
+        };
+        if self.coord != CoordMode::TfCropAndResize {
+            return Ok(vec![y]);
+        }
+        let outside: Vec<Vec<bool>> = (0..shape.len())
+            .map(|a| {
+                (0..out[a])
+                    .map(|o| self.outside(o, shape[a], out[a], rois[a]))
+                    .collect()
+            })
+            .collect();
+        let mut y = y.as_f32()?.clone();
+        for (ix, v) in y.indexed_iter_mut() {
+            if (0..ix.ndim()).any(|a| outside[a][ix[a]]) {
+                *v = self.extrapolation;
+            }
+        }
+        Ok(vec![Tensor::F32(y)])
     }
 
     fn summary(&self) -> String {
@@ -467,6 +563,7 @@ mod tests {
             axes: None,
             policy: AspectPolicy::Stretch,
             cubic: Cubic::default(),
+            extrapolation: 0.0,
         }
     }
 
@@ -532,6 +629,26 @@ mod tests {
         let w = r.cubic_taps(0.5, 8).map(|t| t.1);
         assert_eq!(w[0], 0.0);
         assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn tf_crop_and_resize_maps_the_region_of_interest_and_marks_cells_outside() {
+        let mut r = op(
+            ResizeMode::Linear,
+            CoordMode::TfCropAndResize,
+            NearestMode::Floor,
+        );
+        r.axes = Some(vec![1]);
+        let roi = Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[2]), vec![0.25, 1.5]).unwrap());
+        let rois = r.rois(2, Some(&roi)).unwrap();
+        assert_eq!(rois, [(0.0, 1.0), (0.25, 1.5)]);
+        // 5 cells, 6 outputs over [0.25, 1.5] of the axis: coordinates 1, 2, ..., 6.
+        let x: Vec<f32> = (0..6)
+            .map(|o| r.coordinate(o, 5, 6, 1.0, rois[1]))
+            .collect();
+        assert_eq!(x, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+        let outside: Vec<bool> = (0..6).map(|o| r.outside(o, 5, 6, rois[1])).collect();
+        assert_eq!(outside, [false, false, false, false, true, true]);
     }
 
     #[test]

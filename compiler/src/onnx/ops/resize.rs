@@ -32,6 +32,7 @@ impl FromOnnx for Resize {
                 axes: None,
                 policy: AspectPolicy::Stretch,
                 cubic: Cubic::default(),
+                extrapolation: 0.0,
             });
         }
         let (coord_default, source) = if ctx.opset < 11 {
@@ -50,11 +51,7 @@ impl FromOnnx for Resize {
             "asymmetric" => CoordMode::Asymmetric,
             "tf_half_pixel_for_nn" => CoordMode::TfHalfPixelForNn,
             "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
-            "tf_crop_and_resize" => {
-                return Err(
-                    "coordinate_transformation_mode 'tf_crop_and_resize' is not supported".into(),
-                )
-            }
+            "tf_crop_and_resize" => CoordMode::TfCropAndResize,
             other => return Err(format!("unknown coordinate_transformation_mode '{other}'")),
         };
         let nearest_default = if ctx.opset < 11 {
@@ -93,6 +90,7 @@ impl FromOnnx for Resize {
                 a: ctx.float("cubic_coeff_a", -0.75)?,
                 exclude_outside: ctx.int("exclude_outside", 0)? != 0,
             },
+            extrapolation: ctx.float("extrapolation_value", 0.0)?,
         })
     }
 }

@@ -542,6 +542,9 @@ impl<'g> Lowerer<'g> {
                 op.mode
             ));
         }
+        if op.coord == crate::graph::ops::resize::CoordMode::TfCropAndResize {
+            return Err("tf_crop_and_resize extrapolates in float (on the CPU)".into());
+        }
         let xt = n.inputs[0].ok_or("no input")?;
         let yt = n.outputs[0];
         let xs = self.g.fact(xt).shape.clone();

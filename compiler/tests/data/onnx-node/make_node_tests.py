@@ -21,7 +21,7 @@ not a tensor (sequences, optionals), an input has no elements (a dimension 0, wh
 importer refuses), it uses blocked quantization (block_size, which the importer refuses with
 its reason), it casts to a sub-byte type (int4/int2 values are held in 8-bit storage, and the
 importer refuses such a Cast), it uses an operator variant the importer refuses by design
-(`refused`: 3-D windows, training mode, Resize's antialias and tf_crop_and_resize), it does not check at opset 25, or one of its tensors is larger than
+(`refused`: 3-D windows, training mode, Resize's antialias), it does not check at opset 25, or one of its tensors is larger than
 MAX_TENSOR_BYTES (kept out of the repository). The generated README.md table counts cases per
 operator.
 """
@@ -213,8 +213,6 @@ def refused(g):
     if n.op_type == "Resize":
         if attrs.get("antialias", 0):
             return "antialias = 1 (refused)"
-        if attrs.get("coordinate_transformation_mode") == b"tf_crop_and_resize":
-            return "coordinate_transformation_mode tf_crop_and_resize (refused)"
     return None
 
 
