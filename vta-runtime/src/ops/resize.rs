@@ -4,12 +4,13 @@
 //! interpolates linearly between the two neighbours (multilinear over every resized axis;
 //! coordinates clamped to the input, as onnxruntime does), or cubically between four (one
 //! axis after another, in f64 as ONNX's reference does; cells beyond the edge repeat it, or
-//! with `exclude_outside` get no weight). Coordinates are computed in f32, as onnxruntime
+//! with `exclude_outside` get no weight); with `antialias`, downsampling widens the linear or
+//! cubic kernel by `1 / scale`. Coordinates are computed in f32, as onnxruntime
 //! does. Nearest mode works on any element type (it only moves data); the others, and
 //! `tf_crop_and_resize` (whose cells outside the region of interest take the
 //! `extrapolation_value`), need float.
 //!
-//! Not supported (refused when parsing): `antialias`.
+//! Every attribute of opset 25's Resize is implemented.
 
 use ndarray::{ArrayD, Dimension, IxDyn};
 
@@ -111,6 +112,9 @@ pub struct Resize {
     /// `extrapolation_value` (`tf_crop_and_resize`).
     #[serde(default)]
     pub extrapolation: f32,
+    /// `antialias` (linear and cubic modes): downsampling widens the kernel by `1 / scale`.
+    #[serde(default)]
+    pub antialias: bool,
 }
 
 /// How one axis is resized: per output index, the two input indices and the weight of the
@@ -278,7 +282,8 @@ impl Resize {
                         let i = (i.max(0.0) as usize).min(last);
                         (i, i, 0.0)
                     }
-                    // (cubic resizing takes its four taps itself: `Resize::cubic_taps`)
+                    // (cubic and antialiased resizing take their windows themselves:
+                    // `Resize::window`)
                     ResizeMode::Linear | ResizeMode::Cubic => {
                         let xc = x.clamp(0.0, last as f32);
                         let i0 = (xc.floor() as usize).min(last);
@@ -291,20 +296,48 @@ impl Resize {
         AxisMap { taps }
     }
 
-    /// The four input cells of an axis of `len` cells around coordinate `x`, with their cubic
-    /// weights (ONNX's: the two cells below `x` and the two above, an integer `x` counted
-    /// with the cells above).
-    fn cubic_taps(&self, x: f64, len: usize) -> [(usize, f64); 4] {
+    /// The weights of the window of input cells around a coordinate whose distance above the
+    /// window's middle cell is `t` (in (0, 1]), at `scale`: ONNX's kernels, the cubic
+    /// (`cubic_coeff_a`) or the linear one, with `antialias` stretched by `1 / scale` when
+    /// downsampling and normalized.
+    fn kernel(&self, t: f64, scale: f64) -> Vec<f64> {
         let a = f64::from(self.cubic.a);
-        let f = x.floor();
-        let (t, start) = if x == f {
-            (1.0, f - 2.0)
-        } else {
-            (x - f, f - 1.0)
+        let cubic = |d: f64| {
+            let d = d.abs();
+            if d <= 1.0 {
+                ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0
+            } else if d < 2.0 {
+                ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a
+            } else {
+                0.0
+            }
         };
-        let far = |d: f64| ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
-        let near = |d: f64| ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
-        let mut w = [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)];
+        let (f, reach): (&dyn Fn(f64) -> f64, f64) = if self.mode == ResizeMode::Cubic {
+            (&cubic, 2.0)
+        } else {
+            (&|d: f64| (1.0 - d.abs()).clamp(0.0, 1.0), 1.0)
+        };
+        let s = if self.antialias { scale.min(1.0) } else { 1.0 };
+        // the cells within the kernel's reach, as many on either side of the middle
+        let start = (-reach / s).floor() as i64 + 1;
+        let w: Vec<f64> = (start..2 - start).map(|i| f(s * (i as f64 - t))).collect();
+        if self.antialias {
+            let sum: f64 = w.iter().sum();
+            w.iter().map(|v| v / sum).collect()
+        } else {
+            w
+        }
+    }
+
+    /// The input cells of an axis of `len` cells weighted for coordinate `x` at `scale`
+    /// (ONNX's window: as many cells below `x` as above, an integer `x` counted with the cells
+    /// above; beyond the edge the edge cell, or with `exclude_outside` no weight).
+    fn window(&self, x: f64, len: usize, scale: f64) -> Vec<(usize, f64)> {
+        let f = x.floor();
+        let t = if x == f { 1.0 } else { x - f };
+        let mut w = self.kernel(t, scale);
+        let half = (w.len() / 2) as f64;
+        let start = if x == f { f - half } else { f - half + 1.0 };
         let at = |k: usize| start + k as f64;
         if self.cubic.exclude_outside {
             for (k, w) in w.iter_mut().enumerate() {
@@ -313,13 +346,19 @@ impl Resize {
                 }
             }
             let sum: f64 = w.iter().sum();
-            w.iter_mut().for_each(|w| *w /= sum);
+            if sum != 0.0 {
+                w.iter_mut().for_each(|w| *w /= sum);
+            }
         }
-        std::array::from_fn(|k| (at(k).clamp(0.0, (len - 1) as f64) as usize, w[k]))
+        w.into_iter()
+            .enumerate()
+            .map(|(k, w)| (at(k).clamp(0.0, (len - 1) as f64) as usize, w))
+            .collect()
     }
 
-    /// Cubic resizing of a float tensor to `out` at scales `sc`, one axis after another.
-    fn cubic(
+    /// Cubic or antialiased resizing of a float tensor to `out` at scales `sc`, one axis after
+    /// another.
+    fn separable(
         &self,
         x: &ArrayD<f32>,
         out: &[usize],
@@ -332,10 +371,10 @@ impl Resize {
             if len == out[a] && sc[a] == 1.0 && rois[a] == (0.0, 1.0) {
                 continue;
             }
-            let taps: Vec<[(usize, f64); 4]> = (0..out[a])
+            let taps: Vec<Vec<(usize, f64)>> = (0..out[a])
                 .map(|o| {
                     let x = self.coordinate(o, len, out[a], sc[a], rois[a]);
-                    self.cubic_taps(f64::from(x), len)
+                    self.window(f64::from(x), len, f64::from(sc[a]))
                 })
                 .collect();
             let mut shape = cur.shape().to_vec();
@@ -513,7 +552,11 @@ impl Op for Resize {
             .map(|a| self.axis_map_in(shape[a], out[a], sc[a], rois[a]))
             .collect();
         let y = match (self.mode, x) {
-            (ResizeMode::Cubic, Tensor::F32(a)) => Tensor::F32(self.cubic(a, &out, &sc, &rois)),
+            (ResizeMode::Cubic, Tensor::F32(a)) | (ResizeMode::Linear, Tensor::F32(a))
+                if self.mode == ResizeMode::Cubic || self.antialias =>
+            {
+                Tensor::F32(self.separable(a, &out, &sc, &rois))
+            }
             (ResizeMode::Linear, Tensor::F32(a)) => Tensor::F32(interpolate(a, &out, &maps)),
             (ResizeMode::Linear | ResizeMode::Cubic, t) => {
                 return Err(format!("linear Resize of {} is not supported", t.dtype()))
@@ -564,6 +607,7 @@ mod tests {
             policy: AspectPolicy::Stretch,
             cubic: Cubic::default(),
             extrapolation: 0.0,
+            antialias: false,
         }
     }
 
@@ -615,18 +659,24 @@ mod tests {
     }
 
     #[test]
-    fn cubic_taps_interpolate_and_exclude_outside_renormalizes() {
+    fn windows_interpolate_and_exclude_outside_renormalizes() {
         let mut r = op(ResizeMode::Cubic, CoordMode::HalfPixel, NearestMode::Floor);
         // On a cell: that cell alone (the taps below and above it weigh 0).
-        let on = r.cubic_taps(3.0, 8);
-        assert_eq!(on.map(|t| t.0), [1, 2, 3, 4]);
-        assert_eq!(on.map(|t| t.1), [0.0, 0.0, 1.0, 0.0]);
+        let on = r.window(3.0, 8, 2.0);
+        assert_eq!(on, [(1, 0.0), (2, 0.0), (3, 1.0), (4, 0.0)]);
         // Half way: symmetric weights summing to 1, a = -0.75: [-0.09375, 0.59375, ...].
-        let half = r.cubic_taps(0.5, 8);
-        assert_eq!(half.map(|t| t.0), [0, 0, 1, 2]);
-        assert_eq!(half.map(|t| t.1), [-0.09375, 0.59375, 0.59375, -0.09375]);
+        let half = r.window(0.5, 8, 2.0);
+        assert_eq!(
+            half,
+            [(0, -0.09375), (0, 0.59375), (1, 0.59375), (2, -0.09375)]
+        );
+        // Antialiased downsampling by 2: a linear kernel twice as wide, normalized.
+        let mut lin = op(ResizeMode::Linear, CoordMode::HalfPixel, NearestMode::Floor);
+        lin.antialias = true;
+        let w = lin.window(2.5, 8, 0.5);
+        assert_eq!(w, [(1, 0.125), (2, 0.375), (3, 0.375), (4, 0.125)]);
         r.cubic.exclude_outside = true;
-        let w = r.cubic_taps(0.5, 8).map(|t| t.1);
+        let w: Vec<f64> = r.window(0.5, 8, 2.0).iter().map(|t| t.1).collect();
         assert_eq!(w[0], 0.0);
         assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-12);
     }

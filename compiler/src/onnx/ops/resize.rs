@@ -33,6 +33,7 @@ impl FromOnnx for Resize {
                 policy: AspectPolicy::Stretch,
                 cubic: Cubic::default(),
                 extrapolation: 0.0,
+                antialias: false,
             });
         }
         let (coord_default, source) = if ctx.opset < 11 {
@@ -70,9 +71,6 @@ impl FromOnnx for Resize {
             "ceil" => NearestMode::Ceil,
             other => return Err(format!("unknown nearest_mode '{other}'")),
         };
-        if ctx.int("antialias", 0)? != 0 {
-            return Err("antialias = 1 is not supported".into());
-        }
         let policy = match ctx.string("keep_aspect_ratio_policy")?.as_deref() {
             None | Some("stretch") => AspectPolicy::Stretch,
             Some("not_larger") => AspectPolicy::NotLarger,
@@ -91,6 +89,7 @@ impl FromOnnx for Resize {
                 exclude_outside: ctx.int("exclude_outside", 0)? != 0,
             },
             extrapolation: ctx.float("extrapolation_value", 0.0)?,
+            antialias: ctx.int("antialias", 0)? != 0,
         })
     }
 }

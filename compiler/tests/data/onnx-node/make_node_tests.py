@@ -21,7 +21,7 @@ not a tensor (sequences, optionals), an input has no elements (a dimension 0, wh
 importer refuses), it uses blocked quantization (block_size, which the importer refuses with
 its reason), it casts to a sub-byte type (int4/int2 values are held in 8-bit storage, and the
 importer refuses such a Cast), it uses an operator variant the importer refuses by design
-(`refused`: 3-D windows, training mode, Resize's antialias), it does not check at opset 25, or one of its tensors is larger than
+(`refused`: 3-D windows, training mode), it does not check at opset 25, or one of its tensors is larger than
 MAX_TENSOR_BYTES (kept out of the repository). The generated README.md table counts cases per
 operator.
 """
@@ -210,9 +210,6 @@ def refused(g):
         return "training_mode = 1 (refused: the compiler compiles inference)"
     if n.op_type == "Dropout" and len(n.input) > 2 and n.input[2]:
         return "Dropout's training_mode input (refused: the compiler compiles inference)"
-    if n.op_type == "Resize":
-        if attrs.get("antialias", 0):
-            return "antialias = 1 (refused)"
     return None
 
 
