@@ -21,9 +21,10 @@ not a tensor (sequences, optionals), an input has no elements (a dimension 0, wh
 importer refuses), it uses blocked quantization (block_size, which the importer refuses with
 its reason), it casts to a sub-byte type (int4/int2 values are held in 8-bit storage, and the
 importer refuses such a Cast), it uses an operator variant the importer refuses by design
-(`refused`: 3-D windows, training mode), it does not check at opset 25, or one of its tensors is larger than
-MAX_TENSOR_BYTES (kept out of the repository). The generated README.md table counts cases per
-operator.
+(`refused`: 3-D windows, training mode), it does not check at opset 25, or one of its tensors
+is larger than MAX_TENSOR_BYTES (kept out of the repository). The cases of the operators in
+OLDER are also written at the older opset named there (`older`). The generated README.md
+table counts cases per operator.
 """
 import os
 import shutil
