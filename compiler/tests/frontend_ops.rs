@@ -570,13 +570,24 @@ fn shape_inference_per_op() {
         .contains("Loop is not supported"));
     assert!(infer(
         "Conv",
-        vec![("pads", A::Is(vec![1, 1]))],
-        (F32, &[1, 1, 4]),
-        vec![tensor(F32, &[1, 1, 3], 1)],
+        vec![("pads", A::Is(vec![1; 6]))],
+        (F32, &[1, 1, 4, 4, 4]),
+        vec![tensor(F32, &[1, 1, 3, 3, 3], 1)],
         13
     )
     .unwrap_err()
     .contains("2-D"));
+    // A 1-D convolution is the 2-D one with a 1 x k window (`compiler::onnx::forms`).
+    assert_eq!(
+        infer(
+            "Conv",
+            vec![("pads", A::Is(vec![1, 1]))],
+            (F32, &[1, 1, 4]),
+            vec![tensor(F32, &[1, 1, 3], 1)],
+            13
+        ),
+        Ok(f(F32, &[1, 1, 4]))
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! unsupported one are still analysed when the model declares the shapes between them
 //! (`value_info`), the unsupported node is an onnxruntime contrib operator of known signature
 //! or a standard element-wise operator, or only an attribute that does not change its output
-//! shape is unsupported (a cubic Resize); only after an output of unknowable shape are they
+//! shape is unsupported (a Resize of an unknown mode); only after an output of unknowable shape are they
 //! "not analysed".
 
 mod onnx_builder;
@@ -30,7 +30,7 @@ fn table(m: &Model) -> (usize, SupportTable, String) {
 #[test]
 fn every_unsupported_node_is_listed_with_a_fix() {
     // Conv -> LpNormalization (unknown) -> Relu -> com.microsoft QLinearSoftmax -> Conv
-    //      -> Resize cubic (unsupported attribute) -> Sigmoid.
+    //      -> Resize of an unknown mode (unsupported attribute) -> Sigmoid.
     let mut m = Model::new(13);
     m.input("x", &[1, 4, 8, 8])
         .weight("w", &[4, 4, 3, 3], 0.3)
@@ -60,7 +60,7 @@ fn every_unsupported_node_is_listed_with_a_fix() {
             "Resize",
             &["e", "roi", "scales"],
             &["f"],
-            vec![("mode", A::S("cubic"))],
+            vec![("mode", A::S("lanczos"))],
         )
         .node("sig", "Sigmoid", &["f"], &["y"], vec![])
         .output("y");
@@ -83,12 +83,12 @@ fn every_unsupported_node_is_listed_with_a_fix() {
         "{t}"
     );
     assert!(
-        matches!(get("up"), Support::Unsupported { reason, .. } if reason.contains("cubic")),
+        matches!(get("up"), Support::Unsupported { reason, .. } if reason.contains("unknown mode 'lanczos'")),
         "{t}"
     );
     // Nodes after the unsupported ones were analysed: the Relu and the second Conv (facts from
-    // value_info and from QLinearSoftmax's signature) and the Sigmoid (after the cubic Resize,
-    // whose output shape does not depend on its mode).
+    // value_info and from QLinearSoftmax's signature) and the Sigmoid (after the Resize, whose
+    // output shape does not depend on its mode).
     for n in ["conv", "relu", "conv2", "sig"] {
         assert!(
             matches!(get(n), Support::NotPlaced { reason } if reason.contains("supported operator; not placed")),

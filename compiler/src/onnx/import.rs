@@ -234,6 +234,8 @@ pub fn import(
     let gp = expanded.as_ref().unwrap_or(gp);
     let lowbit = super::lowbit::rewrite(gp, opset).map_err(err)?;
     let gp = lowbit.as_ref().unwrap_or(gp);
+    let rewritten = super::forms::rewrite(gp, opset);
+    let gp = rewritten.as_ref().unwrap_or(gp);
     let mut g = Graph {
         opset,
         source: file.to_string(),

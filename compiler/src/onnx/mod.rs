@@ -36,6 +36,7 @@
 //! bounds message nesting (recursion limit 100) and checks every length against the buffer.
 
 pub mod contrib;
+pub mod forms;
 pub mod import;
 pub mod lowbit;
 pub mod ops;

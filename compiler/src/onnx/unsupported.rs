@@ -161,7 +161,7 @@ pub fn standard_facts(node: &NodeProto, ins: &[Option<Fact>]) -> Option<Vec<Fact
 
 /// The node without the attributes that choose how its output values are computed but not
 /// its output shape, for ops the importer takes with other values of them: a Resize's
-/// interpolation (cubic, antialiasing) and coordinate mapping (`tf_crop_and_resize`).
+/// interpolation and coordinate mapping (values the importer does not know).
 pub fn shape_only_node(node: &NodeProto) -> Option<NodeProto> {
     const VALUES_ONLY: &[&str] = &[
         "mode",

@@ -1,6 +1,7 @@
 //! `Add`, `Sub`, `Mul`, `Div`, `Max`, `Min`, `Mod` with numpy broadcasting, in f32 or wrapping
-//! int32/int64 (integer `Div` truncates toward zero), and `Pow` in f32. `Add` can carry a
-//! fused activation (a residual add followed by `Relu`).
+//! int8/uint8/int32/int64 (integer `Div` truncates toward zero), and `Pow` of a float or
+//! integer base by a float or integer exponent. `Add` can carry a fused activation (a residual
+//! add followed by `Relu`).
 
 use ndarray::{ArrayD, IxDyn, Zip};
 
@@ -15,7 +16,8 @@ pub enum BinKind {
     Sub,
     Mul,
     Div,
-    /// Float only (the variance of an exported LayerNorm, `Pow(x, 2)`).
+    /// The only kind whose operands may differ in type (ONNX's `Pow(T, T1)`): the result has
+    /// the base's type.
     Pow,
     /// ONNX's variadic `Max` and `Min` with two inputs (a lower or upper bound; with a
     /// constant bound they become a `Clip`).
@@ -41,6 +43,23 @@ impl Binary {
             activation: None,
         }
     }
+}
+
+/// `Pow` of an int32 or int64 base: numpy's power (exact in f64 below 2^53), truncated to the
+/// base's type.
+fn int_pow(a: &Tensor, b: &Tensor) -> Result<Tensor, String> {
+    let wide = |t: &Tensor| -> Result<ArrayD<f64>, String> {
+        Ok(match t {
+            Tensor::F32(v) => v.mapv(f64::from),
+            t => ArrayD::from_shape_vec(
+                IxDyn(t.shape()),
+                t.to_i64_vec().into_iter().map(|v| v as f64).collect(),
+            )
+            .map_err(|e| e.to_string())?,
+        })
+    };
+    let y = zip(&wide(a)?, &wide(b)?, |x, e| Ok(x.powf(e) as i64))?;
+    Ok(Tensor::I64(y).cast(a.dtype()))
 }
 
 fn zip<T: Copy, U: Clone>(
@@ -82,22 +101,16 @@ impl Op for Binary {
     fn infer(&self, inputs: &[Option<&TensorInfo>]) -> Result<Vec<Fact>, String> {
         let a = in_fact(inputs, 0, "A")?;
         let b = in_fact(inputs, 1, "B")?;
-        if a.dtype != b.dtype {
+        if self.kind == BinKind::Pow {
+            let wide = |t: DType| matches!(t, DType::F32 | DType::I32 | DType::I64);
+            if !(wide(a.dtype) && wide(b.dtype)) {
+                return Err(format!(
+                    "Pow is supported on float, int32 and int64 operands, got {} and {}",
+                    a.dtype, b.dtype
+                ));
+            }
+        } else if a.dtype != b.dtype {
             return Err(format!("operand types differ: {} and {}", a.dtype, b.dtype));
-        }
-        let is_mod = matches!(self.kind, BinKind::Mod | BinKind::Fmod);
-        if !matches!(a.dtype, DType::F32 | DType::I32 | DType::I64) && !is_mod {
-            return Err(format!(
-                "{} is supported on float, int32 and int64, got {}",
-                self.op_type(),
-                a.dtype
-            ));
-        }
-        if self.kind == BinKind::Pow && a.dtype != DType::F32 {
-            return Err(format!(
-                "Pow is supported on float tensors, got {}",
-                a.dtype
-            ));
         }
         if self.activation.is_some() && a.dtype != DType::F32 {
             return Err("a fused activation needs float operands".into());
@@ -112,6 +125,12 @@ impl Op for Binary {
         let a = arg(inputs, 0, "A")?;
         let b = arg(inputs, 1, "B")?;
         let k = self.kind;
+        if k == BinKind::Pow && a.dtype() != DType::F32 {
+            return Ok(vec![int_pow(a, b)?]);
+        }
+        if k == BinKind::Pow && b.dtype() != DType::F32 {
+            return self.eval(&[Some(a), Some(&b.cast(DType::F32))]);
+        }
         let out = match (a, b) {
             (Tensor::F32(a), Tensor::F32(b)) => {
                 let act = self.activation;
@@ -176,8 +195,9 @@ impl Op for Binary {
                         .ok_or_else(|| "integer division by zero".to_string()),
                 })?)
             }
-            (a, b) if matches!(k, BinKind::Mod | BinKind::Fmod) && a.dtype() == b.dtype() => {
-                // int8 and uint8: exactly in i64 (the remainder fits the operands' type).
+            (a, b) if k != BinKind::Pow && a.dtype() == b.dtype() => {
+                // int8 and uint8: exactly in i64, then wrapped to the operands' type as numpy
+                // wraps (a remainder, minimum or maximum fits it as it is).
                 let ints = |t: &Tensor| {
                     ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_i64_vec()).expect("same shape")
                 };
@@ -203,4 +223,43 @@ impl Op for Binary {
     }
 
     op_boilerplate!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: Tensor) -> Vec<Tensor> {
+        vec![v]
+    }
+
+    #[test]
+    fn int8_arithmetic_wraps_as_numpy_does() {
+        let a = Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![100, -128]).unwrap());
+        let b = Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![100, -1]).unwrap());
+        let add = Binary::new(BinKind::Add)
+            .eval(&[Some(&a), Some(&b)])
+            .unwrap();
+        let want = Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![-56, 127]).unwrap());
+        assert_eq!(add, t(want));
+        let div = Binary::new(BinKind::Div)
+            .eval(&[Some(&a), Some(&b)])
+            .unwrap();
+        let want = Tensor::I8(ArrayD::from_shape_vec(IxDyn(&[2]), vec![1, -128]).unwrap());
+        assert_eq!(div, t(want));
+    }
+
+    #[test]
+    fn pow_takes_the_base_type_with_an_exponent_of_another() {
+        let pow = Binary::new(BinKind::Pow);
+        let x = Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[3]), vec![1, 2, 3]).unwrap());
+        let e = Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[3]), vec![4.0, 5.0, 0.5]).unwrap());
+        let want = Tensor::I32(ArrayD::from_shape_vec(IxDyn(&[3]), vec![1, 32, 1]).unwrap());
+        assert_eq!(pow.eval(&[Some(&x), Some(&e)]).unwrap(), t(want));
+        let xf = x.cast(DType::F32);
+        let ei = Tensor::I64(ArrayD::from_shape_vec(IxDyn(&[3]), vec![4, 5, 6]).unwrap());
+        let want =
+            Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[3]), vec![1.0, 32.0, 729.0]).unwrap());
+        assert_eq!(pow.eval(&[Some(&xf), Some(&ei)]).unwrap(), t(want));
+    }
 }

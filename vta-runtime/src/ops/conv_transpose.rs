@@ -96,10 +96,29 @@ impl ConvTranspose {
                 format!("{what} of {out} exceeds the transposed convolution's full size {full}")
             })
         };
+        // ONNX splits `full - output_shape` with floor division, so an output_shape one cell
+        // beyond the full size is a pad of -1 at the end alone (not with SAME_UPPER): one more
+        // cell that only the bias reaches, which is what output_padding gives.
+        let from_shape = |full: usize, out: usize, what: &str| {
+            if out == full + 1 && self.auto_pad != AutoPad::SameUpper {
+                Ok((0, 0, 1))
+            } else {
+                from_out(full, out, what)
+                    .map(|(a, b)| (a, b, 0))
+                    .map_err(|e| {
+                        format!(
+                            "{e} (ONNX's pads would be negative at the start); give pads and \
+                             output_padding instead of output_shape"
+                        )
+                    })
+            }
+        };
+        let (mut op, mut fh, mut fw) = (op, fh, fw);
         let pad = match (self.output_shape, self.auto_pad) {
             (Some((oh, ow)), _) => {
-                let (t, b) = from_out(fh, oh, "output height")?;
-                let (l, r) = from_out(fw, ow, "output width")?;
+                let (t, b, eh) = from_shape(fh, oh, "output height")?;
+                let (l, r, ew) = from_shape(fw, ow, "output width")?;
+                (op, fh, fw) = ((op.0 + eh, op.1 + ew), fh + eh, fw + ew);
                 [t, l, b, r]
             }
             (None, AutoPad::SameUpper | AutoPad::SameLower) => {
@@ -245,4 +264,38 @@ impl Op for ConvTranspose {
     }
 
     op_boilerplate!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(output_shape: (usize, usize), auto_pad: AutoPad) -> ConvTranspose {
+        ConvTranspose {
+            kernel: None,
+            stride: (3, 2),
+            dilation: (1, 1),
+            group: 1,
+            pads: [0; 4],
+            auto_pad,
+            output_padding: (0, 0),
+            output_shape: Some(output_shape),
+            activation: None,
+        }
+    }
+
+    #[test]
+    fn an_output_shape_one_beyond_the_full_size_pads_the_end() {
+        // ONNX's convtranspose_output_shape: 3x3 input, 3x3 kernel, strides 3 and 2: the full
+        // output is 9x7, and [10, 8] is one more cell at the end of each axis.
+        let g = op((10, 8), AutoPad::NotSet)
+            .resolve((3, 3), (3, 3))
+            .unwrap();
+        assert_eq!((g.out, g.pad, g.output_padding), ((10, 8), [0; 4], (1, 1)));
+        let e = op((10, 8), AutoPad::SameUpper).resolve((3, 3), (3, 3));
+        assert!(e.unwrap_err().contains("negative at the start"));
+        assert!(op((11, 7), AutoPad::NotSet)
+            .resolve((3, 3), (3, 3))
+            .is_err());
+    }
 }

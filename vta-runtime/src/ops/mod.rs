@@ -219,10 +219,10 @@ impl Activation {
     };
 
     pub fn apply(&self, v: f32) -> f32 {
-        // NaN-preserving clamp, as Relu/Clip do.
-        if v < self.min {
-            self.min
-        } else if v > self.max {
+        // NaN-preserving clamp, as Relu/Clip do; the upper bound last, so that bounds with
+        // min > max give max everywhere (ONNX's Clip, numpy's clip).
+        let v = if v < self.min { self.min } else { v };
+        if v > self.max {
             self.max
         } else {
             v
@@ -284,4 +284,16 @@ pub fn arg<'a>(inputs: &[Option<&'a Tensor>], i: usize, what: &str) -> Result<&'
         .copied()
         .flatten()
         .ok_or_else(|| format!("missing input {i} ({what})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Activation;
+
+    #[test]
+    fn a_clamp_with_min_above_max_gives_max() {
+        let a = Activation { min: 2.0, max: 1.0 };
+        assert_eq!([0.0, 1.5, 3.0].map(|v| a.apply(v)), [1.0; 3]);
+        assert!(a.apply(f32::NAN).is_nan());
+    }
 }

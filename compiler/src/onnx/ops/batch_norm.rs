@@ -11,7 +11,11 @@ impl FromOnnx for BatchNorm {
             return Err("spatial = 0 (per-element statistics) is not supported".into());
         }
         if ctx.int("training_mode", 0)? != 0 {
-            return Err("training_mode = 1 is not supported (inference only)".into());
+            return Err(
+                "training_mode = 1 is not supported (the compiler compiles inference, \
+                        with the running statistics): export the model in eval mode"
+                    .into(),
+            );
         }
         if ctx.node.output.iter().skip(1).any(|o| !o.is_empty()) {
             return Err("the running-statistics outputs (training) are not supported".into());

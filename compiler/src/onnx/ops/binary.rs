@@ -10,10 +10,12 @@ impl FromOnnx for Binary {
         ctx.refuse("broadcast", "legacy broadcasting before opset 7")?;
         let op = ctx.node.op_type.as_str();
         let operands = ctx.node.input.len();
+        // `crate::onnx::forms` made every other count two; none is left.
         if matches!(op, "Max" | "Min") && operands != 2 {
             return Err(format!(
-                "{op} of {operands} inputs is not supported, only of two (rewrite it as a \
-                 chain of two-input {op}s)"
+                "{op} with {operands} inputs and {} outputs is not valid ONNX (one or more \
+                 inputs, one output)",
+                ctx.node.output.len()
             ));
         }
         let kind = match op {

@@ -7,15 +7,13 @@ use super::{FromOnnx, ParseCtx};
 
 impl FromOnnx for Identity {
     fn parse(ctx: &ParseCtx) -> Result<Identity, String> {
-        if ctx.node.op_type == "Dropout" {
-            if ctx.node.output.iter().skip(1).any(|o| !o.is_empty()) {
-                return Err("Dropout's mask output is not supported".into());
-            }
-            if ctx.node.input.get(2).is_some_and(|t| !t.is_empty()) {
-                return Err(
-                    "Dropout's training_mode input is not supported (inference only)".into(),
-                );
-            }
+        // In inference `crate::onnx::forms` moved the mask output to nodes of its own.
+        if ctx.node.op_type == "Dropout" && ctx.node.input.get(2).is_some_and(|t| !t.is_empty()) {
+            return Err(
+                "Dropout's training_mode input is not supported (the compiler compiles \
+                        inference): export the model in eval mode"
+                    .into(),
+            );
         }
         Ok(Identity)
     }

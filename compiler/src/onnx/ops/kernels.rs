@@ -24,7 +24,8 @@ impl WindowFromOnnx for Window {
                     Ok((u[0], u[1]))
                 }
                 Some(v) => Err(format!(
-                    "{name} {v:?} has {} values; only 2-D windows are supported",
+                    "{name} {v:?} has {} values; only 2-D windows (NCHW inputs) are supported, \
+                     and 1-D ones, taken as 1 x k (3-D and larger windows have no lowering)",
                     v.len()
                 )),
             }

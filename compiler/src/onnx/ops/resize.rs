@@ -11,7 +11,7 @@ impl FromOnnx for Resize {
         let mode = match ctx.string("mode")?.as_deref().unwrap_or("nearest") {
             "nearest" => ResizeMode::Nearest,
             "linear" | "bilinear" => ResizeMode::Linear,
-            "cubic" => return Err("mode 'cubic' is not supported (nearest and linear are)".into()),
+            "cubic" => ResizeMode::Cubic,
             other => return Err(format!("unknown mode '{other}'")),
         };
         if upsample {
@@ -30,6 +30,10 @@ impl FromOnnx for Resize {
                 nearest: NearestMode::Floor,
                 source,
                 axes: None,
+                policy: AspectPolicy::Stretch,
+                cubic: Cubic::default(),
+                extrapolation: 0.0,
+                antialias: false,
             });
         }
         let (coord_default, source) = if ctx.opset < 11 {
@@ -48,11 +52,7 @@ impl FromOnnx for Resize {
             "asymmetric" => CoordMode::Asymmetric,
             "tf_half_pixel_for_nn" => CoordMode::TfHalfPixelForNn,
             "half_pixel_symmetric" => CoordMode::HalfPixelSymmetric,
-            "tf_crop_and_resize" => {
-                return Err(
-                    "coordinate_transformation_mode 'tf_crop_and_resize' is not supported".into(),
-                )
-            }
+            "tf_crop_and_resize" => CoordMode::TfCropAndResize,
             other => return Err(format!("unknown coordinate_transformation_mode '{other}'")),
         };
         let nearest_default = if ctx.opset < 11 {
@@ -71,23 +71,25 @@ impl FromOnnx for Resize {
             "ceil" => NearestMode::Ceil,
             other => return Err(format!("unknown nearest_mode '{other}'")),
         };
-        if ctx.int("antialias", 0)? != 0 {
-            return Err("antialias = 1 is not supported".into());
-        }
-        match ctx.string("keep_aspect_ratio_policy")?.as_deref() {
-            None | Some("stretch") => {}
-            Some(other) => {
-                return Err(format!(
-                    "keep_aspect_ratio_policy '{other}' is not supported (only 'stretch')"
-                ))
-            }
-        }
+        let policy = match ctx.string("keep_aspect_ratio_policy")?.as_deref() {
+            None | Some("stretch") => AspectPolicy::Stretch,
+            Some("not_larger") => AspectPolicy::NotLarger,
+            Some("not_smaller") => AspectPolicy::NotSmaller,
+            Some(other) => return Err(format!("unknown keep_aspect_ratio_policy '{other}'")),
+        };
         Ok(Resize {
             mode,
             coord,
             nearest,
             source,
             axes: ctx.ints("axes")?,
+            policy,
+            cubic: Cubic {
+                a: ctx.float("cubic_coeff_a", -0.75)?,
+                exclude_outside: ctx.int("exclude_outside", 0)? != 0,
+            },
+            extrapolation: ctx.float("extrapolation_value", 0.0)?,
+            antialias: ctx.int("antialias", 0)? != 0,
         })
     }
 }

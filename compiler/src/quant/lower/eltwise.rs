@@ -527,7 +527,8 @@ impl<'g> Lowerer<'g> {
     }
 
     /// Resize: nearest by integer factors on the accelerator, other nearest resizing as an
-    /// exact CPU step on the int8 data; linear interpolation computes new values in float.
+    /// exact CPU step on the int8 data; linear and cubic interpolation compute new values in
+    /// float.
     pub(super) fn resize(&mut self, ix: NodeIndex) -> R<()> {
         let n = &self.g.dag[ix];
         let op =
@@ -535,8 +536,14 @@ impl<'g> Lowerer<'g> {
                 .downcast_ref::<Resize>()
                 .expect("Resize")
                 .clone();
-        if op.mode == ResizeMode::Linear {
-            return Err("linear interpolation computes new values (in float on the CPU)".into());
+        if op.mode != ResizeMode::Nearest {
+            return Err(format!(
+                "{:?} interpolation computes new values (in float on the CPU)",
+                op.mode
+            ));
+        }
+        if op.coord == crate::graph::ops::resize::CoordMode::TfCropAndResize {
+            return Err("tf_crop_and_resize extrapolates in float (on the CPU)".into());
         }
         let xt = n.inputs[0].ok_or("no input")?;
         let yt = n.outputs[0];

@@ -212,6 +212,9 @@ impl<'g> Lowerer<'g> {
                 .downcast_ref::<MaxPool>()
                 .expect("MaxPool")
                 .clone();
+        if mp.indices.is_some() {
+            return Err("the Indices output (int64 positions) is computed on the CPU".into());
+        }
         let xt = n.inputs[0].ok_or("no input")?;
         let yt = n.outputs[0];
         let (_, _, h, w) = dims4(&self.g.fact(xt).shape, "input")?;
