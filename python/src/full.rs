@@ -98,6 +98,23 @@ fn layers_json(c: &Compiled) -> serde_json::Value {
         .collect()
 }
 
+/// `value` of the string option `param` as one of `options` (`_` may stand for `-`), or a
+/// ValueError listing them.
+fn choice<T: Copy>(param: &str, value: &str, options: &[(&str, T)]) -> PyResult<T> {
+    let wanted = value.replace('_', "-");
+    options
+        .iter()
+        .find(|(name, _)| *name == wanted)
+        .map(|o| o.1)
+        .ok_or_else(|| {
+            let names: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
+            PyValueError::new_err(format!(
+                "{param} must be {}, got {value:?}",
+                names.join(", ")
+            ))
+        })
+}
+
 /// compile(onnx, source, config=None, calibration=[], bit_exact=False, launch_per_layer=False,
 /// depthwise_on_gemm=False, input_shapes={}, memory_budget=None, split_branches=False,
 /// weight_clip="auto", weight_rounding="auto", keep_ends_8bit=True, activation_clip="auto")
@@ -128,36 +145,34 @@ pub(crate) fn compile(
     keep_ends_8bit: bool,
     activation_clip: &str,
 ) -> PyResult<PyCompiledModel> {
-    let weight_clip = match weight_clip {
-        "auto" => WeightClip::Auto,
-        "max" => WeightClip::Max,
-        "min-error" | "min_error" => WeightClip::MinError,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "weight_clip must be \"auto\", \"max\" or \"min-error\", got {other:?}"
-            )))
-        }
-    };
-    let weight_rounding = match weight_rounding {
-        "auto" => WeightRounding::Auto,
-        "nearest" => WeightRounding::Nearest,
-        "error-feedback" | "error_feedback" => WeightRounding::ErrorFeedback,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "weight_rounding must be \"auto\", \"nearest\" or \"error-feedback\", got {other:?}"
-            )))
-        }
-    };
-    let activation_clip = match activation_clip {
-        "auto" => ActivationClip::Auto,
-        "max" => ActivationClip::Max,
-        "min-error" | "min_error" => ActivationClip::MinError,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "activation_clip must be \"auto\", \"max\" or \"min-error\", got {other:?}"
-            )))
-        }
-    };
+    use {ActivationClip as A, WeightClip as C, WeightRounding as W};
+    let weight_clip = choice(
+        "weight_clip",
+        weight_clip,
+        &[
+            ("auto", C::Auto),
+            ("max", C::Max),
+            ("min-error", C::MinError),
+        ],
+    )?;
+    let weight_rounding = choice(
+        "weight_rounding",
+        weight_rounding,
+        &[
+            ("auto", W::Auto),
+            ("nearest", W::Nearest),
+            ("error-feedback", W::ErrorFeedback),
+        ],
+    )?;
+    let activation_clip = choice(
+        "activation_clip",
+        activation_clip,
+        &[
+            ("auto", A::Auto),
+            ("max", A::Max),
+            ("min-error", A::MinError),
+        ],
+    )?;
     let cfg = config_arg(config)?.unwrap_or_default();
     let mut calib = Vec::new();
     for (i, c) in calibration.iter().enumerate() {

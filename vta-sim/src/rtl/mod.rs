@@ -123,6 +123,18 @@ impl Default for RtlOptions {
 }
 
 impl RtlOptions {
+    /// The simulated DRAM these options describe, for `cfg`'s bus.
+    fn memory(&self, cfg: &HwConfig) -> AxiMemory {
+        let mut mem = AxiMemory::new(
+            self.mem_base,
+            usize::try_from(self.mem_size).expect("memory size fits the address space"),
+            cfg.axi_data_width,
+            self.timing,
+        );
+        mem.set_faults(self.faults.clone());
+        mem
+    }
+
     /// The model cache directory in use.
     pub fn cache_dir(&self) -> PathBuf {
         self.cache_dir
@@ -231,13 +243,7 @@ impl RtlSim {
         progress: &mut dyn FnMut(&str),
     ) -> Result<RtlSim, RtlError> {
         let (m, origin) = model::instance(cfg, opts.vcd, &opts.cache_dir(), progress)?;
-        let mut mem = AxiMemory::new(
-            opts.mem_base,
-            usize::try_from(opts.mem_size).expect("memory size fits the address space"),
-            cfg.axi_data_width,
-            opts.timing,
-        );
-        mem.set_faults(opts.faults.clone());
+        let mem = opts.memory(cfg);
         let watch = Watch::new(&m);
         let mut acc = Accelerator::with_monitor(m, cfg, mem, watch);
         acc.check_identity(cfg).map_err(RtlError::Accelerator)?;

@@ -110,13 +110,7 @@ impl MultiCoreSim {
         }
         let (model, origin) =
             super::model::instance_of(cfg, cores, false, &opts.cache_dir(), progress)?;
-        let mut mem = AxiMemory::new(
-            opts.mem_base,
-            usize::try_from(opts.mem_size).expect("memory size fits the address space"),
-            cfg.axi_data_width,
-            opts.timing,
-        );
-        mem.set_faults(opts.faults.clone());
+        let mem = opts.memory(cfg);
         let axi = AxiPorts::new(&model, "m_axi_");
         let cores = (0..cores)
             .map(|k| Core {
