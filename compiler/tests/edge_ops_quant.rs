@@ -1123,3 +1123,43 @@ fn a_table_activation_on_a_rank_5_tensor_runs_on_the_cpu() {
         refusal.report
     );
 }
+
+/// A model output that is a constant (an inference Dropout's mask, all ones) survives the
+/// compiled model file: it loads, runs with the constant as that output, and checks.
+#[test]
+fn a_constant_model_output_survives_the_model_file() {
+    let mut m = Model::new(17);
+    m.input("x", &[1, 4, 4, 4])
+        .weight("w", &[4, 4, 3, 3], 0.5)
+        .node(
+            "conv",
+            "Conv",
+            &["x", "w"],
+            &["c"],
+            vec![("pads", A::Is(vec![1; 4]))],
+        )
+        .node("drop", "Dropout", &["c"], &["y", "mask"], vec![])
+        .output("y")
+        .output("mask");
+    let x = sample(&[1, 4, 4, 4], 3, 1.0);
+    let cfg = isa::HwConfig::default();
+    let c = Compiled::compile(
+        m.bytes(),
+        "dropout_mask",
+        std::slice::from_ref(&x),
+        &cfg,
+        &FrontendOptions::default(),
+    )
+    .unwrap();
+    let model = Compiledmodel::from_bytes(&c.to_bytes().unwrap(), "dropout_mask").unwrap();
+    let inputs = [Tensor::F32(x)];
+    let r = model.run(&mut FsimDevice::new(&cfg), &inputs).unwrap();
+    assert!(model.check(&inputs, &r).unwrap().is_exact());
+    match &r.outputs[1] {
+        Tensor::U8(mask) => {
+            assert_eq!(mask.shape(), &[1, 4, 4, 4]);
+            assert!(mask.iter().all(|&v| v == 1), "{mask:?}");
+        }
+        other => panic!("the mask is {}", other.dtype()),
+    }
+}

@@ -448,7 +448,12 @@ impl Plan {
                 written[v] = true;
             }
         }
-        if let Some(&v) = self.outputs.iter().find(|&&v| !written[v]) {
+        // An output may be a constant (a Dropout mask in inference, a folded shape).
+        if let Some(&v) = self
+            .outputs
+            .iter()
+            .find(|&&v| !written[v] && self.values[v].constant.is_none())
+        {
             return Err(format!("model output value {v} is computed by no step"));
         }
         Ok(())
