@@ -18,8 +18,22 @@ const STEPS: u32 = 40;
 /// `stats`' largest magnitudes with each float tensor's range replaced by the one with the
 /// least squared error at `[-qmax, qmax]` levels (the model's outputs keep theirs).
 pub fn clip_ranges(g: &Graph, stats: &Stats, qmax: i32) -> Result<Vec<f32>, String> {
-    let n = g.tensors.len();
-    let mut values: Vec<Vec<f32>> = vec![Vec::new(); n];
+    let values = stats
+        .activations
+        .get_or_compute(|| sample_values(g, stats))?;
+    let mut max_abs = stats.max_abs.clone();
+    for (t, m) in max_abs.iter_mut().enumerate() {
+        if *m <= 0.0 || g.outputs.contains(&t) || g.fact(t).dtype != DType::F32 {
+            continue;
+        }
+        *m = min_error_range(&values[t], *m, f64::from(qmax)) as f32;
+    }
+    Ok(max_abs)
+}
+
+/// Up to [`MAX_VALUES`] values of every float tensor of `g` over the calibration samples.
+fn sample_values(g: &Graph, stats: &Stats) -> Result<Vec<Vec<f32>>, String> {
+    let mut values: Vec<Vec<f32>> = vec![Vec::new(); g.tensors.len()];
     let per_sample = MAX_VALUES / stats.inputs.len().max(1);
     for (i, x) in stats.inputs.iter().enumerate() {
         let vals = g
@@ -33,14 +47,7 @@ pub fn clip_ranges(g: &Graph, stats: &Stats, qmax: i32) -> Result<Vec<f32>, Stri
             values[t].extend(a.iter().step_by(step).copied().filter(|v| v.is_finite()));
         }
     }
-    let mut max_abs = stats.max_abs.clone();
-    for (t, m) in max_abs.iter_mut().enumerate() {
-        if *m <= 0.0 || g.outputs.contains(&t) || g.fact(t).dtype != DType::F32 {
-            continue;
-        }
-        *m = min_error_range(&values[t], *m, f64::from(qmax)) as f32;
-    }
-    Ok(max_abs)
+    Ok(values)
 }
 
 /// The range among [`STEPS`] candidates from `max` down with the least squared error of

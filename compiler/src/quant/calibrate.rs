@@ -2,6 +2,8 @@
 //! largest magnitude, from which post-training quantization takes per-tensor symmetric scales
 //! (and keeps the samples, for rounding weights with error feedback).
 
+use std::sync::{Arc, OnceLock};
+
 use ndarray::{ArrayD, Axis, IxDyn};
 
 use crate::graph::{DType, Fact, Graph, Tensor, TensorId};
@@ -14,8 +16,56 @@ pub struct Stats {
     /// Number of samples (model-batch-sized inputs) run.
     pub samples: usize,
     /// The samples themselves, for rounding weights with error feedback over the layers'
-    /// inputs ([`super::gptq`]), which needs the float activations, not just their ranges.
+    /// inputs ([`super::gptq`]) and for activation ranges by minimum error
+    /// ([`super::act_clip`]), which need the float activations, not just their ranges.
     pub inputs: Vec<ArrayD<f32>>,
+    /// What those compute from the samples, once for every config the stats are lowered
+    /// for (a design sweep lowers one import many times).
+    pub feedback: Derived<super::gptq::Feedbacks>,
+    pub activations: Derived<Vec<Vec<f32>>>,
+}
+
+/// A value computed from the calibration samples on first use and shared by every copy of
+/// the [`Stats`] (a cache: stats compare equal whatever it holds).
+pub struct Derived<T>(Arc<OnceLock<Result<T, String>>>);
+
+impl<T> Derived<T> {
+    /// The value, computed by `compute` on first use (a failure is kept and returned again).
+    pub fn get_or_compute(
+        &self,
+        compute: impl FnOnce() -> Result<T, String>,
+    ) -> Result<&T, String> {
+        self.0.get_or_init(compute).as_ref().map_err(Clone::clone)
+    }
+}
+
+impl<T> Default for Derived<T> {
+    fn default() -> Self {
+        Derived(Arc::default())
+    }
+}
+
+impl<T> Clone for Derived<T> {
+    fn clone(&self) -> Self {
+        Derived(self.0.clone())
+    }
+}
+
+impl<T> PartialEq for Derived<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> std::fmt::Debug for Derived<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = if self.0.get().is_some() {
+            "computed"
+        } else {
+            "not computed"
+        };
+        write!(f, "Derived({state})")
+    }
 }
 
 impl Stats {
@@ -102,5 +152,7 @@ pub fn calibrate(g: &Graph, arrays: &[ArrayD<f32>]) -> Result<Stats, String> {
         max_abs,
         samples: samples.len(),
         inputs: samples,
+        feedback: Derived::default(),
+        activations: Derived::default(),
     })
 }

@@ -40,17 +40,27 @@ pub const MAX_COLUMNS: usize = 1152;
 /// enough for the widest layer's `H` to have full rank, and a bound on the time.
 pub const MAX_ROWS: usize = 4096;
 
-/// A layer's `H = X^T X` (row-major, `k x k`).
+/// A layer's `H = X^T X` as it is accumulated (row-major, `k x k`, the upper triangle).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Hessian {
-    pub k: usize,
-    pub h: Vec<f64>,
+struct Hessian {
+    k: usize,
+    h: Vec<f64>,
     /// Input rows it was built from.
+    rows: usize,
+}
+
+/// What a layer's rounding needs: the upper factor `U` of its damped `H^-1` (row-major,
+/// `k x k`), factored once however often the layer is rounded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Feedback {
+    pub k: usize,
+    u: Vec<f64>,
+    /// Input rows `H` was built from.
     pub rows: usize,
 }
 
-/// The Hessians of a graph's eligible layers, by node.
-pub type Hessians = HashMap<NodeIndex, Hessian>;
+/// The error feedback of a graph's eligible layers, by node.
+pub type Feedbacks = HashMap<NodeIndex, Feedback>;
 
 /// How a layer's input becomes rows of its reduction.
 enum Rows {
@@ -137,12 +147,13 @@ pub fn weight_layers(g: &Graph) -> Vec<NodeIndex> {
         .collect()
 }
 
-/// Runs `g` on `samples` (float inputs of the model's one input) and builds the Hessian of
-/// every eligible layer (see the module docs).
-pub fn collect(g: &Graph, samples: &[ArrayD<f32>]) -> Result<Hessians, String> {
+/// Runs `g` on `samples` (float inputs of the model's one input), builds the Hessian of
+/// every eligible layer and factors it (see the module docs); a layer whose Hessian cannot
+/// be factored is left out (it rounds to nearest).
+pub fn collect(g: &Graph, samples: &[ArrayD<f32>]) -> Result<Feedbacks, String> {
     let layers = eligible(g);
     if layers.is_empty() || samples.is_empty() {
-        return Ok(Hessians::new());
+        return Ok(Feedbacks::new());
     }
     let mut hs: Vec<Hessian> = layers
         .iter()
@@ -168,8 +179,17 @@ pub fn collect(g: &Graph, samples: &[ArrayD<f32>]) -> Result<Hessians, String> {
         .into_iter()
         .zip(hs)
         .filter(|(_, h)| h.rows > 0)
-        .map(|((ix, ..), h)| (ix, h))
+        .filter_map(|((ix, ..), h)| Some((ix, factor(&h)?)))
         .collect())
+}
+
+/// The error feedback of `h`, or `None` when it cannot be factored.
+fn factor(h: &Hessian) -> Option<Feedback> {
+    Some(Feedback {
+        k: h.k,
+        u: inverse_upper_factor(h)?,
+        rows: h.rows,
+    })
 }
 
 /// Adds at most `budget` rows of `a` (evenly spread over them) to `h`.
@@ -314,16 +334,15 @@ fn inverse_upper_factor(h: &Hessian) -> Option<Vec<f64>> {
     Some(u)
 }
 
-/// Rounds `w` (`o` rows of `h.k` weights, row-major) to integers in `[-qmax, qmax]` at each
-/// row's scale `scales[r]` with error feedback over `h` (see the module docs); `None` when
-/// `h` cannot be factored (the caller then rounds to nearest).
-pub fn round_rows(w: &[f32], scales: &[f64], qmax: f64, h: &Hessian) -> Option<Vec<i32>> {
-    let k = h.k;
+/// Rounds `w` (`o` rows of `f.k` weights, row-major) to integers in `[-qmax, qmax]` at each
+/// row's scale `scales[r]` with error feedback `f` (see the module docs); `None` when the
+/// weights are not `o x f.k` (the caller then rounds to nearest).
+pub fn round_rows(w: &[f32], scales: &[f64], qmax: f64, f: &Feedback) -> Option<Vec<i32>> {
+    let (k, u) = (f.k, &f.u);
     let o = scales.len();
     if w.len() != o * k {
         return None;
     }
-    let u = inverse_upper_factor(h)?;
     let mut q = vec![0i32; o * k];
     let mut row = vec![0f64; k];
     for r in 0..o {
@@ -430,7 +449,7 @@ mod tests {
         let h = hessian(&xs);
         let w: Vec<f32> = noise(3 * k, 7).iter().map(|&v| v as f32).collect();
         let scales = vec![0.6; 3];
-        let fb = round_rows(&w, &scales, 1.0, &h).unwrap();
+        let fb = round_rows(&w, &scales, 1.0, &factor(&h).unwrap()).unwrap();
         let nearest: Vec<i32> = w
             .iter()
             .map(|&v| (f64::from(v) / 0.6).round().clamp(-1.0, 1.0) as i32)

@@ -170,8 +170,8 @@ struct Lowerer<'g> {
     ranges: HashMap<ValueId, (i32, i32)>,
     status: HashMap<String, Support>,
     claimed: HashSet<NodeIndex>,
-    /// The Hessians of the layers whose weights are rounded with error feedback.
-    hessians: super::gptq::Hessians,
+    /// The layers whose weights are rounded with error feedback.
+    feedback: Option<&'g super::gptq::Feedbacks>,
     /// The first and last weight layers, kept at 8-bit weights
     /// ([`FrontendOptions::keep_ends_8bit`]).
     ends: HashSet<NodeIndex>,
@@ -646,14 +646,16 @@ pub(crate) fn lower(
         WeightRounding::ErrorFeedback => true,
         WeightRounding::Auto => wgt_max < 127,
     };
-    let hessians = match stats {
-        Some(s) if feedback && !quantized_model && blocker.is_none() => {
-            super::gptq::collect(g, &s.inputs).map_err(|message| FrontendError::Calibration {
-                file: g.source.clone(),
-                message,
-            })?
-        }
-        _ => super::gptq::Hessians::new(),
+    let feedback = match stats {
+        Some(s) if feedback && !quantized_model && blocker.is_none() => Some(
+            s.feedback
+                .get_or_compute(|| super::gptq::collect(g, &s.inputs))
+                .map_err(|message| FrontendError::Calibration {
+                    file: g.source.clone(),
+                    message,
+                })?,
+        ),
+        _ => None,
     };
     let ends = if opts.keep_ends_8bit && wgt_max < 127 && !quantized_model {
         let layers = super::gptq::weight_layers(g);
@@ -687,7 +689,7 @@ pub(crate) fn lower(
         ranges: HashMap::new(),
         status: HashMap::new(),
         claimed: HashSet::new(),
-        hessians,
+        feedback,
         ends,
     };
     let other = |message: String| FrontendError::Other {

@@ -464,7 +464,7 @@ impl<'g> Lowerer<'g> {
 
     /// Post-training quantization of float weights `w` ([O, ...]) and bias: per-channel
     /// symmetric int8 weights whose scales are widened so that the requantization multiplier
-    /// is exact, rounded with error feedback when `layer` (the graph node) has a Hessian.
+    /// is exact, rounded with error feedback when `layer` (the graph node) has it.
     /// Returns (int8 weights, int32 bias, requant, note).
     pub(super) fn ptq_weights(
         &self,
@@ -514,9 +514,9 @@ impl<'g> Lowerer<'g> {
                 .map(|i| (f64::from(wv[i]) / sw[i / per]).round().clamp(-qmax, qmax) as i32)
                 .collect()
         };
-        let hessian = layer.and_then(|ix| self.hessians.get(&ix));
+        let feedback = layer.and_then(|ix| self.feedback?.get(&ix));
         let rounded = |sw: &[f64]| -> Option<Vec<i32>> {
-            hessian.and_then(|h| super::super::gptq::round_rows(&wv, sw, qmax, h))
+            feedback.and_then(|f| super::super::gptq::round_rows(&wv, sw, qmax, f))
         };
         let bias_q = |sw: &[f64]| -> Vec<i64> {
             (0..o)
@@ -556,7 +556,7 @@ impl<'g> Lowerer<'g> {
                 q,
                 format!(
                     ", error-feedback rounding over {} input rows",
-                    hessian.map_or(0, |h| h.rows)
+                    feedback.map_or(0, |f| f.rows)
                 ),
             ),
             Some(_) => (
