@@ -242,7 +242,22 @@ fn accumulate(h: &mut Hessian, a: &ArrayD<f32>, rows: &Rows, k: usize, budget: u
     }
 }
 
-/// `h += v v^T` (the upper triangle; [`round_rows`] mirrors it).
+impl Hessian {
+    /// The whole symmetric matrix (row-major) from the accumulated upper triangle.
+    fn full(&self) -> Vec<f64> {
+        let k = self.k;
+        let mut a = vec![0f64; k * k];
+        for i in 0..k {
+            for j in i..k {
+                a[i * k + j] = self.h[i * k + j];
+                a[j * k + i] = self.h[i * k + j];
+            }
+        }
+        a
+    }
+}
+
+/// `h += v v^T` (the upper triangle; [`Hessian::full`] mirrors it).
 fn add_outer(h: &mut Hessian, v: &[f64]) {
     let k = h.k;
     for (i, &vi) in v.iter().enumerate() {
@@ -288,13 +303,7 @@ fn cholesky(a: &mut [f64], k: usize) -> Option<()> {
 /// factor, then `U` as the transpose of `H^-1`'s lower Cholesky factor.
 fn inverse_upper_factor(h: &Hessian) -> Option<Vec<f64>> {
     let k = h.k;
-    let mut a = vec![0f64; k * k];
-    for i in 0..k {
-        for j in i..k {
-            a[i * k + j] = h.h[i * k + j];
-            a[j * k + i] = h.h[i * k + j];
-        }
-    }
+    let mut a = h.full();
     let mean = (0..k).map(|i| a[i * k + i]).sum::<f64>() / k as f64;
     let damp = 0.01 * if mean > 0.0 { mean } else { 1.0 };
     for i in 0..k {
@@ -406,13 +415,7 @@ mod tests {
                 assert_eq!(u[i * k + j], 0.0);
             }
         }
-        let mut full = vec![0f64; k * k];
-        for i in 0..k {
-            for j in i..k {
-                full[i * k + j] = h.h[i * k + j];
-                full[j * k + i] = h.h[i * k + j];
-            }
-        }
+        let mut full = h.full();
         let mean = (0..k).map(|i| full[i * k + i]).sum::<f64>() / k as f64;
         for i in 0..k {
             full[i * k + i] += 0.01 * mean;
