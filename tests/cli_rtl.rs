@@ -339,6 +339,50 @@ fn bench_rtl_on_a_network() {
     assert!(j["cycles_per_second"].as_f64().unwrap() > 0.0, "{j}");
 }
 
+/// `vta bench rtl --cores 2`: the blocked GEMM on one core of the two-core design alone, then
+/// on both at once; a core count outside 2..=8 is refused.
+#[test]
+fn bench_rtl_on_two_cores() {
+    let j: serde_json::Value = serde_json::from_str(&ok(vta_env(
+        &[
+            "bench",
+            "rtl",
+            "--cores",
+            "2",
+            "--config",
+            "small",
+            "--batch",
+            "32",
+            "--channels",
+            "32",
+            "--block",
+            "16",
+            "--json",
+        ],
+        &[],
+    )))
+    .unwrap();
+    assert_eq!(j["cores"], 2, "{j}");
+    let alone = j["alone_cycles"].as_u64().unwrap();
+    let together: Vec<u64> = j["together_cycles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .collect();
+    assert!(
+        together.len() == 2 && together.iter().all(|&c| c >= alone),
+        "{j}"
+    );
+    let speedup = j["speedup"].as_f64().unwrap();
+    assert!(speedup > 1.0 && speedup <= 2.0, "{j}");
+    let e = fails(vta_env(
+        &["bench", "rtl", "--cores", "1", "--config", "small"],
+        &[],
+    ));
+    assert!(e.contains("a multi-core design has 2 to 8"), "{e}");
+}
+
 #[test]
 fn bench_rtl() {
     let out = ok(vta_env(
