@@ -40,6 +40,8 @@ use crate::Counters;
 /// One core's simulated host and its run in progress.
 struct Core {
     lite: LiteMaster,
+    /// The valids the host offered this cycle (between driving and sampling).
+    offered: (bool, bool, bool),
     dbg: PortId,
     last_dbg: u64,
     /// The last cycle the core's debug state changed or it wrote back a micro-op.
@@ -115,6 +117,7 @@ impl MultiCoreSim {
         let cores = (0..cores)
             .map(|k| Core {
                 lite: LiteMaster::new(&model, &vta_hw::multicore::control_prefix(k)),
+                offered: (false, false, false),
                 dbg: model.port(&vta_hw::multicore::dbg_state_port(k)),
                 last_dbg: 0,
                 last_progress: 0,
@@ -287,7 +290,14 @@ impl MultiCoreSim {
             )));
         }
         for (k, &(addr, count)) in jobs.iter().enumerate() {
-            self.start(k, addr, count, *limits)?;
+            if let Err(e) = self.start(k, addr, count, *limits) {
+                // Not one run of a refused set: the ones started are abandoned.
+                for c in &mut self.cores[..k] {
+                    c.job = None;
+                }
+                self.reset();
+                return Err(e);
+            }
         }
         while self.cores.iter().any(|c| c.job.is_some()) {
             self.step(u64::MAX);
@@ -303,10 +313,12 @@ impl MultiCoreSim {
         let now = self.cycle;
         let m = &mut self.model;
         let offered = self.mem.drive(m, &self.axi, now);
-        let lite: Vec<_> = self.cores.iter_mut().map(|c| c.lite.drive(m)).collect();
+        for c in &mut self.cores {
+            c.offered = c.lite.drive(m);
+        }
         self.mem.sample(m, &self.axi, offered);
-        for (c, o) in self.cores.iter_mut().zip(lite) {
-            c.lite.sample(m, o);
+        for c in &mut self.cores {
+            c.lite.sample(m, c.offered);
             let d = m.get(c.dbg);
             if d != c.last_dbg || d >> UOP_EVENT & 1 == 1 {
                 c.last_dbg = d;
@@ -842,5 +854,23 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("2 to 8"), "{e}");
+    }
+
+    /// A set of runs one of which is refused starts none: the cores stay usable.
+    #[test]
+    fn a_refused_run_leaves_no_core_busy() {
+        let cfg = small();
+        let opts = RtlOptions::default();
+        let mut sim = MultiCoreSim::new(&cfg, 2, &opts, &mut |_| {}).unwrap();
+        let p = gen::program(&cfg, 3).unwrap();
+        let good = sim.load_program(&p, opts.mem_base).unwrap();
+        let e = sim
+            .run_together(&[good, (opts.mem_base + 2, 1)], &RunLimits::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("not a 16-byte aligned"), "{e}");
+        assert!(!sim.busy(0) && !sim.busy(1));
+        let runs = sim.run_together(&[good], &RunLimits::default()).unwrap();
+        runs.into_iter().next().unwrap().unwrap();
+        assert_eq!(sim.read_outputs(&p, opts.mem_base), fsim(&cfg, &p).outputs);
     }
 }
