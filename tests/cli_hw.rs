@@ -67,6 +67,11 @@ fn verilog_of_two_cores_sharing_one_memory() {
         &["hw", "verilog", "--cores", "9", "-o", "out"],
     ));
     assert!(e.contains("a multi-core design has 2 to 8"), "{e}");
+    let text = ok(vta_in(
+        &dir,
+        &["hw", "verilog", "--cores", "1", "-o", "one"],
+    ));
+    assert!(text.contains("top vta_top"), "{text}");
 }
 
 #[test]

@@ -35,8 +35,8 @@ pub struct VerilogArgs {
         visible_alias = "out"
     )]
     out: PathBuf,
-    /// Write the design with N cores (2 to 8) sharing one AXI4 master port through an
-    /// in-order interconnect (DIR/vta_multicore_N.v; core k's control port is
+    /// Write the design with N cores (2 to 8; 1 is vta_top) sharing one AXI4 master port
+    /// through an in-order interconnect (DIR/vta_multicore_N.v; core k's control port is
     /// s_axi_control<k>_*), the one the RTL simulator runs for --devices rtl-cores:N
     #[arg(long, value_name = "N", conflicts_with = "soc")]
     cores: Option<u32>,
@@ -89,14 +89,15 @@ fn verilog(a: VerilogArgs) -> Result<String> {
         return super::soc::write_verilog(&cfg, &a.soc, &a.out);
     }
     let (g, top) = match a.cores {
-        Some(n) => {
+        // One core is the accelerator itself, as `vta hw bitstream --cores 1` builds.
+        Some(n) if n != 1 => {
             let cfg = super::load_config(a.config.as_deref())?;
             (
                 vta_hw::multicore::generate(&cfg, n)?,
                 format!("vta_multicore_{n}"),
             )
         }
-        None => (generate(a.config.as_deref())?, "vta_top".to_string()),
+        _ => (generate(a.config.as_deref())?, "vta_top".to_string()),
     };
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
