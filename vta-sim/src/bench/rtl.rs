@@ -189,6 +189,7 @@ fn gemm_program(cfg: &HwConfig, b: &RtlBench, seed: u64) -> Result<isa::Program,
 #[derive(Clone, Debug)]
 pub struct CoresFigures {
     pub config: String,
+    pub origin: ModelOrigin,
     pub cores: usize,
     pub bench: RtlBench,
     pub bus_bytes: u32,
@@ -214,8 +215,9 @@ impl fmt::Display for CoresFigures {
         let (b, t) = (&self.bench, &self.bench.timing);
         writeln!(
             f,
-            "RTL simulation (Verilator), {} cores of {} on one memory through the AXI interconnect",
-            self.cores, self.config
+            "RTL simulation (Verilator), {} cores of {} on one memory through the AXI \
+             interconnect; model {}",
+            self.cores, self.config, self.origin
         )?;
         writeln!(
             f,
@@ -280,6 +282,7 @@ pub fn rtl_cores(
         .collect::<Result<Vec<u64>, RtlError>>()?;
     Ok(CoresFigures {
         config: cfg.config_string(),
+        origin: sim.origin().clone(),
         cores: cores as usize,
         bench: bench.clone(),
         bus_bytes: cfg.axi_data_width / 8,

@@ -145,16 +145,6 @@ impl MultiCoreSim {
         Ok(sim)
     }
 
-    /// The number of cores.
-    pub fn cores(&self) -> usize {
-        self.cores.len()
-    }
-
-    /// The config of every core.
-    pub fn config(&self) -> &HwConfig {
-        &self.cfg
-    }
-
     /// Where the model came from.
     pub fn origin(&self) -> &ModelOrigin {
         &self.origin
