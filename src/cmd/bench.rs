@@ -259,7 +259,7 @@ pub fn run(c: BenchCmd) -> Result<String> {
             b.channels = a.channels.unwrap_or(b.channels);
             b.block = a.block.unwrap_or(b.block);
             if let Some(cores) = a.cores {
-                let f = a.rtl.with_build_progress(&cfg, cores, |progress| {
+                let f = super::sim::open_cores_with_progress(&cfg, cores, |progress| {
                     vta_sim::bench::rtl::rtl_cores(&cfg, &b, cores, progress)
                 })?;
                 if a.json {

@@ -239,7 +239,7 @@ impl RtlArgs {
     /// rtl-cores:N`), the model built on first use with progress on stderr.
     pub fn cores(&self, cfg: &HwConfig, cores: u32) -> Result<Vec<MultiCoreDevice>> {
         let opts = self.options(cfg, false)?;
-        let mut devs = self.with_build_progress(cfg, cores, |progress| {
+        let mut devs = open_cores_with_progress(cfg, cores, |progress| {
             multicore::open_cores(cfg, cores, &opts, progress)
         })?;
         for d in &mut devs {
@@ -247,20 +247,18 @@ impl RtlArgs {
         }
         Ok(devs)
     }
+}
 
-    /// Runs `open`, which builds or loads the model of `cores` cores of `cfg`, reporting a
-    /// build's stages on stderr.
-    pub fn with_build_progress<T, E: std::error::Error + Send + Sync + 'static>(
-        &self,
-        cfg: &HwConfig,
-        cores: u32,
-        open: impl FnOnce(&mut dyn FnMut(&str)) -> Result<T, E>,
-    ) -> Result<T> {
-        let opts = self.options(cfg, false)?;
-        let what = format!("{cores} cores of {}", cfg.config_string());
-        with_build_progress(&what, &opts, open)
-            .with_context(|| format!("cannot simulate {what} on the RTL backend"))
-    }
+/// Runs `open`, which builds or loads the model of `cores` cores of `cfg` (into the default
+/// model cache), reporting a build's stages on stderr.
+pub fn open_cores_with_progress<T, E: std::error::Error + Send + Sync + 'static>(
+    cfg: &HwConfig,
+    cores: u32,
+    open: impl FnOnce(&mut dyn FnMut(&str)) -> Result<T, E>,
+) -> Result<T> {
+    let what = format!("{cores} cores of {}", cfg.config_string());
+    with_build_progress(&what, &RtlOptions::default(), open)
+        .with_context(|| format!("cannot simulate {what} on the RTL backend"))
 }
 
 /// Runs `open` with a progress callback that reports a model build's stages on stderr (a
