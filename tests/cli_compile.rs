@@ -122,6 +122,106 @@ fn tiny_cnn_compiles_runs_bit_exact_and_is_accurate() {
 }
 
 #[test]
+fn replaced_values_feed_the_later_steps_and_the_dump_keeps_each_steps_own() {
+    let dir = scratch("run_replace");
+    compiled_tiny(&dir);
+    let all = read_npy(Path::new(&data("digits_test.npy")));
+    let x = all
+        .as_f32()
+        .unwrap()
+        .slice(ndarray::s![0..1, .., .., ..])
+        .to_owned();
+    write_npy(&dir.join("x.npy"), &Tensor::F32(x.into_dyn()));
+    let dump = |out: &str, extra: &[&str]| {
+        let mut args = vec!["run", "tiny.vtab", "-i", "x.npy", "--dump-values", out];
+        args.extend_from_slice(extra);
+        vta_in(&dir, &args)
+    };
+    ok(dump("plain", &[]));
+    let index: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("plain/values.json")).unwrap())
+            .unwrap();
+    let value = |root: &str, e: &serde_json::Value| {
+        read_npy(&dir.join(root).join(e["file"].as_str().unwrap()))
+    };
+    // The first int8 tensor a step computes, replaced by zeros.
+    let first = index
+        .iter()
+        .find(|e| e["producer"].is_string() && e["type"].as_str().unwrap().starts_with("int8["))
+        .unwrap();
+    let Tensor::I8(orig) = value("plain", first) else {
+        panic!("{first}")
+    };
+    std::fs::create_dir_all(dir.join("given")).unwrap();
+    write_npy(&dir.join("given/zeros.npy"), &Tensor::I8(orig.mapv(|_| 0)));
+    let entry =
+        serde_json::json!([{"value": first["value"], "name": first["name"], "file": "zeros.npy"}]);
+    std::fs::write(dir.join("given/values.json"), entry.to_string()).unwrap();
+    ok(dump("replaced", &["--replace-values", "given"]));
+    let changed = index
+        .iter()
+        .filter(|e| value("plain", e) != value("replaced", e))
+        .count();
+    // The step's own output is kept; the steps after it read zeros instead.
+    assert_eq!(value("replaced", first), Tensor::I8(orig.clone()));
+    assert!(changed > 0, "no later value changed");
+
+    // Bad replacements are named with the entry and the fix.
+    let bad = |json: serde_json::Value, want: &str| {
+        std::fs::write(dir.join("given/values.json"), json.to_string()).unwrap();
+        let e = fails(dump("bad", &["--replace-values", "given"]));
+        assert!(e.contains(want), "{e}");
+    };
+    bad(
+        serde_json::json!([{"value": first["value"], "name": "other", "file": "zeros.npy"}]),
+        "not 'other' (was DIR written for another model?)",
+    );
+    bad(
+        serde_json::json!([{"value": 100000, "file": "zeros.npy"}]),
+        "not 100000",
+    );
+    bad(
+        serde_json::json!([{"value": 0}]),
+        "needs a number `value` and a string `file`",
+    );
+    let input = index.iter().find(|e| e["producer"].is_null()).unwrap();
+    bad(
+        serde_json::json!([{"value": input["value"], "file": "zeros.npy"}]),
+        "a constant or an input of the model",
+    );
+    let wrong_shape = index
+        .iter()
+        .find(|e| e["producer"].is_string() && e["type"] != first["type"])
+        .unwrap();
+    bad(
+        serde_json::json!([{"value": wrong_shape["value"], "file": "zeros.npy"}]),
+        &format!(
+            "is int8[{}",
+            orig.shape()
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    );
+    // A usage error (clap's exit code 2): the replacements only act on --dump-values.
+    let out = vta_in(
+        &dir,
+        &[
+            "run",
+            "tiny.vtab",
+            "-i",
+            "x.npy",
+            "--replace-values",
+            "given",
+        ],
+    );
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(e.contains("--dump-values"), "{e}");
+}
+
+#[test]
 fn one_sample_prints_top5_and_the_per_layer_table() {
     let dir = scratch("run_one");
     compiled_tiny(&dir);

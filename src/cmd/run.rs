@@ -2,6 +2,7 @@
 //! tensors, a per-layer breakdown and (`--check`) a layer-by-layer comparison with the
 //! integer reference executor.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -66,6 +67,13 @@ pub struct RunArgs {
     /// step): what scripts/ort-compare.py compares with onnxruntime layer by layer
     #[arg(long, value_name = "DIR")]
     dump_values: Option<PathBuf>,
+    /// With --dump-values: put the tensors listed in DIR/values.json (entries with `value`,
+    /// the plan value's number as --dump-values writes it, optionally its `name`, and the
+    /// `file` holding it) in place of those the model computes, before later steps read
+    /// them; each step then works on the given inputs, so its dumped output shows only its
+    /// own departure (scripts/ort-compare.py --per-layer gives it onnxruntime's tensors)
+    #[arg(long, value_name = "DIR", requires = "dump_values")]
+    replace_values: Option<PathBuf>,
     /// Print the report as JSON (model, per-step figures, outputs, check) instead of text
     #[arg(long)]
     json: bool,
@@ -129,8 +137,13 @@ pub fn read_inputs(m: &Model, specs: &[String]) -> Result<Vec<Tensor>> {
 
 /// Writes every computed (non-constant) value of `model` on `inputs` into `dir`:
 /// `value-N.npy` per plan value N and `values.json` describing them.
-fn dump_values(model: &Model, inputs: &[Tensor], dir: &Path) -> Result<()> {
-    let trace = vta_runtime::reference::run_plan(&model.plan, inputs)
+fn dump_values(
+    model: &Model,
+    inputs: &[Tensor],
+    dir: &Path,
+    replacements: &HashMap<usize, Tensor>,
+) -> Result<()> {
+    let trace = vta_runtime::reference::run_plan_replacing(&model.plan, inputs, replacements)
         .map_err(|e| anyhow!("the integer reference failed: {e}"))?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let producer = |v: usize| {
@@ -162,6 +175,66 @@ fn dump_values(model: &Model, inputs: &[Tensor], dir: &Path) -> Result<()> {
     let path = dir.join("values.json");
     std::fs::write(&path, super::json::text(&serde_json::Value::from(index)))
         .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Reads the tensors `--replace-values DIR` names (DIR/values.json, as [`dump_values`]
+/// writes it), by plan value, checked against the plan's values.
+fn read_replacements(model: &Model, dir: &Path) -> Result<HashMap<usize, Tensor>> {
+    let index_path = dir.join("values.json");
+    let text = std::fs::read_to_string(&index_path)
+        .with_context(|| format!("--replace-values: cannot read {}", index_path.display()))?;
+    let index: Vec<serde_json::Value> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "--replace-values: {} is not a JSON list of {{\"value\", \"file\"}} entries",
+            index_path.display()
+        )
+    })?;
+    let mut out = HashMap::new();
+    for (k, e) in index.iter().enumerate() {
+        let at = || format!("--replace-values: {} entry {k}", index_path.display());
+        let (Some(v), Some(file)) = (e["value"].as_u64(), e["file"].as_str()) else {
+            bail!("{}: needs a number `value` and a string `file`", at());
+        };
+        let v = v as usize;
+        let Some(value) = model.plan.values.get(v) else {
+            bail!(
+                "{}: the model has values 0..{}, not {v} (was DIR written for another model?)",
+                at(),
+                model.plan.values.len()
+            );
+        };
+        if let Some(name) = e["name"].as_str().filter(|n| *n != value.name) {
+            bail!(
+                "{}: value {v} is '{}' in this model, not '{name}' (was DIR written for \
+                 another model?)",
+                at(),
+                value.name
+            );
+        }
+        if value.constant.is_some() || model.plan.inputs.contains(&v) {
+            bail!(
+                "{}: value {v} '{}' is a constant or an input of the model, which no step \
+                 computes (give inputs with --input)",
+                at(),
+                value.name
+            );
+        }
+        let path = dir.join(file);
+        let arr = npy::read_file(&path)?;
+        let t = runtime::tensor_from_npy(&arr).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        if t.fact() != value.fact {
+            bail!(
+                "{}: {} is {}, value {v} '{}' is {}",
+                at(),
+                path.display(),
+                t.fact(),
+                value.name,
+                value.fact
+            );
+        }
+        out.insert(v, t);
+    }
+    Ok(out)
 }
 
 /// `top-5: 3 (0.98), ...` for an output that is one vector of scores.
@@ -286,7 +359,11 @@ pub fn run(a: RunArgs) -> Result<String> {
         );
     }
     if let Some(dir) = &a.dump_values {
-        dump_values(&model, &runs[0], dir)?;
+        let replacements = match &a.replace_values {
+            Some(from) => read_replacements(&model, from)?,
+            None => HashMap::new(),
+        };
+        dump_values(&model, &runs[0], dir, &replacements)?;
     }
     if a.pool.given() {
         return run_on_pool(&a, &model, &runs, &file);

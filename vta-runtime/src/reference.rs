@@ -4,6 +4,8 @@
 //! an accelerator run with it value by value and reports the first mismatching step and
 //! element).
 
+use std::collections::HashMap;
+
 use ndarray::{Array2, ArrayD, Ix2, Ix4, IxDyn};
 
 use crate::ops::quantize_linear::quantize_value;
@@ -192,6 +194,29 @@ pub fn run_plan_observed(
     inputs: &[Tensor],
     step_done: &mut dyn FnMut(usize),
 ) -> Result<Trace, ExecError> {
+    run_plan_inner(plan, inputs, &HashMap::new(), step_done)
+}
+
+/// [`run_plan`], with the value of each plan value in `replacements` put in place of the
+/// one its step computed, before any later step reads it: every step then works on the
+/// given inputs, so a departure found in its output is its own, not carried over from an
+/// earlier step (how `vta run --replace-values` compares a model with another runtime
+/// layer by layer). The trace keeps the values the steps computed. A replacement must
+/// have the value's type and shape.
+pub fn run_plan_replacing(
+    plan: &Plan,
+    inputs: &[Tensor],
+    replacements: &HashMap<ValueId, Tensor>,
+) -> Result<Trace, ExecError> {
+    run_plan_inner(plan, inputs, replacements, &mut |_| {})
+}
+
+fn run_plan_inner(
+    plan: &Plan,
+    inputs: &[Tensor],
+    replacements: &HashMap<ValueId, Tensor>,
+    step_done: &mut dyn FnMut(usize),
+) -> Result<Trace, ExecError> {
     let fail = |step: usize, name: &str, message: String| ExecError {
         step,
         name: name.to_string(),
@@ -228,6 +253,7 @@ pub fn run_plan_observed(
         }
         values[v] = Some(t.clone());
     }
+    let mut computed = Vec::new();
     for (k, step) in plan.steps.iter().enumerate() {
         let outs = eval_step(step, &values).map_err(|m| fail(k, &step.name, m))?;
         if outs.len() < step.outputs.len() {
@@ -245,9 +271,31 @@ pub fn run_plan_observed(
                     ),
                 ));
             }
-            values[o] = Some(t);
+            values[o] = Some(match replacements.get(&o) {
+                Some(r) if r.fact() != t.fact() => {
+                    return Err(fail(
+                        k,
+                        &step.name,
+                        format!(
+                            "the replacement of '{}' is {}, the plan's value is {}",
+                            plan.values[o].name,
+                            r.fact(),
+                            t.fact()
+                        ),
+                    ))
+                }
+                Some(r) => {
+                    computed.push((o, t));
+                    r.clone()
+                }
+                None => t,
+            });
         }
         step_done(k);
+    }
+    // The trace keeps what each step computed, not what later steps were given.
+    for (o, t) in computed {
+        values[o] = Some(t);
     }
     Ok(Trace { values })
 }
