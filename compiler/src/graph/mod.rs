@@ -10,6 +10,7 @@
 
 /// The ops of the IR (their facts and semantics live in the runtime, which runs them).
 pub use vta_runtime::ops;
+pub mod islands;
 pub mod passes;
 pub use vta_runtime::plan;
 pub mod support;

@@ -20,7 +20,9 @@
 //!   becomes the convolution's own padding;
 //! - [`fuse_clip_into_quantize`]: an integer `Clip` with constant bounds after a
 //!   `QuantizeLinear` (Brevitas's QCDQ, and the importer's form of int4/int2 outputs) becomes
-//!   the quantization's narrower saturation range, so the lowering sees the width.
+//!   the quantization's narrower saturation range, so the lowering sees the width;
+//! - [`super::islands`]: float islands of quantized models given exact quantization
+//!   parameters.
 //!
 //! Each pass only rewrites a producer whose output has no other reader (and is not a graph
 //! output), so every other tensor keeps its value.
@@ -58,6 +60,7 @@ pub fn simplify(g: &mut Graph) {
     bounds_to_clip(g);
     pool_before_clamp(g);
     fuse_activations(g);
+    super::islands::quantize_float_islands(g);
     g.prune();
 }
 

@@ -2,8 +2,8 @@
 //!
 //! - single-input functions (Sigmoid, Tanh, HardSwish, SiLU, GELU, Exp, ...) to a
 //!   [`QTable`] built from the float function (exact: the table is `Quantize(f(Dequantize))`);
-//! - HardSigmoid, standalone Relu/Clip, and Add/Sub/Mul/Div by scalar or per-channel constants
-//!   to a [`QAffine`];
+//! - HardSigmoid, standalone Relu/Clip, BatchNormalization, and Add/Sub/Mul/Div by scalar or
+//!   per-channel constants to a [`QAffine`];
 //! - LeakyRelu and PRelu to a [`QLeakyRelu`] (`max(x * p, x * n)` with fixed-point slopes);
 //! - Add, Sub and Mul of two tensors (one possibly `[N, C, 1, 1]`) to [`QBinary`] (or
 //!   [`QAdd`] for a plain residual add);
@@ -15,6 +15,7 @@
 //!   rescaling [`QAffine`] layers and an int8 concatenation.
 
 use crate::graph::ops::average_pool::AveragePool;
+use crate::graph::ops::batch_norm::BatchNorm;
 use crate::graph::ops::clip::Clip;
 use crate::graph::ops::conv_transpose::ConvTranspose;
 use crate::graph::ops::internal::InsertZeros;
@@ -333,6 +334,42 @@ impl<'g> Lowerer<'g> {
         }
         let ch = self.g.fact(xt).shape.get(1).copied().unwrap_or(1);
         self.affine(ix, xt, vec![1.0; ch], vec![0.0; ch], Some(act), "clamp")
+    }
+
+    /// BatchNormalization that no convolution before it absorbed (a quantizer left it in
+    /// float after a `DequantizeLinear`, or a float model normalizes a pooled or
+    /// concatenated tensor): the per-channel map `y = x * m + o` that ONNX defines, as a
+    /// [`QAffine`].
+    pub(super) fn batch_norm(&mut self, ix: NodeIndex) -> R<()> {
+        let n = &self.g.dag[ix];
+        let bn =
+            n.op.as_any()
+                .downcast_ref::<BatchNorm>()
+                .expect("BatchNorm")
+                .clone();
+        if n.outputs.len() > 1 {
+            return Err("training mode (running mean and variance outputs)".into());
+        }
+        let xt = n.inputs[0].ok_or("no input")?;
+        let param = |k: usize, what: &str| -> R<Vec<f32>> {
+            n.inputs
+                .get(k)
+                .copied()
+                .flatten()
+                .and_then(|t| self.float_const(t))
+                .map(|a| a.iter().copied().collect())
+                .ok_or_else(|| format!("its {what} is not a constant"))
+        };
+        let (scale, bias) = (param(1, "scale")?, param(2, "bias")?);
+        let (mean, var) = (param(3, "mean")?, param(4, "variance")?);
+        let ch = self.g.fact(xt).shape.get(1).copied().unwrap_or(0);
+        if [&scale, &bias, &mean, &var].iter().any(|p| p.len() != ch) {
+            return Err(format!(
+                "its parameters do not have one value per channel ({ch})"
+            ));
+        }
+        let (m, o) = bn.affine(&scale, &bias, &mean, &var);
+        self.affine(ix, xt, m, o, None, "BatchNormalization")
     }
 
     /// Add/Sub/Mul/Div with one constant operand: a change of scale (Mul/Div by a positive

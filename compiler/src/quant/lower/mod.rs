@@ -28,6 +28,7 @@ use super::{
 };
 use crate::frontend::FrontendError;
 use crate::graph::ops::average_pool::AveragePool;
+use crate::graph::ops::batch_norm::BatchNorm;
 use crate::graph::ops::binary::{BinKind, Binary};
 use crate::graph::ops::clip::Clip;
 use crate::graph::ops::concat::Concat;
@@ -532,6 +533,8 @@ impl<'g> Lowerer<'g> {
             self.prelu(ix)
         } else if any.is::<Relu>() || any.is::<Clip>() {
             self.clamp(ix)
+        } else if any.is::<BatchNorm>() {
+            self.batch_norm(ix)
         } else if any.is::<ConvTranspose>() {
             self.conv_transpose(ix)
         } else if any.is::<ConvInteger>() || any.is::<MatMulInteger>() {
