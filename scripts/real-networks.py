@@ -391,6 +391,9 @@ def main():
                 if name in CLASSIFIERS:
                     row["top1_definition"] = top1_agreement(per(d), per(got))
             rows.append(row)
+        # Kept after each model, so that a long run's finished rows survive an interruption.
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(rows, f, indent=1)
     print(f"{'model':18} {'form':9} {'accel/nodes':>11} {'accel MACs':>10} {'dev/real':>8} "
           f"{'cosine':>8}  check")
     for r in rows:
@@ -418,8 +421,6 @@ def main():
         print(f"{r['model']:18} {r['form']:9} {r['accel_nodes']:>5}/{r['nodes']:<5} "
               f"{100 * share:>9.1f}% {ratio:>8.3f} {r['cosine']:>8.4f}  "
               f"{'bit-exact' if r['bit_exact'] else 'MISMATCH'}{top1}")
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
