@@ -259,13 +259,61 @@ def vta(args, *cmd):
     return r.returncode, r.stdout, r.stderr
 
 
+def markdown(rows, out):
+    """The README's summary table of `rows` (results.json), with the per-layer verdicts
+    read again from each form's ort-compare report in `out`."""
+    print("| model | form | nodes on the accelerator | conv/matmul MACs on it | `--check` "
+          "| agreement with onnxruntime | per layer, vs onnxruntime |")
+    print("|---|---|---:|---:|---|---|---|")
+    last = None
+    for r in rows:
+        name = "" if r["model"] == last else f"{r['model']} ({'x'.join(map(str, MODELS[r['model']][2]))})"
+        last = r["model"]
+        if "error" in r:
+            print(f"| {name} | {r['form']} | | | | {r['error']} | |")
+            continue
+        share = 1 - r["cpu_model_macs"] / r["model_macs"] if r["model_macs"] else 0.0
+        agree = f"cosine {r['cosine']:.4f}"
+        if "top1_agree" in r:
+            agree += f", top-1 {100 * r['top1_agree']:.0f} %"
+        if "cosine_definition" in r:
+            agree += f" (QDQ definition: {r['cosine_definition']:.4f}"
+            if "top1_definition" in r:
+                agree += f", {100 * r['top1_definition']:.0f} %"
+            agree += ")"
+        if r["form"] == "ptq":
+            agree += " (to float)"
+        per = ""
+        report = os.path.join(out, f"{r['model']}-{r['form']}_ort.json")
+        if "ort_own_lsb" in r and os.path.exists(report):
+            with open(report) as f:
+                r["ort_own_lsb"] = json.load(f)["largest"]
+        if "ort_own_lsb" in r:
+            per = f"{r['ort_tensors']} tensors, within {r['ort_own_lsb']:.0f} LSB"
+            if r["ort_first_beyond"]:
+                per = f"{r['ort_tensors']} tensors, first beyond 1 LSB: `{r['ort_first_beyond'][0]}`"
+            if r["ort_departures"]:
+                per += f"; {r['ort_departures']} where onnxruntime departs from ONNX"
+        elif r["form"] == "ort-dyn":
+            per = "scales computed per inference"
+        print(f"| {name} | {r['form']} | {r['accel_nodes']} / {r['nodes']} | "
+              f"{100 * share:.1f} % | {'bit-exact' if r['bit_exact'] else 'MISMATCH'} | "
+              f"{agree} | {per} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vta", default="target/release/vta")
     ap.add_argument("--out", default="target/real-networks")
     ap.add_argument("--config", default="lut")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--markdown", action="store_true",
+                    help="print OUT/results.json of an earlier run as the README's table")
     args = ap.parse_args()
+    if args.markdown:
+        with open(os.path.join(args.out, "results.json")) as f:
+            markdown(json.load(f), args.out)
+        return
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for name in args.models:
