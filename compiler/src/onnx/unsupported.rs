@@ -208,6 +208,14 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
             node.domain
         );
     }
+    if op == "NonMaxSuppression" {
+        // Its output has as many rows as boxes survive, known only from the data; a
+        // compiled model's tensors all have shapes fixed at compile time.
+        return "NonMaxSuppression's output length depends on the scores, and compiled models \
+                have static shapes: export the detector without it (ending at the boxes and \
+                scores, or at a TopK of the scores) and run the suppression on the host"
+            .into();
+    }
     if reason.contains("is not supported by the importer") {
         return format!(
             "{op} is not implemented: export the model with the operators of the user guide's \
@@ -243,6 +251,19 @@ pub fn fix_for(node: &NodeProto, reason: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_max_suppression_says_to_run_it_on_the_host() {
+        let node = NodeProto {
+            op_type: "NonMaxSuppression".into(),
+            ..Default::default()
+        };
+        let fix = fix_for(&node, "NonMaxSuppression is not supported by the importer");
+        assert!(
+            fix.contains("static shapes") && fix.contains("on the host"),
+            "{fix}"
+        );
+    }
 
     #[test]
     fn contrib_elementwise_ops_keep_their_shape() {

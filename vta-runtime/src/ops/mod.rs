@@ -54,6 +54,7 @@ pub mod softmax;
 pub mod split;
 pub mod squeeze;
 pub mod tile;
+pub mod top_k;
 pub mod transpose;
 pub mod unary;
 pub mod where_op;
@@ -145,6 +146,7 @@ any_op! {
     I8Offset(internal::I8Offset),
     DynamicQuantizeLinear(dynamic_quantize_linear::DynamicQuantizeLinear),
     Recurrent(rnn::Recurrent),
+    TopK(top_k::TopK),
 }
 
 /// An operator of the graph IR.

@@ -46,6 +46,7 @@ pub mod slice;
 pub mod softmax;
 pub mod split;
 pub mod squeeze;
+pub mod top_k;
 pub mod transpose;
 pub mod unary;
 
@@ -228,6 +229,7 @@ pub fn parse(ctx: &ParseCtx) -> Result<Box<dyn Op>, String> {
         }
         "SpaceToDepth" | "DepthToSpace" => Box::new(depth_space::DepthSpace::parse(ctx)?),
         "Not" | "And" | "Or" | "Xor" => Box::new(logic::Logic::parse(ctx)?),
+        "TopK" => Box::new(top_k::TopK::parse(ctx)?),
         other => return Err(format!("operator {other} is not supported by the importer")),
     })
 }

@@ -117,6 +117,8 @@ OPS = [
     "Or",
     "Xor",
     "Cast",
+    # detector post-processing
+    "TopK",
     # quantized and integer
     "QuantizeLinear",
     "DequantizeLinear",
@@ -157,6 +159,7 @@ CONST_INPUTS = {
     "Split": [1],
     "Squeeze": [1],
     "Tile": [1],
+    "TopK": [1],
     "Unsqueeze": [1],
     "Upsample": [1],
 }
