@@ -301,18 +301,64 @@ def markdown(rows, out):
               f"{agree} | {per} |")
 
 
+def summary(rows, out):
+    """The README's table: one row per model, its forms together."""
+    print("| model (input) | forms compiled, `--check` bit-exact | conv/matmul MACs on the "
+          "accelerator | top-1 agreement (else cosine): ptq with the float model, the others "
+          "with onnxruntime (QDQ: its unfused definition) | each layer vs onnxruntime |")
+    print("|---|---|---|---|---|")
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        ok = [r for r in mine if "error" not in r and r["bit_exact"]]
+        forms = ", ".join(r["form"] for r in ok)
+        failed = [r["form"] for r in mine if r not in ok]
+        if failed:
+            forms += f" (not: {', '.join(failed)})"
+        shares = {r["form"]: 1 - r["cpu_model_macs"] / r["model_macs"] for r in ok
+                  if r["model_macs"]}
+        static = [v for f, v in shares.items() if f != "ort-dyn"]
+        macs = f"{100 * min(static):.0f} %" if static else "-"
+        if static and max(static) - min(static) > 0.0005:
+            macs = f"{100 * min(static):.0f}-{100 * max(static):.0f} %"
+        if "ort-dyn" in shares:
+            macs += " (ort-dyn: 0 %)"
+        def agreement(r):
+            if "top1_definition" in r:
+                return f"{100 * r['top1_definition']:.0f} %"
+            if "top1_agree" in r:
+                return f"{100 * r['top1_agree']:.0f} %"
+            return f"{r.get('cosine_definition', r['cosine']):.3f}"
+        agree = ", ".join(f"{r['form']} {agreement(r)}" for r in ok)
+        per = []
+        for r in ok:
+            report = os.path.join(out, f"{model}-{r['form']}_ort.json")
+            if not os.path.exists(report):
+                continue
+            with open(report) as f:
+                o = json.load(f)
+            text = (f"first beyond 1 LSB: `{o['first_beyond'][0]}`" if o["first_beyond"]
+                    else f"within {o['largest']:.0f} LSB")
+            if o["onnxruntime_departures"]:
+                text += f" ({len(o['onnxruntime_departures'])} onnxruntime departures)"
+            per.append(f"{r['form']} {text}")
+        print(f"| {model} ({'x'.join(map(str, MODELS[model][2]))}) | {forms} | {macs} | "
+              f"{agree} | {'; '.join(per)} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--vta", default="target/release/vta")
     ap.add_argument("--out", default="target/real-networks")
     ap.add_argument("--config", default="lut")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
-    ap.add_argument("--markdown", action="store_true",
-                    help="print OUT/results.json of an earlier run as the README's table")
+    ap.add_argument("--markdown", choices=["forms", "summary"],
+                    help="print OUT/results.json of an earlier run as a table: a row per "
+                         "form (the guide's) or per model (the README's)")
     args = ap.parse_args()
     if args.markdown:
         with open(os.path.join(args.out, "results.json")) as f:
-            markdown(json.load(f), args.out)
+            rows = json.load(f)
+        (markdown if args.markdown == "forms" else summary)(rows, args.out)
         return
     os.makedirs(args.out, exist_ok=True)
     rows = []
