@@ -52,6 +52,7 @@ import onnx
 import onnxruntime as ort
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                       quantize_dynamic, quantize_static)
+from onnxruntime.quantization.shape_inference import quant_pre_process
 from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -221,6 +222,18 @@ class Reader(CalibrationDataReader):
 
 
 def ort_quantize(src, dst, fmt, xs):
+    """`quantize_static` of `src` to `dst`; where onnxruntime's quantizer fails on the model
+    as exported (its QOperator form needs types that shape inference fills in), it is run
+    again on onnxruntime's own pre-processing of the model (`quant_pre_process`)."""
+    try:
+        quantize_static_defaults(src, dst, fmt, xs)
+    except Exception:  # onnxruntime's own errors; the retry's propagate
+        pre = dst.removesuffix(".onnx") + "-pre.onnx"
+        quant_pre_process(src, pre)
+        quantize_static_defaults(pre, dst, fmt, xs)
+
+
+def quantize_static_defaults(src, dst, fmt, xs):
     name = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).get_inputs()[0].name
     # Per-channel DequantizeLinear needs opset 13 (its `axis`); older models per tensor.
     opset = max(o.version for o in onnx.load(src).opset_import if o.domain in ("", "ai.onnx"))
