@@ -409,7 +409,7 @@ impl Compiled {
             let _ = writeln!(s, "accelerator layers: none");
             return s;
         }
-        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs):");
+        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs; 'bit-sliced': weights wider than the core's lanes, run as one GEMM pass per weight digit, combined with shifts in the accumulators):");
         let rows: Vec<Vec<String>> = self
             .steps
             .iter()
@@ -430,7 +430,7 @@ impl Compiled {
                     LayerReport::Compiled(launch, info) => {
                         let t = match &info.tiling {
                             Some(t) => format!(
-                                "{}x{}x{}x{}x{} {}{}{}",
+                                "{}x{}x{}x{}x{} {}{}{}{}",
                                 t.tco,
                                 t.tci,
                                 t.th,
@@ -449,6 +449,13 @@ impl Compiled {
                                     None => "",
                                     Some(backend::Fold::Columns) => ", columns folded",
                                     Some(backend::Fold::Window) => ", window folded",
+                                },
+                                match info.passes {
+                                    1 => String::new(),
+                                    p => format!(
+                                        ", bit-sliced: {p} passes of {}-bit weight digits",
+                                        self.config.wgt_width()
+                                    ),
                                 }
                             ),
                             None => match (&info.fused_into, info.movement) {

@@ -24,7 +24,7 @@
 //! table) when they fit, else the tile's (`tco_act` rows per table).
 
 use isa::builder::{Buf, Operand};
-use isa::{MemType, Uop};
+use isa::{AluOp, MemType, Uop};
 
 use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{zeroing, EpDst, EpSrc, Epilogue};
@@ -64,6 +64,8 @@ enum Key {
         tco: usize,
         c0: usize,
         c1: usize,
+        /// The weight digit of a bit-sliced layer (0 otherwise).
+        digit: usize,
     },
     Tab {
         ob0: usize,
@@ -138,7 +140,12 @@ fn emit_tiles(
     let inl = ActLayout::inp(&ctx.cfg, [g.n, g.c, g.h, g.w]);
     let outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
     let tiles = output_tiles(g, t);
-    let total_chunks = tiles.iter().map(|tile| chunks(g, t, tile).len()).sum();
+    // A bit-sliced layer ([`super::slice`]) runs a tile's chunks once per weight digit.
+    let total_chunks = g.passes
+        * tiles
+            .iter()
+            .map(|tile| chunks(g, t, tile).len())
+            .sum::<usize>();
     let mut pipe = Pipeline::new(tiles.len(), total_chunks);
     if t.resident {
         pipe = pipe.own_places();
@@ -225,7 +232,26 @@ fn emit_tiles(
             let reset_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
             ctx.reset(ab, &reset_dims)?;
         }
-        for (j, (c0, c1)) in chunks(g, t, tile).into_iter().enumerate() {
+        let tile_chunks = chunks(g, t, tile);
+        // Pass by pass, top digit first, the accumulators shifted left by a digit between
+        // passes (Horner): `sum_j 2^(b*j) * (x . w_j)` (see [`super::slice`]).
+        let passes = (0..g.passes).rev().flat_map(|digit| {
+            tile_chunks
+                .iter()
+                .enumerate()
+                .map(move |(k, &c)| (digit, k == 0, c))
+        });
+        for (j, (digit, first_of_pass, (c0, c1))) in passes.enumerate() {
+            if first_of_pass && digit + 1 < g.passes {
+                let dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
+                ctx.alu_group(&[AluStep {
+                    op: AluOp::Shr,
+                    operand: Operand::Imm(-(g.wl.bits as i16)),
+                    dst: ab,
+                    src: 0,
+                    dims,
+                }])?;
+            }
             let inp_key = Key::Inp {
                 nb0: tile.nb0,
                 oh0: tile.oh0,
@@ -241,6 +267,7 @@ fn emit_tiles(
                 tco: tile.tco,
                 c0,
                 c1,
+                digit,
             };
             let (need_inp, need_wgt) = pipe.begin_chunk_loads(ctx, inp_key, wgt_key);
             let (ib, wb, need_inp, need_wgt) = match places.as_mut() {
@@ -332,7 +359,8 @@ fn emit_tiles(
                     }
                 }
             }
-            let (wloads, base, dims) = chunk_gemm(g, t, tile, (c0, c1), (ib, wb, ab), bufs.weights);
+            let (wloads, base, dims) =
+                chunk_gemm(g, t, tile, (c0, c1), (ib, wb, ab), (bufs.weights, digit));
             if need_wgt {
                 for d in coalesce(wloads) {
                     ctx.load(d)?;
@@ -456,20 +484,20 @@ fn early_chunks(
         );
     }
     let chunk_list = chunks(g, t, first);
-    let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), weights);
+    let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), (weights, 0));
     let chunk_uops = base.len() * dims.iter().map(|d| d.ext).product::<usize>();
     let [second, later] = early_resets(
         &ctx.budget,
         ep.issue_cycles(),
         first.rows(),
         chunk_uops as u64,
-        chunk_list.len(),
+        chunk_list.len() * g.passes,
     );
     (0..tiles.len())
         .map(|i| {
             let before = &tiles[i.checked_sub(1)?];
             let j = if i == 1 { second } else { later }?;
-            (j + 1 < chunks(g, t, before).len()).then_some(j)
+            (j + 1 < chunks(g, t, before).len() * g.passes).then_some(j)
         })
         .collect()
 }
@@ -491,15 +519,15 @@ fn region(g: &ConvGeom, t: &Tiling, tile: &Tile) -> [(Dim, bool); 2] {
 }
 
 /// The weight loads and the GEMM (its micro-ops and loops) of chunk `c0 .. c1` of `tile`:
-/// input at INP row `ib`, weights at WGT row `wb` (from `weights`), accumulators at ACC row
-/// `ab`.
+/// input at INP row `ib`, weights at WGT row `wb` (digit `digit` of `weights`, see
+/// [`super::slice::pack`]), accumulators at ACC row `ab`.
 fn chunk_gemm(
     g: &ConvGeom,
     t: &Tiling,
     tile: &Tile,
     (c0, c1): (usize, usize),
     (ib, wb, ab): (usize, usize, usize),
-    weights: Buf,
+    (weights, digit): (Buf, usize),
 ) -> (Vec<Dma>, Vec<Uop>, Vec<Dim>) {
     let khw = g.kh * g.kw;
     let acc_ob = t.th * t.tw;
@@ -520,7 +548,7 @@ fn chunk_gemm(
                 MemType::Wgt,
                 wb + woff,
                 weights,
-                g.wl.ob_offset[ob] + (a - lo) * khw,
+                digit * g.wl.tiles + g.wl.ob_offset[ob] + (a - lo) * khw,
                 len,
             ));
             for cb in a..z {

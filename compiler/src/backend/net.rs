@@ -26,6 +26,7 @@ use super::epilogue::{self, Epilogue};
 use super::fold::{self, Fold};
 use super::layout::{pack_acc_rows, ActLayout, WeightLayout};
 use super::lut;
+use super::slice;
 use super::tiling::{self, ConvGeom, CostEstimate, Tiling};
 use super::{check_config, dense_as_conv, BackendError, RunError};
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
@@ -95,6 +96,9 @@ pub struct LayerInfo {
     /// A residual add run in the epilogue of the convolution named here
     /// ([`NetBuilder::conv_add`]): its tiles and instructions are the convolution's.
     pub fused_into: Option<String>,
+    /// GEMM passes: 1, or the weight digits of a layer whose weights are wider than the
+    /// core's weight lanes ([`super::slice`]).
+    pub passes: usize,
 }
 
 /// How a channel concatenation or slice got its output.
@@ -602,7 +606,6 @@ impl NetBuilder {
         tiling: Option<Tiling>,
     ) -> Result<(Epilogue, ConvGeom, Tiling, CostEstimate), BackendError> {
         check_config(cfg)?;
-        super::check_weights(cfg, &layer.name, layer.weight.iter())?;
         let o = layer.weight.shape().first().copied().unwrap_or(0);
         let ep = epilogue::plan(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
         let g = ConvGeom::new(cfg, layer, &ep)?;
@@ -739,9 +742,11 @@ impl NetBuilder {
             }
         };
         let wl = WeightLayout::new(&cfg, g.o, g.c, g.groups, g.kh, g.kw);
-        let wbytes = wl.pack(layer.weight.view(), g.groups);
+        let wbytes = slice::pack(&wl, layer.weight.view(), g.groups, g.passes);
         let wname = self.unique(&format!("{}.weight", layer.name));
-        let (wtype, wshape) = wl.segment_shape();
+        let (wtype, mut wshape) = wl.segment_shape();
+        // The digits of a bit-sliced layer one after another.
+        wshape[0] *= g.passes;
         let weights = self
             .ctx
             .b
@@ -775,6 +780,7 @@ impl NetBuilder {
             device_macs: e.gemm_uops * u64::from(cfg.batch() * cfg.block_in() * cfg.block_out()),
             movement: None,
             fused_into: None,
+            passes: g.passes,
         };
         self.end(info, k0);
         Ok(y)
@@ -899,6 +905,7 @@ impl NetBuilder {
             device_macs: 0,
             movement: None,
             fused_into: None,
+            passes: 1,
         }
     }
 
