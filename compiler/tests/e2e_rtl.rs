@@ -1,7 +1,7 @@
 //! The trained tiny CNN, and imported 4-bit models, on the cycle-accurate RTL simulator
 //! (`vta_sim::rtl::RtlDevice`): every accelerator layer of every input gives the same bytes as
-//! on the functional simulator and matches the integer reference, and each layer reports its
-//! cycle count.
+//! on the functional simulator and matches the integer reference (bit-sliced layers
+//! included), and each layer reports its cycle count.
 
 use std::path::{Path, PathBuf};
 
@@ -108,9 +108,19 @@ fn tiny_cnn_on_rtl_batched() {
 }
 
 /// Post-training quantized to 4-bit inputs and weights: the convolutions and the dense layer
-/// on the 4-bit core, identical on fsim and rtl, device-resident too.
+/// on the 4-bit core, identical on fsim and rtl, device-resident too. The first convolution
+/// and the dense layer keep 8-bit weights and run bit-sliced (three passes of 4-bit weight
+/// digits each).
 #[test]
 fn tiny_cnn_on_rtl_i4w4() {
+    let report = compile(&isa::HwConfig::load("i4w4").unwrap()).compile_report();
+    assert_eq!(
+        report
+            .matches("bit-sliced: 3 passes of 4-bit weight digits")
+            .count(),
+        2,
+        "{report}"
+    );
     on_rtl("i4w4", 3);
 }
 
