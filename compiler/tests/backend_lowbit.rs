@@ -240,6 +240,39 @@ fn wide_weights_run_bit_sliced_and_match_the_reference() {
     }
 }
 
+/// A bit-sliced convolution with a residual add in its epilogue (8-bit activations, 4-bit
+/// weight lanes): the shortcut joins the accumulators after the last pass, bit-exact.
+#[test]
+fn a_bit_sliced_convolution_takes_a_fused_residual_add() {
+    let cfg = narrow("default", 3, 2);
+    let mut rng = Rng::new(41);
+    let spec = ConvSpec::new(1, 32, 6, 32, 3, 1, 1).per_channel();
+    let mut layer = spec.build(&mut rng, "sliced");
+    layer.weight.mapv_inplace(|_| rng.range(-128, 127) as i8);
+    let add = QAdd {
+        name: "add".into(),
+        mul_a: 1,
+        mul_b: 1,
+        requant: requant(&mut rng, 32, false, 200.0, true),
+    };
+    let shape = layer.output_shape();
+    let mut net = backend::NetBuilder::new(&cfg).unwrap();
+    let x = net.input("x", layer.input_shape);
+    let sc = net.input("shortcut", shape);
+    assert!(net.can_fuse_add(&layer));
+    let y = net.conv_add(&layer, x, &add, sc, true).unwrap();
+    let lp = net.finish(&[y]).unwrap();
+    assert_eq!(lp.layers[0].passes, 3, "{:?}", lp.layers[0]);
+    assert_eq!(lp.layers[1].fused_into.as_deref(), Some("sliced"));
+    let xv = rng.act(layer.input_shape, -128, 127);
+    let sv = rng.act(shape, -128, 127);
+    let (out, _) = run(&cfg, &lp, &[xv.view(), sv.view()]);
+    let want = add.reference(layer.reference(xv.view()).view(), sv.view());
+    util::assert_same(&out[0], &want, "sliced conv + add");
+    let distinct: std::collections::BTreeSet<i8> = want.iter().copied().collect();
+    assert!(distinct.len() >= 3, "outputs {distinct:?}");
+}
+
 #[test]
 fn values_beyond_the_lanes_and_acc8_layers_are_refused_with_the_reason() {
     let cfg = narrow("default", 2, 2);
