@@ -506,8 +506,9 @@ impl Compiled {
         s
     }
 
-    /// The compile report as JSON: the model's name, config, step counts, launches, the
-    /// op-support table, MACs, calibration samples and compile times (milliseconds), as
+    /// The compile report as JSON: the model's name, config, step counts, the accelerator
+    /// layers (widths, launch or CPU reason, GEMM passes), launches, the op-support table,
+    /// MACs, calibration samples and compile times (milliseconds), as
     /// `vta compile --json` prints it (which adds the output file, its size and the total
     /// time) and the Python package returns it.
     pub fn report_json(&self) -> serde_json::Value {
@@ -546,12 +547,38 @@ impl Compiled {
                 })).collect::<Vec<_>>(),
             })
         };
+        // The accelerator steps as the layer table gives them: lane widths, launch (or the
+        // back end's reason for the CPU) and, for GEMM layers, the passes over their weights.
+        let layers: Vec<_> = self
+            .steps
+            .iter()
+            .map(|a| {
+                let (launch, passes, cpu) = match &a.report {
+                    LayerReport::Compiled(launch, info) => (
+                        Some(*launch),
+                        info.tiling.is_some().then_some(info.passes),
+                        None,
+                    ),
+                    LayerReport::Refused(r) => (None, None, Some(r.clone())),
+                };
+                serde_json::json!({
+                    "step": a.step,
+                    "layer": a.name,
+                    "kind": a.kind,
+                    "widths": self.widths(a.step),
+                    "launch": launch,
+                    "passes": passes,
+                    "cpu_reason": cpu,
+                })
+            })
+            .collect();
         serde_json::json!({
             "model": self.source,
             "config": self.config.config_string(),
             "steps": self.plan.steps.len(),
             "accel_steps": accel,
             "cpu_steps": cpu,
+            "layers": layers,
             "launches": self.launches.iter().map(|l| serde_json::json!({
                 "steps": l.steps,
                 "instructions": l.program.program.insns.len(),

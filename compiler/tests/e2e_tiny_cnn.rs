@@ -583,9 +583,9 @@ fn an_old_embedded_container_asks_to_recompile_the_model() {
 fn the_first_and_last_layers_keep_8bit_weights_and_run_bit_sliced() {
     let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
     let bytes = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
-    for (log_inp, log_wgt, sliced, min_right) in [
-        (3, 1, "bit-sliced: 5 passes of 2-bit weight digits", 25),
-        (2, 2, "bit-sliced: 3 passes of 4-bit weight digits", 25),
+    for (log_inp, log_wgt, sliced, passes, min_right) in [
+        (3, 1, "bit-sliced: 5 passes of 2-bit weight digits", 5, 25),
+        (2, 2, "bit-sliced: 3 passes of 4-bit weight digits", 3, 25),
     ] {
         let cfg = narrow(log_inp, log_wgt);
         let c = Compiled::compile(
@@ -603,6 +603,18 @@ fn the_first_and_last_layers_keep_8bit_weights_and_run_bit_sliced() {
                 && report.matches(sliced).count() == 2,
             "{cfg}: {report}"
         );
+        // The JSON report gives each GEMM layer's widths and passes.
+        let json = c.report_json();
+        let gemm: Vec<(String, u64)> = json["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| Some((l["widths"].as_str()?.to_string(), l["passes"].as_u64()?)))
+            .collect();
+        assert_eq!(gemm.first().map(|g| g.1), Some(passes), "{json}");
+        assert_eq!(gemm.last().map(|g| g.1), Some(passes), "{json}");
+        assert!(gemm.first().unwrap().0.starts_with("w8 x "), "{json}");
+        assert!(gemm[1..gemm.len() - 1].iter().all(|g| g.1 == 1), "{json}");
         let m = Model::from_bytes(&c.to_bytes().unwrap(), "tiny_cnn.vtab").unwrap();
         let wide: Vec<i32> = m
             .plan
