@@ -278,6 +278,38 @@ fn values_beyond_the_lanes_and_acc8_layers_are_refused_with_the_reason() {
     let cfg = narrow("default", 2, 2);
     let mut rng = Rng::new(5);
     let spec = ConvSpec::new(1, 16, 6, 16, 3, 1, 1);
+    // A bit-sliced layer (one weight of 100: two 4-bit digits) takes no resident tiling (its
+    // weight places would multiply by the passes): a given one is refused with the reason.
+    let mut layer = narrow_conv(&cfg, &spec, &mut rng, "sliced");
+    layer.weight[[0, 0, 0, 0]] = 100;
+    let resident = compiler::backend::Tiling {
+        tn: 1,
+        th: 6,
+        tw: 6,
+        tco: 1,
+        tci: 1,
+        order: compiler::backend::LoopOrder::CoOuter,
+        col_skip: false,
+        resident: true,
+        taper: false,
+    };
+    let mut net = backend::NetBuilder::new(&cfg).unwrap();
+    let x = net.input("x", layer.input_shape);
+    let e = net.conv_tiled(&layer, x, resident).unwrap_err().to_string();
+    assert!(
+        e.contains("is resident") && e.contains("bit-sliced (2 passes"),
+        "{e}"
+    );
+    let resident = compiler::backend::Tiling {
+        resident: false,
+        ..resident
+    };
+    let y = net.conv_tiled(&layer, x, resident).unwrap();
+    let lp = net.finish(&[y]).unwrap();
+    let xv = rng.act(layer.input_shape, -8, 7);
+    let (out, _) = run(&cfg, &lp, &[xv.view()]);
+    util::assert_same(&out[0], &layer.reference(xv.view()), "sliced, tiled");
+
     let mut layer = narrow_conv(&cfg, &spec, &mut rng, "wide_output");
     layer.requant.hi = 100;
     let e = backend::compile_conv(&cfg, &layer).unwrap_err().to_string();

@@ -616,7 +616,15 @@ impl NetBuilder {
                     BackendError::Unsupported {
                         layer: layer.name.clone(),
                         config: cfg.config_string(),
-                        reason: format!("tiling {t:?} does not fit the scratchpads"),
+                        reason: if g.passes > 1 && t.resident {
+                            format!(
+                                "tiling {t:?} is resident, and the layer runs bit-sliced ({} \
+                                 passes over its weights), which takes no resident tiling",
+                                g.passes
+                            )
+                        } else {
+                            format!("tiling {t:?} does not fit the scratchpads")
+                        },
                     }
                 })?;
                 (t, e)
