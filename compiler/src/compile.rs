@@ -409,7 +409,7 @@ impl Compiled {
             let _ = writeln!(s, "accelerator layers: none");
             return s;
         }
-        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs; 'bit-sliced': weights wider than the core's lanes, run as one GEMM pass per weight digit, combined with shifts in the accumulators):");
+        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs; 'bit-sliced': weights wider than the core's lanes, run as one GEMM pass per weight digit, combined with shifts in the accumulators; 'outputs as planes': outputs wider than the lanes, stored as digit planes the host combines):");
         let rows: Vec<Vec<String>> = self
             .steps
             .iter()
@@ -430,7 +430,7 @@ impl Compiled {
                     LayerReport::Compiled(launch, info) => {
                         let t = match &info.tiling {
                             Some(t) => format!(
-                                "{}x{}x{}x{}x{} {}{}{}{}",
+                                "{}x{}x{}x{}x{} {}{}{}{}{}",
                                 t.tco,
                                 t.tci,
                                 t.th,
@@ -455,6 +455,13 @@ impl Compiled {
                                     p => format!(
                                         ", bit-sliced: {p} passes of {}-bit weight digits",
                                         self.config.wgt_width()
+                                    ),
+                                },
+                                match info.out_planes {
+                                    1 => String::new(),
+                                    p => format!(
+                                        ", outputs as {p} planes of {}-bit digits",
+                                        self.config.inp_width()
                                     ),
                                 }
                             ),
@@ -507,7 +514,8 @@ impl Compiled {
     }
 
     /// The compile report as JSON: the model's name, config, step counts, the accelerator
-    /// layers (widths, launch or CPU reason, GEMM passes), launches, the op-support table,
+    /// layers (widths, launch or CPU reason, GEMM passes, output digit planes), launches, the
+    /// op-support table,
     /// MACs, calibration samples and compile times (milliseconds), as
     /// `vta compile --json` prints it (which adds the output file, its size and the total
     /// time) and the Python package returns it.
@@ -561,6 +569,12 @@ impl Compiled {
                     ),
                     LayerReport::Refused(r) => (None, None, Some(r.clone())),
                 };
+                let planes = match &a.report {
+                    LayerReport::Compiled(_, info) if info.tiling.is_some() => {
+                        Some(info.out_planes)
+                    }
+                    _ => None,
+                };
                 serde_json::json!({
                     "step": a.step,
                     "layer": a.name,
@@ -568,6 +582,7 @@ impl Compiled {
                     "widths": self.widths(a.step),
                     "launch": launch,
                     "passes": passes,
+                    "output_planes": planes,
                     "cpu_reason": cpu,
                 })
             })

@@ -240,6 +240,87 @@ fn wide_weights_run_bit_sliced_and_match_the_reference() {
     }
 }
 
+/// Outputs wider than the output lanes (int8 on 4- and 2-bit cores, from convolutions and
+/// dense layers, bit-sliced or not) are stored as digit planes: each the value shifted right
+/// by the digits below it, the host combining them, bit-exact with the reference.
+#[test]
+fn wide_outputs_are_stored_as_digit_planes() {
+    for (k, (preset, li, lw)) in [
+        ("default", 2, 2),
+        ("batched", 2, 2),
+        ("rect", 2, 1),
+        ("small", 1, 2),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let cfg = narrow(preset, li, lw);
+        let planes = 8 / cfg.inp_width() as usize;
+        let (ilo, ihi) = lanes(cfg.inp_width());
+        for (i, (name, spec)) in conv_specs().into_iter().enumerate() {
+            let mut rng = Rng::new(7000 + 10 * k as u64 + i as u64);
+            let mut layer = narrow_conv(&cfg, &spec, &mut rng, name);
+            if i % 2 == 1 {
+                // bit-sliced too
+                layer.weight.mapv_inplace(|_| rng.range(-30, 30) as i8);
+            }
+            // the accumulators' spread: sqrt(taps) x the inputs' x the weights' (uniform)
+            let wmax = if i % 2 == 1 {
+                30.0
+            } else {
+                lanes(cfg.wgt_width()).1 as f64
+            };
+            let typical = (layer.weight.len() as f64 / spec.o as f64).sqrt()
+                * (0.6 * ihi as f64)
+                * (0.6 * wmax);
+            layer.requant = requant(&mut rng, spec.o, spec.per_channel, typical, spec.relu);
+            let x = rng.act(layer.input_shape, ilo, ihi);
+            let (lp, report) = check_conv(&cfg, &layer, &x);
+            let info = &lp.layers[0];
+            if info.tiling.is_none() {
+                continue; // a depthwise convolution on the ALU: the CPU's
+            }
+            assert_eq!(info.out_planes, planes, "{cfg} {name}");
+            let e = info.estimate.unwrap();
+            assert_eq!(
+                report.get("out_store_bytes"),
+                Some(e.out_bytes),
+                "{cfg} {name}"
+            );
+            let y = layer.reference(x.view());
+            let beyond = y
+                .iter()
+                .filter(|&&v| i64::from(v) > ihi || i64::from(v) < ilo)
+                .count();
+            assert!(
+                beyond * 4 >= y.len(),
+                "{cfg} {name}: {beyond} of {} outputs beyond the lanes",
+                y.len()
+            );
+        }
+        let mut rng = Rng::new(90 + k as u64);
+        let (n, kk, m) = (3, 40, 20);
+        let layer = QDense {
+            name: "logits".into(),
+            weight: rng.mat(m, kk, -128, 127),
+            bias: (0..m).map(|_| rng.range(-500, 500)).collect(),
+            requant: requant(
+                &mut rng,
+                m,
+                true,
+                (kk as f64).sqrt() * 0.6 * ihi as f64 * 0.6 * 127.0,
+                false,
+            ),
+        };
+        let x = rng.mat(n, kk, ilo, ihi);
+        let lp = backend::compile_dense(&cfg, &layer, n).unwrap();
+        assert_eq!(lp.layers[0].out_planes, planes);
+        let (out, _) = run(&cfg, &lp, &[dense_input(&x).view()]);
+        let got = dense_output(out.into_iter().next().unwrap());
+        assert_eq!(got, layer.reference(&x), "{cfg} dense");
+    }
+}
+
 /// A bit-sliced convolution with a residual add in its epilogue (8-bit activations, 4-bit
 /// weight lanes): the shortcut joins the accumulators after the last pass, bit-exact.
 #[test]
@@ -310,11 +391,17 @@ fn values_beyond_the_lanes_and_acc8_layers_are_refused_with_the_reason() {
     let (out, _) = run(&cfg, &lp, &[xv.view()]);
     util::assert_same(&out[0], &layer.reference(xv.view()), "sliced, tiled");
 
+    // Outputs wider than the lanes are stored as digit planes for the host; a layer
+    // reading them on the accelerator is refused with the reason.
     let mut layer = narrow_conv(&cfg, &spec, &mut rng, "wide_output");
     layer.requant.hi = 100;
-    let e = backend::compile_conv(&cfg, &layer).unwrap_err().to_string();
+    let mut net = backend::NetBuilder::new(&cfg).unwrap();
+    let x = net.input("x", layer.input_shape);
+    let y = net.conv(&layer, x).unwrap();
+    let next = narrow_conv(&cfg, &spec, &mut rng, "next");
+    let e = net.conv(&next, y).unwrap_err().to_string();
     assert!(
-        e.contains("outputs span [") && e.contains("4-bit output lanes"),
+        e.contains("stored as 2 digit planes, which only the host reads") && e.contains("'next'"),
         "{e}"
     );
 

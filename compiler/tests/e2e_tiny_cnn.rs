@@ -349,16 +349,17 @@ fn compiled_model_file_rejects_bad_files() {
     // A newer format version is refused before anything else is read; versions 1 (which
     // rebuilt the plan from a stored ONNX model), 2 (a program per layer), 3 (no element-wise
     // layers), 4 (no folded input layouts), 5 (no accumulator clamp), 6 (no tensor views)
-    // 7 (no lane widths), 8 (no narrow QuantizeLinear saturation) and 9 (no
-    // DynamicQuantizeLinear or recurrent operators) ask for a recompile.
+    // 7 (no lane widths), 8 (no narrow QuantizeLinear saturation), 9 (no
+    // DynamicQuantizeLinear or recurrent operators) and 10 (no digit planes) ask for a
+    // recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&11u32.to_le_bytes());
+    b[8..12].copy_from_slice(&12u32.to_le_bytes());
     assert!(
-        err(&b).contains("format version 11 is newer"),
+        err(&b).contains("format version 12 is newer"),
         "{}",
         err(&b)
     );
-    for old in [1u32, 2, 3, 4, 5, 6, 7, 8, 9] {
+    for old in [1u32, 2, 3, 4, 5, 6, 7, 8, 9, 10] {
         b[8..12].copy_from_slice(&old.to_le_bytes());
         let e = err(&b);
         assert!(

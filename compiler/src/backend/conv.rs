@@ -19,8 +19,10 @@
 //!
 //! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
 //! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
-//! the shortcut's rows in the same layout (a fused residual add), then the constant rows
-//! (per-channel tables, then splat rows): the whole layer's (`cob` rows per
+//! the shortcut's rows in the same layout (a fused residual add) or the rows of the output's
+//! digit planes past the first (outputs wider than the lanes, each plane the value shifted
+//! right by the digits below it, stored after the first: `ActLayout`'s digit planes), then the
+//! constant rows (per-channel tables, then splat rows): the whole layer's (`cob` rows per
 //! table) when they fit, else the tile's (`tco_act` rows per table).
 
 use isa::builder::{Buf, Operand};
@@ -138,7 +140,10 @@ fn emit_tiles(
 ) -> Result<(), BackendError> {
     let b = ctx.budget;
     let inl = ActLayout::inp(&ctx.cfg, [g.n, g.c, g.h, g.w]);
-    let outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
+    let mut outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
+    if g.out_planes > 1 {
+        outl = outl.in_digits();
+    }
     let tiles = output_tiles(g, t);
     // A bit-sliced layer ([`super::slice`]) runs a tile's chunks once per weight digit.
     let total_chunks = g.passes
@@ -400,6 +405,7 @@ fn emit_tiles(
                 tile,
                 acc_ob,
                 (MemType::Acc8, sc, short),
+                0,
             )) {
                 ctx.load(d)?;
             }
@@ -446,10 +452,54 @@ fn emit_tiles(
         // The tile's new micro-ops (its table rows' when the whole layer's tables are loaded)
         // in one LOAD UOP.
         ctx.alu_group(&steps)?;
+        // Outputs wider than the lanes: digit plane `k` is the value shifted right by `k`
+        // digits, in its own rows (zeroed, the value added, shifted), whose low bits the
+        // STORE keeps (`ActLayout`'s digit planes).
+        let plane_rows = |k: usize| ab + k * acc_cap;
+        let region_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
+        for k in 1..g.out_planes {
+            let mut steps: Vec<AluStep> = zeroing(&ctx.cfg)
+                .iter()
+                .map(|&(op, v)| AluStep {
+                    op,
+                    operand: Operand::Imm(v),
+                    dst: plane_rows(k),
+                    src: 0,
+                    dims: region_dims.clone(),
+                })
+                .collect();
+            steps.push(AluStep {
+                op: AluOp::Add,
+                operand: Operand::Tensor,
+                dst: plane_rows(k),
+                src: ab,
+                dims: region_dims
+                    .iter()
+                    .map(|d| Dim::new(d.ext, d.dst, d.dst, 0))
+                    .collect(),
+            });
+            steps.push(AluStep {
+                op: AluOp::Shr,
+                operand: Operand::Imm((k * outl.bits) as i16),
+                dst: plane_rows(k),
+                src: 0,
+                dims: region_dims.clone(),
+            });
+            ctx.alu_group(&steps)?;
+        }
         pipe.results_ready(ctx);
-        let stores = tile_rows(g, &outl, tile, acc_ob, (MemType::Out, ab, bufs.output));
-        for d in coalesce(stores) {
-            ctx.store(d)?;
+        for k in 0..g.out_planes {
+            let stores = tile_rows(
+                g,
+                &outl,
+                tile,
+                acc_ob,
+                (MemType::Out, plane_rows(k), bufs.output),
+                k * g.cob,
+            );
+            for d in coalesce(stores) {
+                ctx.store(d)?;
+            }
         }
         pipe.end_tile(ctx);
     }
@@ -625,30 +675,33 @@ fn chunk_gemm(
 }
 
 /// The DMAs between `tile`'s accumulator rows (from `sram`, channel blocks `acc_ob` rows
-/// apart) and its part of `buf`, a tensor of the output's shape and layout `outl`: its
-/// STOREs, or the LOAD ACC8s of a shortcut.
+/// apart) and its part of `buf`, a tensor of the output's shape and layout `outl`, from
+/// packed channel block `plane_ob` on (a digit plane's first): its STOREs, or the LOAD ACC8s
+/// of a shortcut.
 fn tile_rows(
     g: &ConvGeom,
     outl: &ActLayout,
     tile: &Tile,
     acc_ob: usize,
     (mem, sram, buf): (MemType, usize, Buf),
+    plane_ob: usize,
 ) -> Vec<Dma> {
     if g.pixel {
+        let cb = outl.c_blocks();
         return vec![Dma {
             mem,
             sram,
             buf,
-            elem: tile.nb0 * g.cob + tile.ob0,
+            elem: tile.nb0 * cb + plane_ob + tile.ob0,
             y: tile.tn,
             x: tile.tco,
-            stride: g.cob,
+            stride: cb,
             pad: [0; 4],
         }];
     }
     (0..tile.tco)
         .map(|ob_t| {
-            let elem = outl.elem_index(tile.nb0, tile.ob0 + ob_t, tile.oh0, tile.ow0);
+            let elem = outl.elem_index(tile.nb0, plane_ob + tile.ob0 + ob_t, tile.oh0, tile.ow0);
             let sram = sram + ob_t * acc_ob;
             if tile.tw == g.ow {
                 Dma::row(mem, sram, buf, elem, tile.th * tile.tw)

@@ -41,11 +41,13 @@
 //! - **Configs**: `INP_WIDTH` and `WGT_WIDTH` of 2, 4 or 8 bits and `ACC_WIDTH = 32` (the
 //!   qlayers are int8 x int8 -> int32); any tile shape (BATCH, BLOCK_IN != BLOCK_OUT) and
 //!   buffer sizes. Without `ALU_MUL`, requant multipliers must be 0 or powers of two (applied
-//!   as shifts). On narrower lanes, a layer's inputs and outputs must fit them
-//!   ([`check_out_range`]: quantize them to the lane width); weights wider than the lanes
-//!   (the 8-bit first and last layers of a 4-bit network) run bit-sliced, as one GEMM pass
-//!   per weight digit combined exactly in the accumulators ([`slice`]), and layers that read
-//!   activations through 8-bit ACC loads need 8-bit activations ([`check_acc8_reads`]).
+//!   as shifts). On narrower lanes, a layer's inputs must fit them (quantize them to the
+//!   lane width); weights wider than the lanes (the 8-bit first and last layers of a 4-bit
+//!   network) run bit-sliced, as one GEMM pass per weight digit combined exactly in the
+//!   accumulators ([`slice`]); a convolution's or dense layer's outputs wider than the lanes
+//!   (8-bit logits) are stored as digit planes for the host ([`out_digits`]), other layers'
+//!   must fit ([`check_out_range`]); and layers that read activations through 8-bit ACC loads
+//!   need 8-bit activations ([`check_acc8_reads`]).
 //! - **Conv**: any kernel size, stride, padding (horizontal padding at most 15, the LOAD pad
 //!   field; vertical padding of any size), channel and batch counts (padded to the blocks),
 //!   groups (block-diagonal weights that keep only the input blocks each output block needs;
@@ -157,9 +159,9 @@ pub enum BackendError {
 /// Why a compiled program did not run.
 pub use vta_runtime::program::RunError;
 
-/// Checks that `cfg` can run the qlayers: inputs and weights of 2, 4 or 8 bits (inputs and
-/// outputs whose values fit the lanes, [`check_out_range`]; wider weights run bit-sliced,
-/// [`slice`]) and 32-bit accumulators.
+/// Checks that `cfg` can run the qlayers: inputs and weights of 2, 4 or 8 bits (inputs whose
+/// values fit the lanes; wider weights run bit-sliced, [`slice`]; wider outputs as digit
+/// planes, [`out_digits`]) and 32-bit accumulators.
 pub fn check_config(cfg: &HwConfig) -> Result<(), BackendError> {
     let (i, w, a) = (cfg.inp_width(), cfg.wgt_width(), cfg.acc_width());
     if i > 8 || w > 8 || a != 32 {
@@ -195,6 +197,19 @@ pub fn check_out_range(cfg: &HwConfig, layer: &str, lo: i32, hi: i32) -> Result<
         });
     }
     Ok(())
+}
+
+/// The digit planes a convolution or dense layer stores its outputs in: 1 when the clamp `[lo,
+/// hi]` fits the output lanes, else the `8 / OUT_WIDTH` planes of int8 values
+/// ([`ActLayout`]'s digit planes, which the host reads: a layer reading activations takes
+/// only values that fit the lanes).
+pub fn out_digits(cfg: &HwConfig, lo: i32, hi: i32) -> usize {
+    let (min, max) = lane_range(cfg.inp_width());
+    if lo < min || hi > max {
+        (8 / cfg.inp_width()) as usize
+    } else {
+        1
+    }
 }
 
 /// Refuses a layer that reads activations through 8-bit ACC loads (element-wise layers,

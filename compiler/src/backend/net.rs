@@ -99,6 +99,9 @@ pub struct LayerInfo {
     /// GEMM passes: 1, or the weight digits of a layer whose weights are wider than the
     /// core's weight lanes ([`super::slice`]).
     pub passes: usize,
+    /// Output digit planes: 1, or those of outputs wider than the core's output lanes
+    /// ([`super::out_digits`]).
+    pub out_planes: usize,
 }
 
 /// How a channel concatenation or slice got its output.
@@ -395,6 +398,14 @@ impl NetBuilder {
         let cfg = self.ctx.cfg.clone();
         let st = &self.tensors[t.0];
         match st.bound {
+            Some((_, l)) if l.digits > 1 => Err(BackendError::Layout {
+                tensor: st.name.clone(),
+                reason: format!(
+                    "its values are wider than the core's {}-bit lanes and it is stored as {} \
+                     digit planes, which only the host reads; '{reader}' cannot take it",
+                    l.bits, l.digits
+                ),
+            }),
             Some((buf, l)) if l.block == block && l.fold.is_none() => Ok(buf),
             Some((_, l)) if l.fold.is_some() => Err(BackendError::Layout {
                 tensor: st.name.clone(),
@@ -607,7 +618,8 @@ impl NetBuilder {
     ) -> Result<(Epilogue, ConvGeom, Tiling, CostEstimate), BackendError> {
         check_config(cfg)?;
         let o = layer.weight.shape().first().copied().unwrap_or(0);
-        let ep = epilogue::plan(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
+        // Outputs wider than the lanes are stored as digit planes (`ConvGeom::out_planes`).
+        let ep = epilogue::plan_wide(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
         let g = ConvGeom::new(cfg, layer, &ep)?;
         let (t, e) = match tiling {
             None => tiling::choose(cfg, &layer.name, &g)?,
@@ -765,7 +777,19 @@ impl NetBuilder {
             None => None,
         };
         let out_name = residual.as_ref().map_or(&layer.name, |r| &r.add.name);
-        let (y, output) = self.produce(&format!("{out_name}.out"), [g.n, g.o, g.oh, g.ow]);
+        let shape = [g.n, g.o, g.oh, g.ow];
+        let (y, output) = if g.out_planes > 1 {
+            // Digit planes (outputs wider than the lanes): a segment of their own, for the
+            // host.
+            let name = self.unique(&format!("{out_name}.out"));
+            let l = ActLayout::out(&cfg, shape).in_digits();
+            let buf = act_segment(&mut self.ctx.b, &name, &l, Role::default());
+            let y = self.push_produced(name.clone(), name, shape, buf, false);
+            self.tensors[y.0].bound = Some((buf, l));
+            (y, buf)
+        } else {
+            self.produce(&format!("{out_name}.out"), shape)
+        };
         let k0 = self.begin();
         let bufs = ConvBufs {
             input,
@@ -789,6 +813,7 @@ impl NetBuilder {
             movement: None,
             fused_into: None,
             passes: g.passes,
+            out_planes: g.out_planes,
         };
         self.end(info, k0);
         Ok(y)
@@ -914,6 +939,7 @@ impl NetBuilder {
             movement: None,
             fused_into: None,
             passes: 1,
+            out_planes: 1,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Bit-sliced weights: a convolution or dense layer whose weights are wider than the core's
 //! weight lanes (the 8-bit first and last layers of a 4-bit network) runs as several GEMM
-//! passes over narrow weight *digits*, combined exactly in the accumulators.
+//! passes over narrow weight *digits*, combined exactly in the accumulators. (Outputs wider
+//! than the lanes are the other slicing, into digit planes: [`super::out_digits`].)
 //!
 //! Each weight is split into `passes` signed digits of the lane width `b`, radix `2^b`,
 //! balanced: `d0 = ((w + 2^(b-1)) mod 2^b) - 2^(b-1)`, `w1 = (w - d0) / 2^b`, and so on, so
@@ -12,7 +13,7 @@
 //! reset accumulators, a left shift of the accumulators by `b` on the ALU (`SHR` by `-b`),
 //! the GEMMs of digit `D-2` adding to them, and so on (`conv::emit`), which leaves
 //! `sum_k x_k * w_k` in every accumulator before the usual epilogue. ACC arithmetic wraps
-//! (GEMM sums, ADD and the left shift alike, `isa::spec` section 7), so the result equals
+//! (GEMM sums, ADD and the left shift alike, `isa::spec` sections 1 and 8), so the result equals
 //! the unsliced sum modulo `2^ACC_WIDTH`: bit-exact with the reference whenever that sum
 //! is, whatever the intermediate values.
 

@@ -345,6 +345,10 @@ pub struct ConvGeom {
     /// GEMM passes over the weights: 1, or the digits of weights wider than the lanes
     /// ([`super::slice`]). Every tile runs its chunks once per pass.
     pub passes: usize,
+    /// Digit planes of the output ([`super::out_digits`]): 1, or for outputs wider than the
+    /// lanes one per digit, each computed beside the accumulators (the value shifted right
+    /// by the digits below it) and stored, in `out_planes` times the tile's ACC rows.
+    pub out_planes: usize,
 }
 
 fn invalid(layer: &str, reason: String) -> BackendError {
@@ -457,13 +461,15 @@ impl ConvGeom {
             ep_cycles: ep.issue_cycles(),
             residual: ep.has_shortcut(),
             passes: super::slice::passes(cfg.wgt_width(), layer.weight.iter()),
+            out_planes: super::out_digits(cfg, layer.requant.lo.into(), layer.requant.hi.into()),
         })
     }
 
     /// ACC rows a tile of `acc_tile` accumulator rows needs before its constants (with a
-    /// fused residual add, the shortcut's as many more).
+    /// fused residual add, the shortcut's as many more; with output digit planes, one set
+    /// per plane).
     pub fn acc_rows(&self, acc_tile: usize) -> usize {
-        acc_tile * (1 + usize::from(self.residual))
+        acc_tile * (self.out_planes + usize::from(self.residual))
     }
 
     /// Input rows a tile of `th` output rows reads (SRAM rows of its input tile).
@@ -823,7 +829,12 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let reset_uops = (out_rows_total - alu_resets) as u64;
     // (A bit-sliced layer's accumulators are shifted between its passes.)
     let shifts = passes - 1;
-    let alu_uops = (out_rows_total * (g.ep_ops + shifts) + alu_resets * b.zero_ops) as u64;
+    // (Each output digit plane past the first: zeroed, the value added, shifted: the ADD's
+    // tensor operand takes a second cycle.)
+    let planes = g.out_planes - 1;
+    let plane_ops = planes * (b.zero_ops + 2);
+    let alu_uops =
+        (out_rows_total * (g.ep_ops + shifts + plane_ops) + alu_resets * b.zero_ops) as u64;
     let pairs = if regular { tci * khw } else { tci.min(2) * khw };
     let mut dims = if g.pixel {
         vec![tn, tco]
@@ -875,18 +886,20 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let short_bytes = res * out_rows_total * b.out_eb;
     let reset_insns = tiles - early_tiles + early_tiles * b.zero_ops;
     let compute_insns = (gemm_insns
-        + tiles * (g.ep_ops + shifts)
+        + tiles * (g.ep_ops + shifts + plane_ops)
         + reset_insns
         + tab_insns
         + 2 * variants
         + res * store_insns) as u64;
+    // Every output digit plane is stored like the outputs.
+    let (store_insns, store_rows) = (store_insns * g.out_planes, store_rows * g.out_planes);
     let store_insns = store_insns as u64;
     let mut e = CostEstimate {
         inp_bytes: (inp_elems * b.inp_eb) as u64,
         wgt_bytes: (wgt_elems * b.wgt_eb) as u64,
         acc_bytes: (tab_bytes + short_bytes) as u64,
         uop_bytes,
-        out_bytes: (out_rows_total * b.out_eb) as u64,
+        out_bytes: (out_rows_total * g.out_planes * b.out_eb) as u64,
         load_insns,
         compute_insns,
         store_insns,
@@ -905,7 +918,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     e.t_mem = (bytes + isa::INSN_BYTES as u64 * e.insns()) as f64 / b.bus_bytes
         + 8.0 * (e.dma_rows as usize - element_rows) as f64
         + ELEMENT_ROW_CYCLES * element_rows as f64;
-    let alu_cycles = (out_rows_total * (g.ep_cycles + shifts) + alu_resets * b.zero_ops) as f64;
+    let alu_cycles = (out_rows_total * (g.ep_cycles + shifts + plane_ops + planes)
+        + alu_resets * b.zero_ops) as f64;
     let gemm_cycles = (gemm_uops + reset_uops) as f64;
     // The last tile's rows (its epilogue and store are not hidden), and for tapered tiles
     // the GEMM pipeline's waits for a half whose epilogue and store take longer than the
@@ -942,7 +956,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         };
     let first_tile =
         first_chunk + (cpt * passes - 1) as f64 * (first_chunk - chunk as f64).max(0.0);
-    let last_store = (last_rows * b.out_eb) as f64 / b.bus_bytes;
+    let last_store = (last_rows * g.out_planes * b.out_eb) as f64 / b.bus_bytes;
     e.cycles = e.t_mem.max(e.t_compute) + first_tile + last_store;
     e.score = e.cycles + 0.5 * e.t_mem;
     Some(e)
