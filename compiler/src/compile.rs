@@ -409,7 +409,7 @@ impl Compiled {
             let _ = writeln!(s, "accelerator layers: none");
             return s;
         }
-        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs):");
+        let _ = writeln!(s, "accelerator layers (launch: the device program running it; tiling: output-channel blocks tco x input-channel blocks tci x rows th x columns tw x sample blocks tn, loop order; 'resident': every input and weight chunk loaded once, into a place of its own; 'tapered': output-channel tiles of tco blocks, then each half the one before; 'folded': the kernel's columns or whole window folded into the input channels, which the host packs; 'bit-sliced': weights wider than the core's lanes, run as one GEMM pass per weight digit, combined with shifts in the accumulators; 'outputs as planes': outputs wider than the lanes, stored as digit planes the host combines):");
         let rows: Vec<Vec<String>> = self
             .steps
             .iter()
@@ -430,7 +430,7 @@ impl Compiled {
                     LayerReport::Compiled(launch, info) => {
                         let t = match &info.tiling {
                             Some(t) => format!(
-                                "{}x{}x{}x{}x{} {}{}{}",
+                                "{}x{}x{}x{}x{} {}{}{}{}{}",
                                 t.tco,
                                 t.tci,
                                 t.th,
@@ -449,6 +449,20 @@ impl Compiled {
                                     None => "",
                                     Some(backend::Fold::Columns) => ", columns folded",
                                     Some(backend::Fold::Window) => ", window folded",
+                                },
+                                match info.passes {
+                                    1 => String::new(),
+                                    p => format!(
+                                        ", bit-sliced: {p} passes of {}-bit weight digits",
+                                        self.config.wgt_width()
+                                    ),
+                                },
+                                match info.out_planes {
+                                    1 => String::new(),
+                                    p => format!(
+                                        ", outputs as {p} planes of {}-bit digits",
+                                        self.config.inp_width()
+                                    ),
                                 }
                             ),
                             None => match (&info.fused_into, info.movement) {
@@ -499,8 +513,10 @@ impl Compiled {
         s
     }
 
-    /// The compile report as JSON: the model's name, config, step counts, launches, the
-    /// op-support table, MACs, calibration samples and compile times (milliseconds), as
+    /// The compile report as JSON: the model's name, config, step counts, the accelerator
+    /// layers (widths, launch or CPU reason, GEMM passes, output digit planes), launches, the
+    /// op-support table,
+    /// MACs, calibration samples and compile times (milliseconds), as
     /// `vta compile --json` prints it (which adds the output file, its size and the total
     /// time) and the Python package returns it.
     pub fn report_json(&self) -> serde_json::Value {
@@ -539,12 +555,45 @@ impl Compiled {
                 })).collect::<Vec<_>>(),
             })
         };
+        // The accelerator steps as the layer table gives them: lane widths, launch (or the
+        // back end's reason for the CPU) and, for GEMM layers, the passes over their weights.
+        let layers: Vec<_> = self
+            .steps
+            .iter()
+            .map(|a| {
+                let (launch, passes, cpu) = match &a.report {
+                    LayerReport::Compiled(launch, info) => (
+                        Some(*launch),
+                        info.tiling.is_some().then_some(info.passes),
+                        None,
+                    ),
+                    LayerReport::Refused(r) => (None, None, Some(r.clone())),
+                };
+                let planes = match &a.report {
+                    LayerReport::Compiled(_, info) if info.tiling.is_some() => {
+                        Some(info.out_planes)
+                    }
+                    _ => None,
+                };
+                serde_json::json!({
+                    "step": a.step,
+                    "layer": a.name,
+                    "kind": a.kind,
+                    "widths": self.widths(a.step),
+                    "launch": launch,
+                    "passes": passes,
+                    "output_planes": planes,
+                    "cpu_reason": cpu,
+                })
+            })
+            .collect();
         serde_json::json!({
             "model": self.source,
             "config": self.config.config_string(),
             "steps": self.plan.steps.len(),
             "accel_steps": accel,
             "cpu_steps": cpu,
+            "layers": layers,
             "launches": self.launches.iter().map(|l| serde_json::json!({
                 "steps": l.steps,
                 "instructions": l.program.program.insns.len(),

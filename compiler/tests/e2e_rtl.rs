@@ -1,7 +1,7 @@
 //! The trained tiny CNN, and imported 4-bit models, on the cycle-accurate RTL simulator
 //! (`vta_sim::rtl::RtlDevice`): every accelerator layer of every input gives the same bytes as
-//! on the functional simulator and matches the integer reference, and each layer reports its
-//! cycle count.
+//! on the functional simulator and matches the integer reference (bit-sliced layers
+//! included), and each layer reports its cycle count.
 
 use std::path::{Path, PathBuf};
 
@@ -108,15 +108,26 @@ fn tiny_cnn_on_rtl_batched() {
 }
 
 /// Post-training quantized to 4-bit inputs and weights: the convolutions and the dense layer
-/// on the 4-bit core, identical on fsim and rtl, device-resident too.
+/// on the 4-bit core, identical on fsim and rtl, device-resident too. The first convolution
+/// and the dense layer keep 8-bit weights and run bit-sliced (three passes of 4-bit weight
+/// digits each).
 #[test]
 fn tiny_cnn_on_rtl_i4w4() {
+    let report = compile(&isa::HwConfig::load("i4w4").unwrap()).compile_report();
+    assert_eq!(
+        report
+            .matches("bit-sliced: 3 passes of 4-bit weight digits")
+            .count(),
+        2,
+        "{report}"
+    );
     on_rtl("i4w4", 3);
 }
 
 /// Imported 4-bit models (`scripts/lowbit-models.py`: onnxruntime int4 QDQ with uint4
-/// activations held centred in the lanes, a Brevitas-style QCDQ) on the 4-bit core: the same
-/// bytes on rtl as on fsim, and bit-exact against the integer reference.
+/// activations held centred in the lanes, a Brevitas-style QCDQ whose 8-bit logits the dense
+/// layer stores as two planes of 4-bit digits) on the 4-bit core: the same bytes on rtl as on
+/// fsim, and bit-exact against the integer reference.
 #[test]
 fn imported_low_bit_models_on_rtl_i4w4() {
     let cfg = isa::HwConfig::load("i4w4").unwrap();
@@ -128,7 +139,8 @@ fn imported_low_bit_models_on_rtl_i4w4() {
         let file = format!("{model}.onnx");
         let bytes = std::fs::read(dir.join(&file)).unwrap();
         let m = Compiled::compile(bytes, &file, &[], &cfg, &FrontendOptions::default()).unwrap();
-        assert!(m.counts().0 >= 2, "{model}: {}", m.compile_report());
+        assert_eq!(m.counts().0, 3, "{model}: {}", m.compile_report());
+        let mut wanted = Vec::new();
         for (i, x) in x.axis_iter(Axis(0)).take(3).enumerate() {
             let inputs = [Tensor::F32(x.to_owned().insert_axis(Axis(0)).into_dyn())];
             let want = m.run(&mut fsim, &inputs).unwrap();
@@ -137,6 +149,12 @@ fn imported_low_bit_models_on_rtl_i4w4() {
             assert_eq!(want.values, got.values, "{model} input {i}");
             let c = m.check(&inputs, &got).unwrap();
             assert!(c.is_exact(), "{model} input {i}: {c}");
+            wanted.push((inputs, want.outputs));
+        }
+        // Device-resident (activations placed by liveness, digit planes read back the same).
+        let mut resident = m.load(&mut dev, LoadOptions::default()).unwrap();
+        for (inputs, want) in &wanted {
+            assert_eq!(&resident.run(inputs).unwrap().outputs, want, "{model}");
         }
     }
 }

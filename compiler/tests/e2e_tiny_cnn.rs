@@ -349,16 +349,17 @@ fn compiled_model_file_rejects_bad_files() {
     // A newer format version is refused before anything else is read; versions 1 (which
     // rebuilt the plan from a stored ONNX model), 2 (a program per layer), 3 (no element-wise
     // layers), 4 (no folded input layouts), 5 (no accumulator clamp), 6 (no tensor views)
-    // 7 (no lane widths), 8 (no narrow QuantizeLinear saturation) and 9 (no
-    // DynamicQuantizeLinear or recurrent operators) ask for a recompile.
+    // 7 (no lane widths), 8 (no narrow QuantizeLinear saturation), 9 (no
+    // DynamicQuantizeLinear or recurrent operators) and 10 (no digit planes) ask for a
+    // recompile.
     let mut b = bytes.clone();
-    b[8..12].copy_from_slice(&11u32.to_le_bytes());
+    b[8..12].copy_from_slice(&12u32.to_le_bytes());
     assert!(
-        err(&b).contains("format version 11 is newer"),
+        err(&b).contains("format version 12 is newer"),
         "{}",
         err(&b)
     );
-    for old in [1u32, 2, 3, 4, 5, 6, 7, 8, 9] {
+    for old in [1u32, 2, 3, 4, 5, 6, 7, 8, 9, 10] {
         b[8..12].copy_from_slice(&old.to_le_bytes());
         let e = err(&b);
         assert!(
@@ -575,48 +576,87 @@ fn an_old_embedded_container_asks_to_recompile_the_model() {
 }
 
 /// By default, below 8-bit weights, the first convolution and the last dense layer keep
-/// 8-bit weights (error-feedback rounding for the others): on a 2-bit core they run on the
-/// CPU, the report says why, and the network stays bit-exact and close to float.
+/// 8-bit weights (error-feedback rounding for the others): on a 2- or 4-bit core they run on
+/// the accelerator bit-sliced (one GEMM pass per weight digit, as the report says), every
+/// convolution and dense layer is on the accelerator, and the network stays bit-exact and
+/// close to float.
 #[test]
-fn the_first_and_last_layers_keep_8bit_weights_by_default() {
+fn the_first_and_last_layers_keep_8bit_weights_and_run_bit_sliced() {
     let calib = load_calibration_npy(&[&data().join("digits_calib.npy")]).unwrap();
     let bytes = std::fs::read(data().join("tiny_cnn.onnx")).unwrap();
-    let cfg = narrow(3, 1);
-    let c = Compiled::compile(
-        bytes,
-        "tiny_cnn.onnx",
-        &calib,
-        &cfg,
-        &FrontendOptions::default(),
-    )
-    .unwrap();
-    let report = c.compile_report();
-    assert!(
-        report.contains("w8 x i8 -> o8")
-            && report.contains("error-feedback rounding over")
-            && report.contains("unless --keep-ends-8bit false"),
-        "{report}"
-    );
-    let m = Model::from_bytes(&c.to_bytes().unwrap(), "tiny_cnn.vtab").unwrap();
-    let wide: Vec<i32> = m
-        .plan
-        .layers()
-        .filter_map(|l| match l {
-            Layer::Conv2d(conv) => conv.weight.iter().map(|&w| i32::from(w).abs()).max(),
-            Layer::Dense(d) => d.weight.iter().map(|&w| i32::from(w).abs()).max(),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(wide.first(), Some(&127), "{wide:?}");
-    assert_eq!(wide.last(), Some(&127), "{wide:?}");
-    assert!(wide[1..wide.len() - 1].iter().all(|&w| w <= 1), "{wide:?}");
-    let labels = labels();
-    let right = run_checked(&m, 30)
-        .iter()
-        .zip(&labels)
-        .filter(|(p, &l)| argmax(p) == l)
-        .count();
-    assert!(right >= 25, "{right}/30");
+    for (log_inp, log_wgt, sliced, passes, min_right) in [
+        (3, 1, "bit-sliced: 5 passes of 2-bit weight digits", 5, 25),
+        (2, 2, "bit-sliced: 3 passes of 4-bit weight digits", 3, 25),
+    ] {
+        let cfg = narrow(log_inp, log_wgt);
+        let c = Compiled::compile(
+            bytes.clone(),
+            "tiny_cnn.onnx",
+            &calib,
+            &cfg,
+            &FrontendOptions::default(),
+        )
+        .unwrap();
+        let report = c.compile_report();
+        assert!(
+            report.contains("w8 x i")
+                && report.contains("error-feedback rounding over")
+                && report.matches(sliced).count() == 2,
+            "{cfg}: {report}"
+        );
+        // The JSON report gives each GEMM layer's widths and passes.
+        let json = c.report_json();
+        let gemm: Vec<(String, u64)> = json["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|l| Some((l["widths"].as_str()?.to_string(), l["passes"].as_u64()?)))
+            .collect();
+        assert_eq!(gemm.first().map(|g| g.1), Some(passes), "{json}");
+        assert_eq!(gemm.last().map(|g| g.1), Some(passes), "{json}");
+        assert!(gemm.first().unwrap().0.starts_with("w8 x "), "{json}");
+        assert!(gemm[1..gemm.len() - 1].iter().all(|g| g.1 == 1), "{json}");
+        let m = Model::from_bytes(&c.to_bytes().unwrap(), "tiny_cnn.vtab").unwrap();
+        let wide: Vec<i32> = m
+            .plan
+            .layers()
+            .filter_map(|l| match l {
+                Layer::Conv2d(conv) => conv.weight.iter().map(|&w| i32::from(w).abs()).max(),
+                Layer::Dense(d) => d.weight.iter().map(|&w| i32::from(w).abs()).max(),
+                _ => None,
+            })
+            .collect();
+        let wmax = (1i32 << ((1 << log_wgt) - 1)) - 1;
+        assert_eq!(wide.first(), Some(&127), "{wide:?}");
+        assert_eq!(wide.last(), Some(&127), "{wide:?}");
+        assert!(
+            wide[1..wide.len() - 1].iter().all(|&w| w <= wmax),
+            "{wide:?}"
+        );
+        // Every convolution and dense step runs on the accelerator.
+        let on_accel: Vec<usize> = m
+            .accel
+            .iter()
+            .filter(|a| a.launch().is_some())
+            .map(|a| a.step)
+            .collect();
+        for (i, st) in m.plan.steps.iter().enumerate() {
+            let kind = st.kind_name();
+            if kind == "QConv2d" || kind == "QDense" {
+                assert!(
+                    on_accel.contains(&i),
+                    "{cfg}: step {i} {kind} on the CPU\n{report}"
+                );
+            }
+        }
+        let labels = labels();
+        let right = run_checked(&m, 30)
+            .iter()
+            .zip(&labels)
+            .filter(|(p, &l)| argmax(p) == l)
+            .count();
+        assert!(right >= min_right, "{cfg}: {right}/30");
+    }
 }
 
 /// The default config with other input and weight widths (`log` = log2 of the bits) and

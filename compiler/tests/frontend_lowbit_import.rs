@@ -94,10 +94,10 @@ const CASES: [(&str, &str, &[&str]); 7] = [
     ("ort_w4a4", "i4w4", &["conv1", "conv2", "fc"]),
     // uint4 activations [0, 15] are held centred in the lanes ([-8, 7]): 4-bit lanes.
     ("ort_w4a4u", "i4w4", &["conv1", "conv2", "fc"]),
-    // The logits are 8-bit: the dense layer's outputs do not fit 4-bit lanes.
-    ("qcdq_w4a4", "i4w4", &["conv1", "conv2"]),
+    // The logits are 8-bit: the dense layer stores them as two planes of 4-bit digits.
+    ("qcdq_w4a4", "i4w4", &["conv1", "conv2", "fc"]),
     // Unsigned 4-bit activations, centred too; 8-bit logits.
-    ("qonnx_w4a4u", "i4w4", &["conv1", "conv2"]),
+    ("qonnx_w4a4u", "i4w4", &["conv1", "conv2", "fc"]),
     ("qonnx_bipolar", "i8w2", &["conv1", "conv2", "fc"]),
 ];
 
@@ -130,27 +130,51 @@ fn convolutions_and_dense_layers_run_on_int8_and_on_matching_narrow_lanes() {
             }
         }
     }
-    // What does not fit is named with the widths.
+    // 8-bit logits on the 4-bit core: stored as digit planes, which the report says.
     let c = compile("qcdq_w4a4", "i4w4", &FrontendOptions::default());
-    let Support::Cpu { reason, .. } = support(&c, "fc") else {
-        panic!("fc is not on the CPU");
+    let report = c.compile_report();
+    assert!(
+        report.contains("outputs as 2 planes of 4-bit digits"),
+        "{report}"
+    );
+    let json = c.report_json();
+    let planes: Vec<_> = json["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["output_planes"].as_u64())
+        .collect();
+    assert_eq!(planes, [Some(1), Some(1), Some(2)], "{json}");
+    // What does not fit is named with the widths: 8-bit activations into 4-bit input lanes.
+    let c = compile("ort_w4a8", "i4w4", &FrontendOptions::default());
+    let Support::Cpu { reason, .. } = support(&c, "conv2") else {
+        panic!("conv2 is not on the CPU\n{}", c.compile_report());
     };
-    assert!(reason.contains("4-bit output lanes"), "{reason}");
+    assert!(reason.contains("4-bit input lanes"), "{reason}");
 }
 
+/// 4-bit weights on 2-bit weight lanes (8-bit activations): the convolutions and the dense
+/// layer run bit-sliced, three passes of 2-bit weight digits each, which the report says;
+/// runs are bit-exact.
 #[test]
-fn weights_wider_than_the_lanes_are_named_in_the_report() {
-    // 4-bit weights on 2-bit weight lanes.
+fn weights_wider_than_the_lanes_run_bit_sliced() {
     let c = compile("qonnx_w4a4u", "i8w2", &FrontendOptions::default());
+    let report = c.compile_report();
     for layer in ["conv1", "conv2", "fc"] {
-        let Support::Cpu { reason, .. } = support(&c, layer) else {
-            panic!("{layer} is on the accelerator");
-        };
         assert!(
-            reason.contains("2-bit weight lanes hold [-2, 1]"),
-            "{layer}: {reason}"
+            matches!(support(&c, layer), Support::Accel { .. }),
+            "{layer}\n{report}"
         );
     }
+    assert_eq!(
+        report
+            .matches("bit-sliced: 3 passes of 2-bit weight digits")
+            .count(),
+        3,
+        "{report}"
+    );
+    let m = Model::from_bytes(&c.to_bytes().unwrap(), "qonnx_w4a4u").unwrap();
+    run_checked(&m);
 }
 
 #[test]

@@ -163,7 +163,8 @@ def compile(
             ``"error-feedback"`` (GPTQ-style, over the calibration inputs) or ``"auto"``
             (error-feedback below 8-bit weights).
         keep_ends_8bit: below 8-bit weights, keep the first and last layers' weights at 8
-            bits (a core with narrower lanes runs them on the CPU).
+            bits (a core with narrower lanes runs them bit-sliced, one GEMM pass per weight
+            digit).
         activation_clip: how post-training quantization picks each activation's range:
             ``"max"``, ``"min-error"`` or ``"auto"`` (min-error below 8-bit activations).
         name: the model's name in messages and reports (default: the file name).

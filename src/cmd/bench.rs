@@ -156,8 +156,8 @@ pub struct RtlBenchArgs {
     #[arg(long, value_name = "N", default_value_t = 224, requires = "network")]
     size: usize,
     /// --network on a config with narrower weights: keep the first and last layers' weights
-    /// at 8 bits (they then run on the CPU, outside the cycles) or quantize every layer to
-    /// the config's widths (`false`: every layer on the accelerator)
+    /// at 8 bits (they then run bit-sliced, one GEMM pass per weight digit) or quantize every
+    /// layer to the config's widths (`false`)
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set, requires = "network")]
     keep_ends_8bit: bool,
     /// Simulate the design with N cores on one memory (2 to 8): the blocked GEMM on one core

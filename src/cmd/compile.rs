@@ -71,7 +71,7 @@ pub struct CompileArgs {
     weight_rounding: WeightRoundingArg,
     /// Below 8-bit weights, keep the first and the last layer's weights at 8 bits (where a
     /// network loses the most accuracy; a core with narrower weight lanes runs those two
-    /// layers on the CPU)
+    /// layers bit-sliced, one GEMM pass per weight digit)
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     keep_ends_8bit: bool,
     /// How post-training quantization chooses each activation's range: max (the largest

@@ -4,7 +4,7 @@
 //! and write, the input and output quantization), so loading runs neither the ONNX importer nor
 //! the quantizer.
 //!
-//! # Format version 10
+//! # Format version 11
 //!
 //! One little-endian binary file (by convention `.vtab`, like program containers; the magic
 //! tells them apart). A `str` is a `u32` byte length and that many bytes of UTF-8.
@@ -12,7 +12,7 @@
 //! | size | field |
 //! |---|---|
 //! | 8 | magic `VTAMODEL` |
-//! | 4 | `u32` format version, `10` |
+//! | 4 | `u32` format version, `11` |
 //! | 8 | `u64` length of the whole file in bytes |
 //! | str | config string ([`HwConfig::config_string`]) |
 //! | 8 | `u64` ISA hash ([`HwConfig::isa_hash`]) |
@@ -40,7 +40,8 @@
 //! ranges and saturation bounds of input quantization (sub-byte cores), version 8 neither the
 //! narrow saturation range of QuantizeLinear CPU operators (int4/int2 and clipped QDQ imports)
 //! nor the I8Offset operator (narrow tensors held centred in the lanes), version 9 neither the
-//! DynamicQuantizeLinear nor the RNN/GRU/LSTM operators — are
+//! DynamicQuantizeLinear nor the RNN/GRU/LSTM operators, version 10 no digit planes in tensor
+//! layouts (outputs wider than a core's lanes) — are
 //! refused with a request to recompile), the
 //! length (a shorter file is truncated, a
 //! longer one has trailing bytes), the checksum, the config (valid, its hash matching the stored
@@ -64,7 +65,7 @@ use crate::program::DeviceProgram;
 pub const MAGIC: [u8; 8] = *b"VTAMODEL";
 
 /// The format version this toolkit writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 
 /// Bytes before the config string: magic, version, length.
 const HEAD: usize = frame::HEADER_BYTES;

@@ -36,6 +36,16 @@
 //! `[N, kh * kw * C, rows, cols]`, and the convolution becomes one with a smaller kernel over
 //! it. The host produces it when it packs the tensor ([`ActLayout::pack`]); only a tensor the
 //! host uploads can have it.
+//!
+//! # Digit planes
+//!
+//! A tensor whose values are wider than the lanes (the 8-bit logits of a layer on a 4-bit
+//! core) can be stored as [`ActLayout::digits`] planes of `bits`-bit digits, `digits * bits =
+//! 8`: plane `k` is the plain layout's channel blocks `k * CB .. (k + 1) * CB` (`CB =
+//! ceil(C / block)`), and holds bits `k * bits ..` of every value; the planes below the top
+//! one are read unsigned, the top one signed, so `v = sum_k digit_k * 2^(k * bits)`. The
+//! accelerator writes such a tensor (one STORE per plane of the value shifted right, which
+//! keeps its low bits) for the host to read ([`ActLayout::unpack`]).
 
 use isa::HwConfig;
 use ndarray::{Array4, ArrayView4};
@@ -53,6 +63,9 @@ pub struct ActLayout {
     pub fold: Option<WindowFold>,
     /// Bits per lane: 8, or the 4 or 2 of a core's narrower inputs and outputs.
     pub bits: usize,
+    /// Digit planes: 1, or the `8 / bits` planes of a tensor whose values are wider than the
+    /// lanes (see the module documentation).
+    pub digits: usize,
 }
 
 /// A window of the input folded into the channel axis of each element (see the module
@@ -97,12 +110,22 @@ impl ActLayout {
             block,
             fold: None,
             bits: 8,
+            digits: 1,
         }
     }
 
     /// `self` with lanes of `bits` (2, 4 or 8) bits.
     pub fn with_bits(self, bits: usize) -> Self {
         ActLayout { bits, ..self }
+    }
+
+    /// `self` stored as digit planes of its lanes' width, every int8 value held (see the
+    /// module documentation).
+    pub fn in_digits(self) -> Self {
+        ActLayout {
+            digits: 8 / self.bits,
+            ..self
+        }
     }
 
     /// `self` with window `fold` folded into the channel axis.
@@ -113,11 +136,13 @@ impl ActLayout {
         }
     }
 
-    /// The shape of the plain layout the packed tensor has: the logical shape, or for a
-    /// folded layout `[N, kh * kw * C, rows, cols]`.
+    /// The shape of the plain layout the packed tensor has: the logical shape, for a
+    /// folded layout `[N, kh * kw * C, rows, cols]`, for digit planes `[N, digits * CB *
+    /// block, H, W]`.
     pub fn packed_shape(&self) -> [usize; 4] {
         let [n, c, h, w] = self.shape;
         match self.fold {
+            None if self.digits > 1 => [n, self.digits * c.div_ceil(self.block) * self.block, h, w],
             None => [n, c, h, w],
             Some(f) => [n, f.kh * f.kw * c, f.rows, f.cols],
         }
@@ -137,9 +162,23 @@ impl ActLayout {
                 self.bits
             ));
         }
+        if self.digits != 1 && (self.digits * self.bits != 8 || self.fold.is_some()) {
+            return Err(format!(
+                "layout {self:?}: {} digit planes of {} bits (1, or planes of 8 bits in all, \
+                 unfolded)",
+                self.digits, self.bits
+            ));
+        }
         let too_big = || format!("layout {self:?} describes more than 2^64 bytes");
         let [n, c, h, w] = self.shape;
         let (c, h, w) = match self.fold {
+            None if self.digits > 1 => (
+                c.div_ceil(self.block)
+                    .checked_mul(self.digits * self.block)
+                    .ok_or_else(too_big)?,
+                h,
+                w,
+            ),
             None => (c, h, w),
             Some(f) => {
                 if [f.kh, f.kw, f.sh, f.sw, f.rows, f.cols].contains(&0) {
@@ -227,6 +266,11 @@ impl ActLayout {
         e * self.batch * self.block + (n % self.batch) * self.block + c % self.block
     }
 
+    /// The packed channel of channel `c`'s digit `k` (digit planes).
+    pub fn plane_channel(&self, k: usize, c: usize) -> usize {
+        k * self.shape[1].div_ceil(self.block) * self.block + c
+    }
+
     /// Offset of the byte holding value `(n, c, h, w)` (see [`ActLayout::lane_index`]).
     pub fn byte_offset(&self, n: usize, c: usize, h: usize, w: usize) -> usize {
         self.lane_index(n, c, h, w) * self.bits / 8
@@ -265,6 +309,18 @@ impl ActLayout {
     pub fn pack(&self, x: ArrayView4<i8>) -> Result<Vec<u8>, String> {
         assert_eq!(x.shape(), &self.shape, "tensor shape vs layout");
         let (lo, hi) = self.lane_range();
+        if self.digits > 1 {
+            let mut out = vec![0u8; self.bytes()];
+            for ((n, c, h, w), &v) in x.indexed_iter() {
+                for k in 0..self.digits {
+                    let lane = self.lane_index(n, self.plane_channel(k, c), h, w);
+                    // (`put` keeps the digit's low bits: below the top plane, its bits as
+                    // they are)
+                    self.put(&mut out, lane, (i16::from(v) >> (k * self.bits)) as i8);
+                }
+            }
+            return Ok(out);
+        }
         if let Some((at, v)) = x.indexed_iter().find(|(_, &v)| v < lo || v > hi) {
             return Err(format!(
                 "value {v} at {at:?} does not fit the core's {}-bit lanes [{lo}, {hi}]",
@@ -308,6 +364,15 @@ impl ActLayout {
         assert!(bytes.len() >= self.bytes(), "packed tensor too short");
         let [n, c, h, w] = self.shape;
         match self.fold {
+            None if self.digits > 1 => Array4::from_shape_fn((n, c, h, w), |(n, c, h, w)| {
+                let mask = (1i16 << self.bits) - 1;
+                let top = self.digits - 1;
+                let digit = |k: usize| {
+                    i16::from(self.get(bytes, self.lane_index(n, self.plane_channel(k, c), h, w)))
+                };
+                let low: i16 = (0..top).map(|k| (digit(k) & mask) << (k * self.bits)).sum();
+                (low + (digit(top) << (top * self.bits))) as i8
+            }),
             None => Array4::from_shape_fn((n, c, h, w), |(n, c, h, w)| {
                 self.get(bytes, self.lane_index(n, c, h, w))
             }),
@@ -414,5 +479,44 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// Every int8 value through digit planes of 4 and 2 bits: plane `k` holds the low bits of
+    /// the value shifted right by `k` digits (what a STORE of the shifted accumulator
+    /// writes), and unpacking gives the value back.
+    #[test]
+    fn digit_planes_hold_every_int8_value() {
+        for bits in [4usize, 2] {
+            let x = Array4::from_shape_fn((3, 43, 2, 3), |(n, c, h, w)| {
+                ((n * 131 + c * 6 + h * 3 + w) % 256) as u8 as i8
+            });
+            let l = ActLayout::new([3, 43, 2, 3], 2, 16)
+                .with_bits(bits)
+                .in_digits();
+            assert_eq!(l.digits, 8 / bits);
+            assert_eq!(l.packed_shape(), [3, 48 * 8 / bits, 2, 3]);
+            assert_eq!(l.checked_bytes(), Ok(l.bytes() as u64));
+            let bytes = l.pack(x.view()).unwrap();
+            assert_eq!(bytes.len(), l.bytes());
+            let plain = ActLayout::new(l.packed_shape(), 2, 16).with_bits(bits);
+            let lanes = plain.unpack(&bytes);
+            let mask = (1i16 << bits) - 1;
+            for ((n, c, h, w), &v) in x.indexed_iter() {
+                for k in 0..l.digits {
+                    let d = lanes[[n, l.plane_channel(k, c), h, w]];
+                    assert_eq!(
+                        i16::from(d) & mask,
+                        (i16::from(v) >> (k * bits)) & mask,
+                        "{v} digit {k} of {bits} bits"
+                    );
+                }
+            }
+            assert_eq!(l.unpack(&bytes), x);
+        }
+        let bad = ActLayout {
+            digits: 3,
+            ..ActLayout::new([1, 4, 2, 2], 1, 16).with_bits(4)
+        };
+        assert!(bad.checked_bytes().unwrap_err().contains("3 digit planes"));
     }
 }

@@ -19,12 +19,14 @@
 //!
 //! Accumulator layout in an ACC half: row `ob_t * (th*tw) + y * tw_act + x` for output pixel
 //! `(y, x)` of channel block `ob_t` (pixel convolutions: `n_t * tco_act + ob_t`), followed by
-//! the shortcut's rows in the same layout (a fused residual add), then the constant rows
-//! (per-channel tables, then splat rows): the whole layer's (`cob` rows per
+//! the shortcut's rows in the same layout (a fused residual add) or the rows of the output's
+//! digit planes past the first (outputs wider than the lanes, each plane the value shifted
+//! right by the digits below it, stored after the first: `ActLayout`'s digit planes), then the
+//! constant rows (per-channel tables, then splat rows): the whole layer's (`cob` rows per
 //! table) when they fit, else the tile's (`tco_act` rows per table).
 
 use isa::builder::{Buf, Operand};
-use isa::{MemType, Uop};
+use isa::{AluOp, MemType, Uop};
 
 use super::emit::{coalesce, AluStep, Ctx, Dim, Dma, Pipeline};
 use super::epilogue::{zeroing, EpDst, EpSrc, Epilogue};
@@ -64,6 +66,8 @@ enum Key {
         tco: usize,
         c0: usize,
         c1: usize,
+        /// The weight digit of a bit-sliced layer (0 otherwise).
+        digit: usize,
     },
     Tab {
         ob0: usize,
@@ -136,9 +140,17 @@ fn emit_tiles(
 ) -> Result<(), BackendError> {
     let b = ctx.budget;
     let inl = ActLayout::inp(&ctx.cfg, [g.n, g.c, g.h, g.w]);
-    let outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
+    let mut outl = ActLayout::out(&ctx.cfg, [g.n, g.o, g.oh, g.ow]);
+    if g.out_planes > 1 {
+        outl = outl.in_digits();
+    }
     let tiles = output_tiles(g, t);
-    let total_chunks = tiles.iter().map(|tile| chunks(g, t, tile).len()).sum();
+    // A bit-sliced layer ([`super::slice`]) runs a tile's chunks once per weight digit.
+    let total_chunks = g.passes
+        * tiles
+            .iter()
+            .map(|tile| chunks(g, t, tile).len())
+            .sum::<usize>();
     let mut pipe = Pipeline::new(tiles.len(), total_chunks);
     if t.resident {
         pipe = pipe.own_places();
@@ -225,7 +237,26 @@ fn emit_tiles(
             let reset_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
             ctx.reset(ab, &reset_dims)?;
         }
-        for (j, (c0, c1)) in chunks(g, t, tile).into_iter().enumerate() {
+        let tile_chunks = chunks(g, t, tile);
+        // Pass by pass, top digit first, the accumulators shifted left by a digit between
+        // passes (Horner): `sum_j 2^(b*j) * (x . w_j)` (see [`super::slice`]).
+        let passes = (0..g.passes).rev().flat_map(|digit| {
+            tile_chunks
+                .iter()
+                .enumerate()
+                .map(move |(k, &c)| (digit, k == 0, c))
+        });
+        for (j, (digit, first_of_pass, (c0, c1))) in passes.enumerate() {
+            if first_of_pass && digit + 1 < g.passes {
+                let dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
+                ctx.alu_group(&[AluStep {
+                    op: AluOp::Shr,
+                    operand: Operand::Imm(-(g.wl.bits as i16)),
+                    dst: ab,
+                    src: 0,
+                    dims,
+                }])?;
+            }
             let inp_key = Key::Inp {
                 nb0: tile.nb0,
                 oh0: tile.oh0,
@@ -241,6 +272,7 @@ fn emit_tiles(
                 tco: tile.tco,
                 c0,
                 c1,
+                digit,
             };
             let (need_inp, need_wgt) = pipe.begin_chunk_loads(ctx, inp_key, wgt_key);
             let (ib, wb, need_inp, need_wgt) = match places.as_mut() {
@@ -332,7 +364,8 @@ fn emit_tiles(
                     }
                 }
             }
-            let (wloads, base, dims) = chunk_gemm(g, t, tile, (c0, c1), (ib, wb, ab), bufs.weights);
+            let (wloads, base, dims) =
+                chunk_gemm(g, t, tile, (c0, c1), (ib, wb, ab), (bufs.weights, digit));
             if need_wgt {
                 for d in coalesce(wloads) {
                     ctx.load(d)?;
@@ -372,6 +405,7 @@ fn emit_tiles(
                 tile,
                 acc_ob,
                 (MemType::Acc8, sc, short),
+                0,
             )) {
                 ctx.load(d)?;
             }
@@ -418,10 +452,54 @@ fn emit_tiles(
         // The tile's new micro-ops (its table rows' when the whole layer's tables are loaded)
         // in one LOAD UOP.
         ctx.alu_group(&steps)?;
+        // Outputs wider than the lanes: digit plane `k` is the value shifted right by `k`
+        // digits, in its own rows (zeroed, the value added, shifted), whose low bits the
+        // STORE keeps (`ActLayout`'s digit planes).
+        let plane_rows = |k: usize| ab + k * acc_cap;
+        let region_dims: Vec<Dim> = rows.iter().map(|r| r.0).collect();
+        for k in 1..g.out_planes {
+            let mut steps: Vec<AluStep> = zeroing(&ctx.cfg)
+                .iter()
+                .map(|&(op, v)| AluStep {
+                    op,
+                    operand: Operand::Imm(v),
+                    dst: plane_rows(k),
+                    src: 0,
+                    dims: region_dims.clone(),
+                })
+                .collect();
+            steps.push(AluStep {
+                op: AluOp::Add,
+                operand: Operand::Tensor,
+                dst: plane_rows(k),
+                src: ab,
+                dims: region_dims
+                    .iter()
+                    .map(|d| Dim::new(d.ext, d.dst, d.dst, 0))
+                    .collect(),
+            });
+            steps.push(AluStep {
+                op: AluOp::Shr,
+                operand: Operand::Imm((k * outl.bits) as i16),
+                dst: plane_rows(k),
+                src: 0,
+                dims: region_dims.clone(),
+            });
+            ctx.alu_group(&steps)?;
+        }
         pipe.results_ready(ctx);
-        let stores = tile_rows(g, &outl, tile, acc_ob, (MemType::Out, ab, bufs.output));
-        for d in coalesce(stores) {
-            ctx.store(d)?;
+        for k in 0..g.out_planes {
+            let stores = tile_rows(
+                g,
+                &outl,
+                tile,
+                acc_ob,
+                (MemType::Out, plane_rows(k), bufs.output),
+                k * g.cob,
+            );
+            for d in coalesce(stores) {
+                ctx.store(d)?;
+            }
         }
         pipe.end_tile(ctx);
     }
@@ -456,20 +534,20 @@ fn early_chunks(
         );
     }
     let chunk_list = chunks(g, t, first);
-    let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), weights);
+    let (_, base, dims) = chunk_gemm(g, t, first, chunk_list[0], (0, 0, 0), (weights, 0));
     let chunk_uops = base.len() * dims.iter().map(|d| d.ext).product::<usize>();
     let [second, later] = early_resets(
         &ctx.budget,
         ep.issue_cycles(),
         first.rows(),
         chunk_uops as u64,
-        chunk_list.len(),
+        chunk_list.len() * g.passes,
     );
     (0..tiles.len())
         .map(|i| {
             let before = &tiles[i.checked_sub(1)?];
             let j = if i == 1 { second } else { later }?;
-            (j + 1 < chunks(g, t, before).len()).then_some(j)
+            (j + 1 < chunks(g, t, before).len() * g.passes).then_some(j)
         })
         .collect()
 }
@@ -491,15 +569,15 @@ fn region(g: &ConvGeom, t: &Tiling, tile: &Tile) -> [(Dim, bool); 2] {
 }
 
 /// The weight loads and the GEMM (its micro-ops and loops) of chunk `c0 .. c1` of `tile`:
-/// input at INP row `ib`, weights at WGT row `wb` (from `weights`), accumulators at ACC row
-/// `ab`.
+/// input at INP row `ib`, weights at WGT row `wb` (digit `digit` of `weights`, see
+/// [`super::slice::pack`]), accumulators at ACC row `ab`.
 fn chunk_gemm(
     g: &ConvGeom,
     t: &Tiling,
     tile: &Tile,
     (c0, c1): (usize, usize),
     (ib, wb, ab): (usize, usize, usize),
-    weights: Buf,
+    (weights, digit): (Buf, usize),
 ) -> (Vec<Dma>, Vec<Uop>, Vec<Dim>) {
     let khw = g.kh * g.kw;
     let acc_ob = t.th * t.tw;
@@ -520,7 +598,7 @@ fn chunk_gemm(
                 MemType::Wgt,
                 wb + woff,
                 weights,
-                g.wl.ob_offset[ob] + (a - lo) * khw,
+                digit * g.wl.tiles + g.wl.ob_offset[ob] + (a - lo) * khw,
                 len,
             ));
             for cb in a..z {
@@ -597,30 +675,33 @@ fn chunk_gemm(
 }
 
 /// The DMAs between `tile`'s accumulator rows (from `sram`, channel blocks `acc_ob` rows
-/// apart) and its part of `buf`, a tensor of the output's shape and layout `outl`: its
-/// STOREs, or the LOAD ACC8s of a shortcut.
+/// apart) and its part of `buf`, a tensor of the output's shape and layout `outl`, from
+/// packed channel block `plane_ob` on (a digit plane's first): its STOREs, or the LOAD ACC8s
+/// of a shortcut.
 fn tile_rows(
     g: &ConvGeom,
     outl: &ActLayout,
     tile: &Tile,
     acc_ob: usize,
     (mem, sram, buf): (MemType, usize, Buf),
+    plane_ob: usize,
 ) -> Vec<Dma> {
     if g.pixel {
+        let cb = outl.c_blocks();
         return vec![Dma {
             mem,
             sram,
             buf,
-            elem: tile.nb0 * g.cob + tile.ob0,
+            elem: tile.nb0 * cb + plane_ob + tile.ob0,
             y: tile.tn,
             x: tile.tco,
-            stride: g.cob,
+            stride: cb,
             pad: [0; 4],
         }];
     }
     (0..tile.tco)
         .map(|ob_t| {
-            let elem = outl.elem_index(tile.nb0, tile.ob0 + ob_t, tile.oh0, tile.ow0);
+            let elem = outl.elem_index(tile.nb0, plane_ob + tile.ob0 + ob_t, tile.oh0, tile.ow0);
             let sram = sram + ob_t * acc_ob;
             if tile.tw == g.ow {
                 Dma::row(mem, sram, buf, elem, tile.th * tile.tw)

@@ -230,8 +230,20 @@ pub fn plan(
     bias: Option<&[i32]>,
     channels: usize,
 ) -> Result<Epilogue, BackendError> {
-    check_requant(layer, r, channels)?;
     super::check_out_range(cfg, layer, r.lo.into(), r.hi.into())?;
+    plan_wide(cfg, layer, r, bias, channels)
+}
+
+/// [`plan`] for outputs of any int8 range: those of a convolution or dense layer whose
+/// clamp is wider than the output lanes, stored as digit planes ([`super::out_digits`]).
+pub fn plan_wide(
+    cfg: &HwConfig,
+    layer: &str,
+    r: &Requant,
+    bias: Option<&[i32]>,
+    channels: usize,
+) -> Result<Epilogue, BackendError> {
+    check_requant(layer, r, channels)?;
     let mut ep = Epilogue::default();
     let bias = bias.filter(|b| b.iter().any(|&v| v != 0));
     // Without a pre-shift the bias moves behind the multiplication and takes the rounding

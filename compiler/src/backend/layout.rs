@@ -102,7 +102,8 @@ impl WeightLayout {
     }
 
     /// Packs OIHW weights of a convolution with `groups` groups. Each weight must fit in
-    /// [`WeightLayout::bits`] ([`super::check_weights`] says so before a layer is planned).
+    /// [`WeightLayout::bits`] (wider weights are packed as digits that do,
+    /// [`super::slice::pack`]).
     pub fn pack(&self, weight: ArrayView4<i8>, groups: usize) -> Vec<u8> {
         let (o, cg, kh, kw) = weight.dim();
         assert_eq!((kh, kw), (self.kh, self.kw), "kernel size vs layout");

@@ -1,6 +1,6 @@
 //! Back end: quantized layers ([`crate::qlayer`]) to accelerator programs, bit-exact with the
-//! layers' `reference` functions on any valid [`HwConfig`] with int8 inputs and weights and
-//! int32 accumulators.
+//! layers' `reference` functions on any valid [`HwConfig`] with inputs and weights of 2, 4
+//! or 8 bits and int32 accumulators.
 //!
 //! # Using it
 //!
@@ -38,9 +38,16 @@
 //! Every function returns [`BackendError`] instead of a program that would not reproduce the
 //! reference exactly; `Unsupported` and `UnsupportedConfig` mean "run this layer on the CPU".
 //!
-//! - **Configs**: `INP_WIDTH = WGT_WIDTH = 8` and `ACC_WIDTH = 32` (the qlayers are int8 x int8
-//!   -> int32); any tile shape (BATCH, BLOCK_IN != BLOCK_OUT) and buffer sizes. Without
-//!   `ALU_MUL`, requant multipliers must be 0 or powers of two (applied as shifts).
+//! - **Configs**: `INP_WIDTH` and `WGT_WIDTH` of 2, 4 or 8 bits and `ACC_WIDTH = 32` (the
+//!   qlayers are int8 x int8 -> int32); any tile shape (BATCH, BLOCK_IN != BLOCK_OUT) and
+//!   buffer sizes. Without `ALU_MUL`, requant multipliers must be 0 or powers of two (applied
+//!   as shifts). On narrower lanes, a layer's inputs must fit them (quantize them to the
+//!   lane width); weights wider than the lanes (the 8-bit first and last layers of a 4-bit
+//!   network) run bit-sliced, as one GEMM pass per weight digit combined exactly in the
+//!   accumulators ([`slice`]); a convolution's or dense layer's outputs wider than the lanes
+//!   (8-bit logits) are stored as digit planes for the host ([`out_digits`]), other layers'
+//!   must fit ([`check_out_range`]); and layers that read activations through 8-bit ACC loads
+//!   need 8-bit activations ([`check_acc8_reads`]).
 //! - **Conv**: any kernel size, stride, padding (horizontal padding at most 15, the LOAD pad
 //!   field; vertical padding of any size), channel and batch counts (padded to the blocks),
 //!   groups (block-diagonal weights that keep only the input blocks each output block needs;
@@ -75,6 +82,7 @@
 //! - [`fold`]: folding a convolution's window into the input channels.
 //! - [`roofline`]: memory and compute bounds of a program, from its instructions.
 //! - [`emit`]: checked DMA, micro-op kernels, the token protocol.
+//! - [`slice`]: weight digits of layers whose weights are wider than the lanes.
 //! - `conv`, [`depthwise`], [`eltwise`], [`pointwise`], [`concat`](mod@concat), [`table`], [`lut`]: the
 //!   lowerings; [`net`]: programs of several layers.
 //!
@@ -102,6 +110,7 @@ pub mod lut;
 pub mod net;
 pub mod pointwise;
 pub mod roofline;
+pub mod slice;
 pub mod table;
 pub mod tiling;
 
@@ -150,9 +159,9 @@ pub enum BackendError {
 /// Why a compiled program did not run.
 pub use vta_runtime::program::RunError;
 
-/// Checks that `cfg` can run the qlayers: inputs and weights of 2, 4 or 8 bits (values of
-/// the qlayers' int8 tensors that fit the lanes, [`check_weights`], [`check_out_range`]) and
-/// 32-bit accumulators.
+/// Checks that `cfg` can run the qlayers: inputs and weights of 2, 4 or 8 bits (inputs whose
+/// values fit the lanes; wider weights run bit-sliced, [`slice`]; wider outputs as digit
+/// planes, [`out_digits`]) and 32-bit accumulators.
 pub fn check_config(cfg: &HwConfig) -> Result<(), BackendError> {
     let (i, w, a) = (cfg.inp_width(), cfg.wgt_width(), cfg.acc_width());
     if i > 8 || w > 8 || a != 32 {
@@ -172,32 +181,6 @@ pub fn lane_range(bits: u32) -> (i32, i32) {
     (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
 }
 
-/// Checks that every weight of `layer` fits the config's weight lanes.
-pub fn check_weights<'a>(
-    cfg: &HwConfig,
-    layer: &str,
-    weights: impl IntoIterator<Item = &'a i8>,
-) -> Result<(), BackendError> {
-    let bits = cfg.wgt_width();
-    let (lo, hi) = lane_range(bits);
-    let (min, max) = weights.into_iter().fold((0i32, 0i32), |(a, b), &v| {
-        (a.min(i32::from(v)), b.max(i32::from(v)))
-    });
-    if min < lo || max > hi {
-        return Err(BackendError::Unsupported {
-            layer: layer.into(),
-            config: cfg.config_string(),
-            reason: format!(
-                "its weights span [{min}, {max}] and the core's {bits}-bit weight lanes hold \
-                 [{lo}, {hi}] (quantize the layer to {bits} bits: `vta compile` does so for \
-                 float models, except their first and last layers, which keep 8-bit weights \
-                 unless --keep-ends-8bit false)"
-            ),
-        });
-    }
-    Ok(())
-}
-
 /// Checks that a layer's output clamp `[lo, hi]` fits the config's output lanes (`OUT_WIDTH
 /// = INP_WIDTH`), which STORE truncates to.
 pub fn check_out_range(cfg: &HwConfig, layer: &str, lo: i32, hi: i32) -> Result<(), BackendError> {
@@ -214,6 +197,19 @@ pub fn check_out_range(cfg: &HwConfig, layer: &str, lo: i32, hi: i32) -> Result<
         });
     }
     Ok(())
+}
+
+/// The digit planes a convolution or dense layer stores its outputs in: 1 when the clamp `[lo,
+/// hi]` fits the output lanes, else the `8 / OUT_WIDTH` planes of int8 values
+/// ([`ActLayout`]'s digit planes, which the host reads: a layer reading activations takes
+/// only values that fit the lanes).
+pub fn out_digits(cfg: &HwConfig, lo: i32, hi: i32) -> usize {
+    let (min, max) = lane_range(cfg.inp_width());
+    if lo < min || hi > max {
+        (8 / cfg.inp_width()) as usize
+    } else {
+        1
+    }
 }
 
 /// Refuses a layer that reads activations through 8-bit ACC loads (element-wise layers,

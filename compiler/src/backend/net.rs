@@ -26,6 +26,7 @@ use super::epilogue::{self, Epilogue};
 use super::fold::{self, Fold};
 use super::layout::{pack_acc_rows, ActLayout, WeightLayout};
 use super::lut;
+use super::slice;
 use super::tiling::{self, ConvGeom, CostEstimate, Tiling};
 use super::{check_config, dense_as_conv, BackendError, RunError};
 use crate::qlayer::{QAdd, QConv2d, QDense, QGlobalAvgPool, QMaxPool};
@@ -95,6 +96,12 @@ pub struct LayerInfo {
     /// A residual add run in the epilogue of the convolution named here
     /// ([`NetBuilder::conv_add`]): its tiles and instructions are the convolution's.
     pub fused_into: Option<String>,
+    /// GEMM passes: 1, or the weight digits of a layer whose weights are wider than the
+    /// core's weight lanes ([`super::slice`]).
+    pub passes: usize,
+    /// Output digit planes: 1, or those of outputs wider than the core's output lanes
+    /// ([`super::out_digits`]).
+    pub out_planes: usize,
 }
 
 /// How a channel concatenation or slice got its output.
@@ -391,6 +398,14 @@ impl NetBuilder {
         let cfg = self.ctx.cfg.clone();
         let st = &self.tensors[t.0];
         match st.bound {
+            Some((_, l)) if l.digits > 1 => Err(BackendError::Layout {
+                tensor: st.name.clone(),
+                reason: format!(
+                    "its values are wider than the core's {}-bit lanes and it is stored as {} \
+                     digit planes, which only the host reads; '{reader}' cannot take it",
+                    l.bits, l.digits
+                ),
+            }),
             Some((buf, l)) if l.block == block && l.fold.is_none() => Ok(buf),
             Some((_, l)) if l.fold.is_some() => Err(BackendError::Layout {
                 tensor: st.name.clone(),
@@ -602,9 +617,9 @@ impl NetBuilder {
         tiling: Option<Tiling>,
     ) -> Result<(Epilogue, ConvGeom, Tiling, CostEstimate), BackendError> {
         check_config(cfg)?;
-        super::check_weights(cfg, &layer.name, layer.weight.iter())?;
         let o = layer.weight.shape().first().copied().unwrap_or(0);
-        let ep = epilogue::plan(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
+        // Outputs wider than the lanes are stored as digit planes (`ConvGeom::out_planes`).
+        let ep = epilogue::plan_wide(cfg, &layer.name, &layer.requant, Some(&layer.bias), o)?;
         let g = ConvGeom::new(cfg, layer, &ep)?;
         let (t, e) = match tiling {
             None => tiling::choose(cfg, &layer.name, &g)?,
@@ -613,7 +628,15 @@ impl NetBuilder {
                     BackendError::Unsupported {
                         layer: layer.name.clone(),
                         config: cfg.config_string(),
-                        reason: format!("tiling {t:?} does not fit the scratchpads"),
+                        reason: if g.passes > 1 && t.resident {
+                            format!(
+                                "tiling {t:?} is resident, and the layer runs bit-sliced ({} \
+                                 passes over its weights), which takes no resident tiling",
+                                g.passes
+                            )
+                        } else {
+                            format!("tiling {t:?} does not fit the scratchpads")
+                        },
                     }
                 })?;
                 (t, e)
@@ -739,9 +762,11 @@ impl NetBuilder {
             }
         };
         let wl = WeightLayout::new(&cfg, g.o, g.c, g.groups, g.kh, g.kw);
-        let wbytes = wl.pack(layer.weight.view(), g.groups);
+        let wbytes = slice::pack(&wl, layer.weight.view(), g.groups, g.passes);
         let wname = self.unique(&format!("{}.weight", layer.name));
-        let (wtype, wshape) = wl.segment_shape();
+        let (wtype, mut wshape) = wl.segment_shape();
+        // The digits of a bit-sliced layer one after another.
+        wshape[0] *= g.passes;
         let weights = self
             .ctx
             .b
@@ -752,7 +777,19 @@ impl NetBuilder {
             None => None,
         };
         let out_name = residual.as_ref().map_or(&layer.name, |r| &r.add.name);
-        let (y, output) = self.produce(&format!("{out_name}.out"), [g.n, g.o, g.oh, g.ow]);
+        let shape = [g.n, g.o, g.oh, g.ow];
+        let (y, output) = if g.out_planes > 1 {
+            // Digit planes (outputs wider than the lanes): a segment of their own, for the
+            // host.
+            let name = self.unique(&format!("{out_name}.out"));
+            let l = ActLayout::out(&cfg, shape).in_digits();
+            let buf = act_segment(&mut self.ctx.b, &name, &l, Role::default());
+            let y = self.push_produced(name.clone(), name, shape, buf, false);
+            self.tensors[y.0].bound = Some((buf, l));
+            (y, buf)
+        } else {
+            self.produce(&format!("{out_name}.out"), shape)
+        };
         let k0 = self.begin();
         let bufs = ConvBufs {
             input,
@@ -775,6 +812,8 @@ impl NetBuilder {
             device_macs: e.gemm_uops * u64::from(cfg.batch() * cfg.block_in() * cfg.block_out()),
             movement: None,
             fused_into: None,
+            passes: g.passes,
+            out_planes: g.out_planes,
         };
         self.end(info, k0);
         Ok(y)
@@ -899,6 +938,8 @@ impl NetBuilder {
             device_macs: 0,
             movement: None,
             fused_into: None,
+            passes: 1,
+            out_planes: 1,
         }
     }
 

@@ -342,6 +342,13 @@ pub struct ConvGeom {
     /// A residual add is fused into the epilogue ([`super::epilogue::with_residual`]): each
     /// tile loads the shortcut beside its accumulators.
     pub residual: bool,
+    /// GEMM passes over the weights: 1, or the digits of weights wider than the lanes
+    /// ([`super::slice`]). Every tile runs its chunks once per pass.
+    pub passes: usize,
+    /// Digit planes of the output ([`super::out_digits`]): 1, or for outputs wider than the
+    /// lanes one per digit, each computed beside the accumulators (the value shifted right
+    /// by the digits below it) and stored, in `out_planes` times the tile's ACC rows.
+    pub out_planes: usize,
 }
 
 fn invalid(layer: &str, reason: String) -> BackendError {
@@ -453,13 +460,16 @@ impl ConvGeom {
             ep_ops: ep.ops.len(),
             ep_cycles: ep.issue_cycles(),
             residual: ep.has_shortcut(),
+            passes: super::slice::passes(cfg.wgt_width(), layer.weight.iter()),
+            out_planes: super::out_digits(cfg, layer.requant.lo.into(), layer.requant.hi.into()),
         })
     }
 
     /// ACC rows a tile of `acc_tile` accumulator rows needs before its constants (with a
-    /// fused residual add, the shortcut's as many more).
+    /// fused residual add, the shortcut's as many more; with output digit planes, one set
+    /// per plane).
     pub fn acc_rows(&self, acc_tile: usize) -> usize {
-        acc_tile * (1 + usize::from(self.residual))
+        acc_tile * (self.out_planes + usize::from(self.residual))
     }
 
     /// Input rows a tile of `th` output rows reads (SRAM rows of its input tile).
@@ -509,12 +519,12 @@ impl ConvGeom {
         hi.min(c1).saturating_sub(lo.max(c0)) * self.kh * self.kw
     }
 
-    /// GEMM micro-ops of the whole layer (every tiling runs exactly these).
+    /// GEMM micro-ops of the whole layer, every pass (every tiling runs exactly these).
     pub fn gemm_uops(&self) -> u64 {
         let per_pixel: usize = (0..self.cob)
             .map(|ob| self.wgt_tiles(ob, 0, self.cib))
             .sum();
-        (self.nb * self.oh * self.ow * per_pixel) as u64
+        (self.nb * self.oh * self.ow * per_pixel * self.passes) as u64
     }
 }
 
@@ -626,6 +636,12 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     if t.tci > max_u && t.tci != 1 {
         return None; // equivalent to a smaller tci
     }
+    // A bit-sliced layer ([`super::slice`]) runs each tile's chunks once per pass, each
+    // pass's weights in the halves (a resident tiling would need places for every pass).
+    let passes = g.passes;
+    if passes > 1 && t.resident {
+        return None;
+    }
     let tci = t.tci.min(max_u);
     let cpt = chunk_counts[0];
     let uniform_c = chunk_counts.iter().all(|&c| c == cpt);
@@ -683,8 +699,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         sum_vc += c1 - c0;
     }
     // Reuse distance: one chunk per tile reuses the tile two back, two chunks the tile one
-    // back (chunks alternate halves); more chunks never reuse.
-    let d = match (uniform_c, cpt) {
+    // back (chunks alternate halves); more chunks never reuse. (A pass is a chunk.)
+    let d = match (uniform_c, cpt * passes) {
         (true, 1) => 2,
         (true, 2) => 1,
         _ => 0,
@@ -711,11 +727,16 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         ),
     };
     let (f_inp, f_wgt) = if t.resident { (1, 1) } else { (f_inp, f_wgt) };
+    // The passes of a tile read the same input chunks: with one or two chunks they stay in
+    // their halves (approximately: one chunk takes a second half at the second pass); with
+    // more, every pass loads them again.
+    let inp_passes = if cpt <= 2 { 1 } else { passes };
     // With a non-uniform union, every channel tile reads its own input blocks.
-    let inp_blocks_per_pass = if uniform_u { max_u * f_inp } else { union_sum };
+    let inp_blocks_per_pass = inp_passes * if uniform_u { max_u * f_inp } else { union_sum };
     let (inp_elems, inp_insns, inp_rows) = if g.pixel {
         let e = g.nb * inp_blocks_per_pass;
         let loads_n = n_tiles
+            * inp_passes
             * if uniform_u {
                 cpt * f_inp
             } else {
@@ -738,8 +759,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         }
     };
     let total_w_tiles: usize = (0..g.cob).map(|ob| g.wgt_tiles(ob, 0, g.cib)).sum();
-    let wgt_elems = total_w_tiles * f_wgt;
-    let wgt_loads = chunk_sum * f_wgt;
+    let wgt_elems = total_w_tiles * passes * f_wgt;
+    let wgt_loads = chunk_sum * passes * f_wgt;
     let regular = g.groups == 1;
     let wgt_insns = wgt_loads * if regular { 1 } else { tco };
     // A chunk's weights: one DMA row per output-channel block of its tile (one in all when
@@ -747,7 +768,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let wgt_rows = if cpt == 1 && regular {
         wgt_loads
     } else if t.taper {
-        co_tiles.iter().map(|&(_, len)| len * cpt).sum::<usize>() * f_wgt
+        co_tiles.iter().map(|&(_, len)| len * cpt).sum::<usize>() * passes * f_wgt
     } else {
         wgt_loads * tco
     };
@@ -794,7 +815,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         let resets = all.iter().zip(&early).filter(|(_, e)| e.is_some());
         (resets.clone().count(), resets.map(|(t, _)| t.rows()).sum())
     } else {
-        let [second, later] = early_resets(b, g.ep_cycles, acc_tile, chunk, cpt);
+        let [second, later] = early_resets(b, g.ep_cycles, acc_tile, chunk, cpt * passes);
         let early_tiles = usize::from(tiles > 1 && second.is_some())
             + usize::from(later.is_some()) * tiles.saturating_sub(2);
         let alu_resets = match early_tiles {
@@ -806,7 +827,14 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         (early_tiles, alu_resets)
     };
     let reset_uops = (out_rows_total - alu_resets) as u64;
-    let alu_uops = (out_rows_total * g.ep_ops + alu_resets * b.zero_ops) as u64;
+    // (A bit-sliced layer's accumulators are shifted between its passes.)
+    let shifts = passes - 1;
+    // (Each output digit plane past the first: zeroed, the value added, shifted: the ADD's
+    // tensor operand takes a second cycle.)
+    let planes = g.out_planes - 1;
+    let plane_ops = planes * (b.zero_ops + 2);
+    let alu_uops =
+        (out_rows_total * (g.ep_ops + shifts + plane_ops) + alu_resets * b.zero_ops) as u64;
     let pairs = if regular { tci * khw } else { tci.min(2) * khw };
     let mut dims = if g.pixel {
         vec![tn, tco]
@@ -846,6 +874,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         (kernels * kernel * variants * isa::UOP_BYTES) as u64
     };
     let gemm_insns = tiles
+        * passes
         * if uniform_c {
             cpt
         } else {
@@ -857,18 +886,20 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     let short_bytes = res * out_rows_total * b.out_eb;
     let reset_insns = tiles - early_tiles + early_tiles * b.zero_ops;
     let compute_insns = (gemm_insns
-        + tiles * g.ep_ops
+        + tiles * (g.ep_ops + shifts + plane_ops)
         + reset_insns
         + tab_insns
         + 2 * variants
         + res * store_insns) as u64;
+    // Every output digit plane is stored like the outputs.
+    let (store_insns, store_rows) = (store_insns * g.out_planes, store_rows * g.out_planes);
     let store_insns = store_insns as u64;
     let mut e = CostEstimate {
         inp_bytes: (inp_elems * b.inp_eb) as u64,
         wgt_bytes: (wgt_elems * b.wgt_eb) as u64,
         acc_bytes: (tab_bytes + short_bytes) as u64,
         uop_bytes,
-        out_bytes: (out_rows_total * b.out_eb) as u64,
+        out_bytes: (out_rows_total * g.out_planes * b.out_eb) as u64,
         load_insns,
         compute_insns,
         store_insns,
@@ -877,7 +908,7 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         reset_uops,
         alu_uops,
         tiles: tiles as u64,
-        chunks: (chunk_sum * s_tiles) as u64,
+        chunks: (chunk_sum * s_tiles * passes) as u64,
         ..Default::default()
     };
     let bytes = e.load_bytes() + e.out_bytes;
@@ -887,7 +918,8 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
     e.t_mem = (bytes + isa::INSN_BYTES as u64 * e.insns()) as f64 / b.bus_bytes
         + 8.0 * (e.dma_rows as usize - element_rows) as f64
         + ELEMENT_ROW_CYCLES * element_rows as f64;
-    let alu_cycles = (out_rows_total * g.ep_cycles + alu_resets * b.zero_ops) as f64;
+    let alu_cycles = (out_rows_total * (g.ep_cycles + shifts + plane_ops + planes)
+        + alu_resets * b.zero_ops) as f64;
     let gemm_cycles = (gemm_uops + reset_uops) as f64;
     // The last tile's rows (its epilogue and store are not hidden), and for tapered tiles
     // the GEMM pipeline's waits for a half whose epilogue and store take longer than the
@@ -922,8 +954,9 @@ pub fn estimate(b: &Budget, g: &ConvGeom, t: &Tiling) -> Option<CostEstimate> {
         } else {
             0.0
         };
-    let first_tile = first_chunk + (cpt - 1) as f64 * (first_chunk - chunk as f64).max(0.0);
-    let last_store = (last_rows * b.out_eb) as f64 / b.bus_bytes;
+    let first_tile =
+        first_chunk + (cpt * passes - 1) as f64 * (first_chunk - chunk as f64).max(0.0);
+    let last_store = (last_rows * g.out_planes * b.out_eb) as f64 / b.bus_bytes;
     e.cycles = e.t_mem.max(e.t_compute) + first_tile + last_store;
     e.score = e.cycles + 0.5 * e.t_mem;
     Some(e)

@@ -117,7 +117,7 @@ pub struct FrontendOptions {
     pub weight_rounding: WeightRounding,
     /// Below 8-bit weights, post-training quantization keeps the first and the last layer's
     /// weights at 8 bits (where a network loses the most accuracy); a core with narrower
-    /// lanes then runs those two layers on the CPU.
+    /// lanes then runs those two layers bit-sliced ([`crate::backend::slice`]).
     pub keep_ends_8bit: bool,
     /// How post-training quantization chooses each activation tensor's range.
     pub activation_clip: ActivationClip,
