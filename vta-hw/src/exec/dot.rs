@@ -189,15 +189,26 @@ struct Term<'a> {
 }
 
 /// The packed weight operand `sum_j w_j * 2^(j*S)` of `ws` (`WGT_WIDTH`-bit lanes, one per
-/// field of `pk`), signed, [`Packing::operand_width`] bits. Built from the fields of its
-/// base-`2^S` form instead of with adders: field `j` is `w_j` minus the borrow of field
-/// `j-1` (its sign: a negative field is `2^S` less than its `S` bits say), a one-bit
-/// decrement of `WGT_WIDTH + 1` bits; the top field takes the rest of the bits.
+/// field of `pk`), signed, [`Packing::operand_width`] bits: `(upper << S) + w_0`, an
+/// addition the DSP48E1's pre-adder performs (taking in the weight registers as well), where
+/// `upper`, the value of the fields of `w_1, w_2, ...`, is built by [`digits`].
 fn packed_operand<'a>(m: &'a ModuleBuilder, ws: &[Sig<'a>], pk: Packing) -> Sig<'a> {
     let (s, ww) = (pk.spacing, ws[0].width());
     assert!(ww < s, "a field holds its weight and the borrow");
     let width = pk.operand_width(ww);
-    let top = (pk.fields - 1) * s;
+    // `upper * 2^S` fits `width` bits, so `upper` fits `width - S`.
+    let upper = digits(m, &ws[1..], s, width - s);
+    m.cat(&[upper, m.zero(s)]).as_signed() + ws[0].as_signed().sext(width)
+}
+
+/// `sum_j ws[j] * 2^(j*S)`, signed, `width` bits (which must hold it), built from its
+/// base-`2^S` digits instead of with adders ([`Packing::digits`]): field `j` is `w_j` minus
+/// the borrow of field `j-1` (its sign: a negative field is `2^S` less than its `S` bits
+/// say), a one-bit decrement of `WGT_WIDTH + 1` bits; the top field takes the rest of the
+/// bits.
+fn digits<'a>(m: &'a ModuleBuilder, ws: &[Sig<'a>], s: u32, width: u32) -> Sig<'a> {
+    let ww = ws[0].width();
+    let top = (ws.len() as u32 - 1) * s;
     let mut parts = vec![];
     let mut borrow: Option<Sig> = None;
     for (j, w) in ws.iter().enumerate() {
@@ -208,7 +219,7 @@ fn packed_operand<'a>(m: &'a ModuleBuilder, ws: &[Sig<'a>], pk: Packing) -> Sig<
         };
         borrow = Some(t.msb());
         // Lower fields are S bits; the top one holds the value's remaining bits exactly
-        // (the operand fits `width` bits, so truncating its top field loses nothing).
+        // (the value fits `width` bits, so truncating its top field loses nothing).
         parts.push(if j + 1 == ws.len() {
             t.resize(width - top)
         } else {

@@ -152,9 +152,11 @@
 //! | 2 x 2 | [-2, 4] | 3 | 2 | 8 | 24 bits |
 //!
 //! (a fourth 4 x 4 field would need 26 bits: `-8 * (1 + 2^7 + 2^14 + 2^21) < -2^24`). The
-//! packed operand is built without a wide adder: field `j` of it is `w_j` minus the sign
-//! bit of field `j-1` (the borrow a negative lower field takes from it), a `WGT_WIDTH + 1`
-//! bit decrement per field. Channels are grouped `n` at a time; a last group of fewer
+//! packed operand is `(upper << S) + w_0`, an addition the DSP48E1's pre-adder performs
+//! (yosys puts it there, with the weight registers), and `upper`, the fields of `w_1, ...`,
+//! is built without adders: field `j` is `w_j` minus the sign bit of field `j-1` (the
+//! borrow a negative lower field takes from it), a `WGT_WIDTH + 1` bit decrement per field
+//! from the third on. Channels are grouped `n` at a time; a last group of fewer
 //! channels packs fewer fields, and a last single channel is a plain product.
 //!
 //! Packing is used only where it saves logic: an 8-bit product would take a DSP48E1 of its
@@ -268,16 +270,22 @@ impl Packing {
             .expect("fits 127 bits")
     }
 
-    /// The packed operand of `weights` (at most `fields` of them, `ww` bits each), built as
-    /// the RTL builds it: field `j` is `w_j` minus the sign of field `j-1` (the borrow a
-    /// negative lower field takes), each lower field `S` bits, the top one sign-extended.
-    /// Its value is `sum_j w_j * 2^(j*S)`.
+    /// The packed operand of `weights` (at most `fields` of them), computed as the RTL
+    /// computes it: `(digits(w_1, w_2, ...) << S) + w_0`, the addition in the DSP48E1's
+    /// pre-adder. Its value is `sum_j w_j * 2^(j*S)`.
     pub fn operand(&self, weights: &[i64]) -> i64 {
+        (self.digits(&weights[1..]) << self.spacing) + weights[0]
+    }
+
+    /// `sum_j w_j * 2^(j*S)` built as the RTL builds it without adders: field `j` is `w_j`
+    /// minus the sign of field `j-1` (the borrow a negative lower field takes), each lower
+    /// field `S` bits, the top one sign-extended.
+    pub fn digits(&self, weights: &[i64]) -> i64 {
         let s = self.spacing;
         let mut borrow = 0;
         let mut packed = 0i64;
         for (j, &w) in weights.iter().enumerate() {
-            let t = w - borrow; // ww + 1 bits, signed
+            let t = w - borrow; // WGT_WIDTH + 1 bits, signed
             let j = j as u32;
             packed |= if j + 1 == weights.len() as u32 {
                 t << (j * s)
@@ -547,6 +555,7 @@ mod tests {
                             .map(|(j, w)| w << (j as u32 * p.spacing))
                             .sum();
                         assert_eq!(op, sum, "{iw} x {ww}: operand of {ws:?}");
+                        assert_eq!(pk.digits(&ws), sum, "{iw} x {ww}: digits of {ws:?}");
                         assert!(op >= -(1 << (width - 1)) && op < 1 << (width - 1));
                         for a in values(iw) {
                             let prod = a * op + c;
