@@ -160,11 +160,13 @@
 //! channels packs fewer fields, and a last single channel is a plain product.
 //!
 //! Packing is used only where it saves logic: an 8-bit product would take a DSP48E1 of its
-//! own (yosys maps products of 9 bits and more to DSPs), and a 4 x 4 product costs about 26
-//! LUTs where a third of a DSP48E1 costs a few. A product with a 2-bit operand is LUT logic
-//! by construction, one subtraction of two selected partial products
+//! own (yosys maps products of 9 bits and more to DSPs), and 4 x 4 products in LUTs are
+//! the array's largest cost: the 1x16x16 4 x 4 array (`vta_exec_dot_*` alone, yosys 0.23
+//! `synth_xilinx`) takes 9,748 LUTs and 6,020 flip-flops with yosys's LUT multipliers, and
+//! 3,771 LUTs, 2,180 flip-flops and 80 DSP48E1 packed. A product with a 2-bit operand is
+//! LUT logic by construction, one subtraction of two selected partial products
 //! (`a*w = w[0]*a - 2*w[1]*a`), never a multiplier, so that yosys cannot spend a DSP48E1 on
-//! it (it would on an 8 x 2 product, 10 bits); packing it would cost a DSP for what takes a
+//! it (it would on an 8 x 2 product, 10 bits); packing it would spend DSPs on what takes a
 //! handful of LUTs.
 //!
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7 -flatten`
