@@ -153,7 +153,9 @@
 //!
 //! (a fourth 4 x 4 field would need 26 bits: `-8 * (1 + 2^7 + 2^14 + 2^21) < -2^24`). The
 //! packed operand is `(upper << S) + w_0`, an addition the DSP48E1's pre-adder performs
-//! (yosys puts it there, with the weight registers), and `upper`, the fields of `w_1, ...`,
+//! (yosys 0.23 maps it there, and the constant into the post-adder, in every packed
+//! multiplier of the 1x4x4 int8 and 1x16x16 4 x 4 arrays), and `upper`, the fields of
+//! `w_1, ...`,
 //! is built without adders: field `j` is `w_j` minus the sign bit of field `j-1` (the
 //! borrow a negative lower field takes from it), a `WGT_WIDTH + 1` bit decrement per field
 //! from the third on. Channels are grouped `n` at a time; a last group of fewer
