@@ -110,6 +110,16 @@ fn random_programs_int2() {
     differential_on("small, int2 x int2 -> int16", &cfg, 300);
 }
 
+/// 4-bit lanes on both backends: the small preset with int4 inputs and weights (three
+/// products per DSP48E1 and a fourth on its own) and 16-bit accumulators.
+#[test]
+fn random_programs_int4() {
+    let mut cfg = HwConfig::preset("small").unwrap();
+    (cfg.log_inp_width, cfg.log_wgt_width, cfg.log_acc_width) = (2, 2, 4);
+    cfg.validate().unwrap();
+    differential_on("small, int4 x int4 -> int16", &cfg, 300);
+}
+
 /// Random configs within the valid ranges (`campaign::random_bounds`), each built into a
 /// Verilator model on demand: `VTA_DIFF_CONFIGS` of them (default 2), 100 programs each (times
 /// `VTA_DIFF_PROGRAMS`). A failure names the config seed and prints the config's JSON.

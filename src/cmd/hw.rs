@@ -14,7 +14,8 @@ pub enum HwCmd {
     /// its control register map (DIR/regs.json) and its port manifest (DIR/ports.json)
     Verilog(VerilogArgs),
     /// Synthesize the accelerator with yosys and report LUT, FF, DSP and BRAM use against
-    /// an FPGA part (takes minutes on the larger configs)
+    /// an FPGA part, and the GEMM's MACs per cycle, per DSP and per thousand LUTs (takes
+    /// minutes on the larger configs)
     Report(ReportArgs),
     /// Build for a board after checking that the config fits its part: a Vivado project for
     /// a Zynq board (RTL, AXI shell, build.tcl, clock constraint, README), or a real
@@ -151,14 +152,15 @@ fn report(a: ReportArgs) -> Result<String> {
             t.elapsed().as_secs_f64()
         );
         return Ok(vta_hw::report::format_comparison(
-            (&u, &g.config.config_string()),
-            (&v, &h.config.config_string()),
+            (&u, &g.config.config_string(), macs_per_cycle(&g)),
+            (&v, &h.config.config_string(), macs_per_cycle(&h)),
             &part,
             &title,
         ));
     }
     if a.json {
-        let meta = estimate_meta(&g, part.name, part.family, &version);
+        let mut meta = estimate_meta(&g, part.name, part.family, &version);
+        vta_hw::report::Density::new(&u, macs_per_cycle(&g)).insert_json(&mut meta);
         return Ok(format!("{:#}\n", u.to_json(meta)));
     }
     let title = format!(
@@ -167,7 +169,18 @@ fn report(a: ReportArgs) -> Result<String> {
         g.config.axi_data_width,
         t.elapsed().as_secs_f64()
     );
-    Ok(vta_hw::report::format_report(&u, &part, &title))
+    Ok(vta_hw::report::format_report(
+        &u,
+        &part,
+        &title,
+        macs_per_cycle(&g),
+    ))
+}
+
+/// The GEMM array's multiply-accumulates per cycle: `BATCH * BLOCK_IN * BLOCK_OUT`.
+fn macs_per_cycle(g: &vta_hw::Generated) -> u64 {
+    let c = &g.config;
+    u64::from(c.batch()) * u64::from(c.block_in()) * u64::from(c.block_out())
 }
 
 /// Synthesizes `g`'s `vta_top` (in `work_dir` if given, else a temporary directory).

@@ -1,5 +1,7 @@
 //! Resource use of a generated design: synthesis with yosys (`synth_xilinx`) and a report
-//! of LUTs, flip-flops, DSP48E1s and block RAMs against an FPGA part's totals.
+//! of LUTs, flip-flops, DSP48E1s and block RAMs against an FPGA part's totals, with the GEMM
+//! array's multiply-accumulates per cycle per DSP48E1 and per thousand LUTs ([`Density`]):
+//! what low-bit configs and packed multipliers buy at equal area.
 //!
 //! LUTs count every LUT1..LUT6 and inverter plus the LUTs inside distributed-RAM and
 //! shift-register primitives (a RAM64M is four LUTs, ...), as Vivado's "Slice LUTs" does. Block RAM is
@@ -165,6 +167,46 @@ impl Utilization {
     }
 }
 
+/// The GEMM array's MACs per cycle (`BATCH * BLOCK_IN * BLOCK_OUT`) against the whole
+/// design's resources: what a config computes per DSP48E1 and per thousand LUTs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Density {
+    pub macs_per_cycle: u64,
+    /// `None` when the design uses no DSP48E1.
+    pub per_dsp: Option<f64>,
+    pub per_klut: f64,
+}
+
+impl Density {
+    /// `macs_per_cycle` against `u`.
+    pub fn new(u: &Utilization, macs_per_cycle: u64) -> Density {
+        Density {
+            macs_per_cycle,
+            per_dsp: (u.dsps > 0).then(|| macs_per_cycle as f64 / u.dsps as f64),
+            per_klut: macs_per_cycle as f64 * 1000.0 / u.luts.max(1) as f64,
+        }
+    }
+
+    /// The line of the report, as `GEMM: 256 MACs/cycle, 1.45 per DSP48E1, 14.6 per 1k LUT`.
+    pub fn line(&self) -> String {
+        let dsp = match self.per_dsp {
+            Some(d) => format!("{d:.2} per DSP48E1"),
+            None => "no DSP48E1".to_string(),
+        };
+        format!(
+            "GEMM: {} MACs/cycle, {dsp}, {:.1} per 1k LUT",
+            self.macs_per_cycle, self.per_klut
+        )
+    }
+
+    /// The figures as JSON fields (`macs_per_dsp` is null without DSP48E1s).
+    pub fn insert_json(&self, m: &mut serde_json::Map<String, serde_json::Value>) {
+        m.insert("macs_per_cycle".into(), self.macs_per_cycle.into());
+        m.insert("macs_per_dsp".into(), serde_json::json!(self.per_dsp));
+        m.insert("macs_per_klut".into(), serde_json::json!(self.per_klut));
+    }
+}
+
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -302,8 +344,9 @@ pub fn synthesize_in_temp_dir(
     synthesize(verilog, top, family, dir.path(), progress)
 }
 
-/// The report table: each resource, used, available and percentage.
-pub fn format_report(u: &Utilization, p: &Part, title: &str) -> String {
+/// The report table: each resource, used, available and percentage, then the GEMM array's
+/// [`Density`] (`macs_per_cycle` MACs per cycle).
+pub fn format_report(u: &Utilization, p: &Part, title: &str, macs_per_cycle: u64) -> String {
     let mut s = format!(
         "{title}\nresource use on {} (yosys synth_xilinx -family {})\n",
         p.name, p.family
@@ -347,15 +390,18 @@ pub fn format_report(u: &Utilization, p: &Part, title: &str) -> String {
             }
         );
     }
+    s.push_str(&Density::new(u, macs_per_cycle).line());
+    s.push('\n');
     s
 }
 
 /// Two designs side by side (`vta hw report --compare`): each resource used by `a` and by
 /// `b`, the difference `a - b` and its share of the part, for example the cost of an option
-/// such as `ALU_LUT` when `b` is the same config without it.
+/// such as `ALU_LUT` when `b` is the same config without it; then each one's [`Density`]
+/// (the last number of each design is its MACs per cycle).
 pub fn format_comparison(
-    (a, a_name): (&Utilization, &str),
-    (b, b_name): (&Utilization, &str),
+    (a, a_name, a_macs): (&Utilization, &str, u64),
+    (b, b_name, b_macs): (&Utilization, &str, u64),
     p: &Part,
     title: &str,
 ) -> String {
@@ -395,6 +441,8 @@ pub fn format_comparison(
             100.0 * d / total as f64
         );
     }
+    let _ = writeln!(s, "A {}", Density::new(a, a_macs).line());
+    let _ = writeln!(s, "B {}", Density::new(b, b_macs).line());
     s
 }
 
@@ -416,8 +464,13 @@ mod tests {
         assert_eq!(u.ffs, 102);
         assert_eq!(u.dsps, 3);
         assert_eq!(u.bram36(), 5.5);
-        let r = format_report(&u, &part("xc7z020").unwrap(), "t");
+        let r = format_report(&u, &part("xc7z020").unwrap(), "t", 16);
         assert!(r.contains("BRAM36"), "{r}");
+        // 16 MACs on 3 DSP48E1s and 50 LUTs.
+        assert!(
+            r.contains("GEMM: 16 MACs/cycle, 5.33 per DSP48E1, 320.0 per 1k LUT"),
+            "{r}"
+        );
         let j = u.to_json(serde_json::Map::new());
         assert_eq!(j["bram36"], 5.5);
         assert_eq!(j["cells"]["LUT6"], 20);
@@ -439,7 +492,20 @@ mod tests {
             ramb36: 2,
             ..Utilization::default()
         };
-        let r = format_comparison((&a, "x_lut"), (&b, "x"), &part("xc7z020").unwrap(), "t");
+        let r = format_comparison(
+            (&a, "x_lut", 64),
+            (&b, "x", 64),
+            &part("xc7z020").unwrap(),
+            "t",
+        );
+        assert!(
+            r.contains("A GEMM: 64 MACs/cycle, no DSP48E1, 42.7 per 1k LUT"),
+            "{r}"
+        );
+        assert!(
+            r.contains("B GEMM: 64 MACs/cycle, no DSP48E1, 64.0 per 1k LUT"),
+            "{r}"
+        );
         assert!(r.contains("A = x_lut, B = x"), "{r}");
         let line = |name: &str| {
             r.lines()

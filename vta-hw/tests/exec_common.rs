@@ -24,14 +24,30 @@ fn cfg_json(body: &str) -> String {
 /// Configs beyond the presets, one per datapath variant.
 pub fn extra_configs() -> Vec<(String, HwConfig)> {
     let list = [
-        // 4-bit inputs and weights (LUT multipliers), 16-bit ACC, batch 2, BLOCK_IN != BLOCK_OUT.
+        // 4-bit inputs and weights, 16-bit ACC, batch 2, BLOCK_IN != BLOCK_OUT: three
+        // products per multiplier and a last channel on its own.
         (
             "i4w4a16",
             r#""LOG_INP_WIDTH":2,"LOG_WGT_WIDTH":2,"LOG_ACC_WIDTH":4,"LOG_BATCH":1,
                "LOG_BLOCK_IN":3,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
                "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
         ),
-        // int8 x int4 packed two per multiplier (S = 12), batch 4, no ALU MUL.
+        // 4-bit inputs and weights, BLOCK_OUT 8: two groups of three products per multiplier
+        // and a group of two.
+        (
+            "i4w4bo8",
+            r#""LOG_INP_WIDTH":2,"LOG_WGT_WIDTH":2,"LOG_ACC_WIDTH":4,"LOG_BATCH":0,
+               "LOG_BLOCK_IN":2,"LOG_BLOCK_OUT":3,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
+        ),
+        // int4 x int2 (LUT products from partial products), 16-bit ACC, batch 2.
+        (
+            "i4w2a16",
+            r#""LOG_INP_WIDTH":2,"LOG_WGT_WIDTH":1,"LOG_ACC_WIDTH":4,"LOG_BATCH":1,
+               "LOG_BLOCK_IN":3,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
+        ),
+        // int8 x int4 packed two per multiplier (S = 11), batch 4, no ALU MUL.
         (
             "i8w4nomul",
             r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":2,"LOG_ACC_WIDTH":5,"LOG_BATCH":2,
@@ -59,12 +75,13 @@ pub fn extra_configs() -> Vec<(String, HwConfig)> {
                "LOG_BLOCK_IN":4,"LOG_BLOCK_OUT":2,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":9,
                "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":10"#,
         ),
-        // int8 x int2 (bipolar-capable weights), 32-bit ACC, batch 2.
+        // int8 x int2 (bipolar-capable weights; LUT products although a product has 10
+        // bits), 32-bit ACC, batch 2, 64 ACC rows.
         (
             "i8w2a32",
             r#""LOG_INP_WIDTH":3,"LOG_WGT_WIDTH":1,"LOG_ACC_WIDTH":5,"LOG_BATCH":1,
                "LOG_BLOCK_IN":2,"LOG_BLOCK_OUT":3,"LOG_UOP_BUFF_SIZE":10,"LOG_INP_BUFF_SIZE":10,
-               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":11"#,
+               "LOG_WGT_BUFF_SIZE":10,"LOG_ACC_BUFF_SIZE":12"#,
         ),
         // The activation table (ALU_LUT) with 16-bit ACC and 8 lanes, ACC of 128 rows (fewer
         // than the table's 256 entries).
@@ -366,7 +383,8 @@ impl RngLanes for Rng {
         match self.below(8) {
             0 => max,
             1 => -max - 1,
-            2 => self.signed(3),
+            // A small value (of 3 bits, or of the lane's 2).
+            2 => self.signed(bits.min(3)),
             _ => self.signed(bits),
         }
     }

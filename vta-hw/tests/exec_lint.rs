@@ -150,7 +150,7 @@ fn ports_follow_the_contract() {
 #[test]
 fn default_config_packs_int8_products() {
     let p = ExecParams::new(&HwConfig::default());
-    assert!(p.packed);
+    assert_eq!(p.packing.fields, 2);
     assert_eq!(p.timing().done_latency, 10);
     assert_eq!(p.timing().mul_done_latency, 12);
 }

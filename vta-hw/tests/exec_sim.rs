@@ -668,6 +668,10 @@ macro_rules! config_tests {
 config_tests!(small, "small", 16, 200);
 config_tests!(default, "default", 6, 160);
 config_tests!(i4w4a16, "i4w4a16", 8, 200);
+config_tests!(i4w4bo8, "i4w4bo8", 8, 200);
+config_tests!(i4w2a16, "i4w2a16", 8, 200);
+config_tests!(i2w2a16, "i2w2a16", 8, 200);
+config_tests!(i8w2a32, "i8w2a32", 6, 160);
 config_tests!(i8w4nomul, "i8w4nomul", 6, 160);
 config_tests!(i16w16a16, "i16w16a16", 8, 200);
 config_tests!(i4w8bi1, "i4w8bi1", 6, 160);

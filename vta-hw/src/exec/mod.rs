@@ -125,14 +125,51 @@
 //! `ALU_LUT`, the activation table is one 256 x 8 memory per lane (`lut_mem*`, 1 write port
 //! shared by all, 1 read port each), so that every lane looks up in the same cycle.
 //!
-//! GEMM multipliers: when the operand widths allow ([`ExecParams::packed`]; int8 x int8 on
-//! the default config), two products that share an input lane, `a*w1` and `a*w2` for output
-//! channels `2j` and `2j+1`, are computed by one 25x18 multiplier as
-//! `P = a * (w2 * 2^S + w1) + 2^(S-1)` with `S = INP_WIDTH + WGT_WIDTH`: the pre-adder, the
-//! product and the constant post-add all fit one DSP48E1. Because `a*w1 + 2^(S-1)` lies in
-//! `[0, 2^S)`, `P[2S-1:S]` is exactly `a*w2` and `P[S-1:0] - 2^(S-1)` (the low field with its
-//! top bit inverted, read as signed) is exactly `a*w1`: no correction logic. Otherwise each
-//! product is a plain signed multiply (4x4 products map to LUTs).
+//! GEMM multipliers ([`Packing`]): the `BLOCK_OUT` products of one input lane `a` with the
+//! weights `w_0, w_1, ...` of consecutive output channels share that input, so `n` of them
+//! are computed by one signed 25 x 18 multiplier (DSP48E1) as
+//!
+//! `P = a * sum_j w_j * 2^(j*S) + B * sum_j 2^(j*S)`
+//!
+//! with `a` on the 18-bit port, the packed weights on the 25-bit port, and the constant in
+//! the post-adder. `S` is the fewest bits that hold every value of an `INP_WIDTH` x
+//! `WGT_WIDTH` signed product once the bias `B` (minus its smallest value) is added, so
+//! `P = sum_j (a*w_j + B) * 2^(j*S)` with every `a*w_j + B` in `[0, 2^S)`: these are `P`'s
+//! base-`2^S` digits, no field carries into the next, and field `j`, `P[(j+1)S-1 : jS]`, is
+//! exactly `a*w_j + B`. The bias is not subtracted per product: each adder tree already adds
+//! one constant (its offset-binary correction), which takes the `BLOCK_IN` biases out too,
+//! so there is no correction logic. `n` is the most fields whose packed operand, at its
+//! extreme values (all weights at their minimum or maximum, carries included), still fits
+//! the 25-bit port:
+//!
+//! | INP x WGT | product range | `S` | `B` | `n` | packed operand |
+//! |---|---|---|---|---|---|
+//! | 8 x 8 | [-16256, 16384] | 15 | 16256 | 2 | 24 bits |
+//! | 8 x 4 | [-1016, 1024] | 11 | 1016 | 2 | 16 bits |
+//! | 4 x 8 | [-1016, 1024] | 11 | 1016 | 2 | 20 bits |
+//! | 4 x 4 | [-56, 64] | 7 | 56 | 3 | 19 bits |
+//! | 4 x 2 | [-14, 16] | 5 | 14 | 5 | 23 bits |
+//! | 2 x 2 | [-2, 4] | 3 | 2 | 8 | 24 bits |
+//!
+//! (a fourth 4 x 4 field would need 26 bits: `-8 * (1 + 2^7 + 2^14 + 2^21) < -2^24`). The
+//! packed operand is `(upper << S) + w_0`, an addition the DSP48E1's pre-adder performs
+//! (yosys 0.23 maps it there, and the constant into the post-adder, in every packed
+//! multiplier of the 1x4x4 int8 and 1x16x16 4 x 4 arrays), and `upper`, the fields of
+//! `w_1, ...`,
+//! is built without adders: field `j` is `w_j` minus the sign bit of field `j-1` (the
+//! borrow a negative lower field takes from it), a `WGT_WIDTH + 1` bit decrement per field
+//! from the third on. Channels are grouped `n` at a time; a last group of fewer
+//! channels packs fewer fields, and a last single channel is a plain product.
+//!
+//! Packing is used only where it saves logic: an 8-bit product would take a DSP48E1 of its
+//! own (yosys maps products of 9 bits and more to DSPs), and 4 x 4 products in LUTs are
+//! the array's largest cost: the 1x16x16 4 x 4 array (`vta_exec_dot_*` alone, yosys 0.23
+//! `synth_xilinx`) takes 9,748 LUTs and 6,020 flip-flops with yosys's LUT multipliers, and
+//! 3,771 LUTs, 2,180 flip-flops and 80 DSP48E1 packed. A product with a 2-bit operand is
+//! LUT logic by construction, one subtraction of two selected partial products
+//! (`a*w = w[0]*a - 2*w[1]*a`), never a multiplier, so that yosys cannot spend a DSP48E1 on
+//! it (it would on an 8 x 2 product, 10 bits); packing it would spend DSPs on what takes a
+//! handful of LUTs.
 //!
 //! The default config, synthesized alone with yosys 0.23 `synth_xilinx -family xc7 -flatten`
 //! when it was one pipeline: 176 DSP48E1 (128 for the 256 GEMM products, 3 per lane for ALU
@@ -163,10 +200,117 @@ pub use issue::ALU_QUEUE;
 use hdl::{Design, Module};
 use isa::{HwConfig, MemType};
 
-/// The multiplier-input width of the DSP48E1 25x18 multiplier's wide port.
+/// The multiplier-input width of the DSP48E1 25x18 multiplier's wide port (the xc7 parts
+/// the resource report synthesizes for): the packed weights go here.
 const DSP_WIDE: u32 = 25;
-/// Its narrow port.
+/// Its narrow port: the input lane goes here.
 const DSP_NARROW: u32 = 18;
+/// Bits of its output `P`: every field must lie in them.
+const DSP_OUT: u32 = 48;
+
+/// How the GEMM array packs the products of one input lane with several weights into one
+/// multiplier (see "GEMM multipliers" in the module docs): `fields` products spaced
+/// `spacing` bits apart, each carrying `bias`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packing {
+    /// Products per multiplier, `n`.
+    pub fields: u32,
+    /// Field spacing `S` in bits.
+    pub spacing: u32,
+    /// The bias `B` added to every product, which makes every field non-negative.
+    pub bias: i64,
+}
+
+impl Packing {
+    /// The smallest and largest products of a signed `iw`-bit and a signed `ww`-bit value.
+    pub fn product_range(iw: u32, ww: u32) -> (i64, i64) {
+        let ends = |w: u32| [-(1i64 << (w - 1)), (1i64 << (w - 1)) - 1];
+        let products: Vec<i64> = ends(iw)
+            .iter()
+            .flat_map(|&a| ends(ww).map(|w| a * w))
+            .collect();
+        (
+            *products.iter().min().expect("four products"),
+            *products.iter().max().expect("four products"),
+        )
+    }
+
+    /// The densest exact packing of `iw`-bit inputs and `ww`-bit weights into the DSP48E1
+    /// multiplier (`fields` is 1 when not even two products fit, or when the input does not
+    /// fit the narrow port), whether or not it pays (that is [`ExecParams::new`]'s choice).
+    pub fn for_widths(iw: u32, ww: u32) -> Packing {
+        let (lo, hi) = Self::product_range(iw, ww);
+        // The fewest bits holding hi - lo + 1 values.
+        let spacing = 64 - ((hi - lo) as u64).leading_zeros();
+        let mut p = Packing {
+            fields: 1,
+            spacing,
+            bias: -lo,
+        };
+        if iw > DSP_NARROW {
+            return p;
+        }
+        while {
+            let next = Packing {
+                fields: p.fields + 1,
+                ..p
+            };
+            next.operand_width(ww) <= DSP_WIDE && next.fields * spacing <= DSP_OUT
+        } {
+            p.fields += 1;
+        }
+        p
+    }
+
+    /// Bits of the packed weight operand: the fewest that hold, signed, every
+    /// `sum_j w_j * 2^(j*S)` for `fields` weights of `ww` bits (the extremes are all weights
+    /// at their minimum, or all at their maximum).
+    pub fn operand_width(&self, ww: u32) -> u32 {
+        let scale: i128 = (0..self.fields).map(|j| 1i128 << (j * self.spacing)).sum();
+        let min = -(1i128 << (ww - 1)) * scale;
+        let max = ((1i128 << (ww - 1)) - 1) * scale;
+        (1..=127)
+            .find(|&b| min >= -(1i128 << (b - 1)) && max < (1i128 << (b - 1)))
+            .expect("fits 127 bits")
+    }
+
+    /// The packed operand of `weights` (at most `fields` of them), computed as the RTL
+    /// computes it: `(digits(w_1, w_2, ...) << S) + w_0`, the addition in the DSP48E1's
+    /// pre-adder. Its value is `sum_j w_j * 2^(j*S)`.
+    pub fn operand(&self, weights: &[i64]) -> i64 {
+        (self.digits(&weights[1..]) << self.spacing) + weights[0]
+    }
+
+    /// `sum_j w_j * 2^(j*S)` built as the RTL builds it without adders: field `j` is `w_j`
+    /// minus the sign of field `j-1` (the borrow a negative lower field takes), each lower
+    /// field `S` bits, the top one sign-extended.
+    pub fn digits(&self, weights: &[i64]) -> i64 {
+        let s = self.spacing;
+        let mut borrow = 0;
+        let mut packed = 0i64;
+        for (j, &w) in weights.iter().enumerate() {
+            let t = w - borrow; // WGT_WIDTH + 1 bits, signed
+            let j = j as u32;
+            packed |= if j + 1 == weights.len() as u32 {
+                t << (j * s)
+            } else {
+                (t & ((1 << s) - 1)) << (j * s)
+            };
+            borrow = i64::from(t < 0);
+        }
+        packed
+    }
+
+    /// The constant of the post-adder for `fields` products: `B * sum_j 2^(j*S)`.
+    pub fn constant(&self, fields: u32) -> i64 {
+        (0..fields).map(|j| self.bias << (j * self.spacing)).sum()
+    }
+
+    /// Product `j` of the multiplier output `p`: its field, minus the bias.
+    pub fn field(&self, p: i64, j: u32) -> i64 {
+        ((p >> (j * self.spacing)) & ((1 << self.spacing) - 1)) - self.bias
+    }
+}
 
 /// Sizes of the execution core derived from a config.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,8 +339,11 @@ pub struct ExecParams {
     pub alu_mul: bool,
     /// The activation table and the LUT/LUTW operations (`ALU_LUT`).
     pub alu_lut: bool,
-    /// GEMM products are packed two per multiplier (see the module docs).
-    pub packed: bool,
+    /// How GEMM products share multipliers (see the module docs): `packing.fields`
+    /// products per multiplier, 1 when each product is computed on its own.
+    pub packing: Packing,
+    /// GEMM products have a 2-bit operand and are built from partial products in LUTs.
+    pub lut_products: bool,
     /// Levels of each adder tree: `log2(BLOCK_IN)`.
     pub tree_levels: u32,
     /// Bits of each dot product leaving the trees (exact, or wrapped to ACC_WIDTH).
@@ -209,10 +356,15 @@ impl ExecParams {
         let aw = |m: MemType| cfg.log_depth(m).max(1);
         let (iw, ww) = (cfg.inp_width(), cfg.wgt_width());
         let s = iw + ww;
-        // Two products per multiplier: the packed operand w2 * 2^S + w1 (2 WGT_WIDTH +
-        // INP_WIDTH + 1 bits, signed) on the wide port, the input on the narrow one; only
-        // worth it when a product would take a DSP anyway (9 result bits or more).
-        let packed = cfg.block_out() >= 2 && iw + 2 * ww < DSP_WIDE && iw <= DSP_NARROW && s >= 9;
+        let lut_products = iw.min(ww) <= 2;
+        let mut packing = Packing::for_widths(iw, ww);
+        // Pack only products wider than 2 bits (see the module docs), and never more than
+        // the channels there are.
+        packing.fields = if lut_products {
+            1
+        } else {
+            packing.fields.min(cfg.block_out())
+        };
         let tree_levels = cfg.log_block_in;
         ExecParams {
             batch: cfg.batch(),
@@ -233,7 +385,8 @@ impl ExecParams {
             src_bits: cfg.uop_src_bits().max(1),
             alu_mul: cfg.alu_mul,
             alu_lut: cfg.alu_lut,
-            packed,
+            packing,
+            lut_products,
             tree_levels,
             dot_width: (s + tree_levels).min(cfg.acc_width()),
         }
@@ -336,4 +489,116 @@ pub fn exec_core(cfg: &HwConfig) -> Module {
 /// [`exec_core`] as a stand-alone design (for linting, synthesis and simulation).
 pub fn exec_design(cfg: &HwConfig) -> Design {
     Design::new(exec_core(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table of the module docs.
+    #[test]
+    fn packings_of_the_module_docs() {
+        // (INP, WGT) -> (S, B, n, packed operand bits)
+        let table = [
+            ((8, 8), (15, 16256, 2, 24)),
+            ((8, 4), (11, 1016, 2, 16)),
+            ((4, 8), (11, 1016, 2, 20)),
+            ((4, 4), (7, 56, 3, 19)),
+            ((4, 2), (5, 14, 5, 23)),
+            ((2, 2), (3, 2, 8, 24)),
+        ];
+        for ((iw, ww), (s, b, n, bits)) in table {
+            let p = Packing::for_widths(iw, ww);
+            assert_eq!(
+                (p.spacing, p.bias, p.fields, p.operand_width(ww)),
+                (s, b, n, bits),
+                "{iw} x {ww}"
+            );
+        }
+        assert_eq!(Packing::product_range(4, 4), (-56, 64));
+        // 16-bit inputs still fit the narrow port; 16 x 16 products do not pack.
+        assert_eq!(Packing::for_widths(16, 4).fields, 2);
+        assert_eq!(Packing::for_widths(16, 16).fields, 1);
+    }
+
+    /// Exhaustively, at every width pair and every group size up to `n`: the packed operand
+    /// is the sum it stands for and fits the wide port (one more field would not), `P` is
+    /// non-negative and within its fields, and every field minus the bias is its product.
+    #[test]
+    fn packing_is_exact_for_every_operand_value() {
+        for iw in [2, 4, 8, 16] {
+            for ww in [2, 4, 8, 16] {
+                let p = Packing::for_widths(iw, ww);
+                let (lo, hi) = Packing::product_range(iw, ww);
+                assert!(hi - lo < 1 << p.spacing, "{iw} x {ww}: S too small");
+                assert!(
+                    hi - lo >= 1 << (p.spacing - 1),
+                    "{iw} x {ww}: S not minimal"
+                );
+                assert!(p.operand_width(ww) <= DSP_WIDE, "{iw} x {ww}");
+                let more = Packing {
+                    fields: p.fields + 1,
+                    ..p
+                };
+                assert!(
+                    more.operand_width(ww) > DSP_WIDE || iw > DSP_NARROW,
+                    "{iw} x {ww}: {} fields would fit",
+                    more.fields
+                );
+                let values = |w: u32| -(1i64 << (w - 1))..(1i64 << (w - 1));
+                for g in 2..=p.fields {
+                    let pk = Packing { fields: g, ..p };
+                    let width = pk.operand_width(ww);
+                    let c = p.constant(g);
+                    let mut ws = vec![-(1i64 << (ww - 1)); g as usize];
+                    loop {
+                        let op = pk.operand(&ws);
+                        let sum: i64 = ws
+                            .iter()
+                            .enumerate()
+                            .map(|(j, w)| w << (j as u32 * p.spacing))
+                            .sum();
+                        assert_eq!(op, sum, "{iw} x {ww}: operand of {ws:?}");
+                        assert_eq!(pk.digits(&ws), sum, "{iw} x {ww}: digits of {ws:?}");
+                        assert!(op >= -(1 << (width - 1)) && op < 1 << (width - 1));
+                        for a in values(iw) {
+                            let prod = a * op + c;
+                            assert!(
+                                prod >= 0 && prod < 1 << (g * p.spacing),
+                                "{iw} x {ww}: P of {a} x {ws:?}"
+                            );
+                            for (j, w) in ws.iter().enumerate() {
+                                assert_eq!(p.field(prod, j as u32), a * w, "{iw} x {ww}");
+                            }
+                        }
+                        // The next weight tuple, odometer order.
+                        let Some(j) = ws.iter().position(|&w| w < (1 << (ww - 1)) - 1) else {
+                            break;
+                        };
+                        ws[j] += 1;
+                        for w in &mut ws[..j] {
+                            *w = -(1 << (ww - 1));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_configs_pack_what_pays() {
+        let params = |iw: u32, ww: u32| {
+            let cfg = HwConfig::load(&format!("i{iw}w{ww}a32")).expect("a width variant");
+            let p = ExecParams::new(&cfg);
+            (p.packing.fields, p.lut_products)
+        };
+        assert_eq!(params(8, 8), (2, false));
+        assert_eq!(params(8, 4), (2, false));
+        assert_eq!(params(4, 4), (3, false));
+        // A 2-bit operand: LUT products, never packed.
+        assert_eq!(params(4, 2), (1, true));
+        assert_eq!(params(2, 2), (1, true));
+        assert_eq!(params(8, 2), (1, true));
+        assert_eq!(params(16, 16), (1, false));
+    }
 }
