@@ -80,6 +80,18 @@ def quant_params(model):
 
 def onnxruntime_values(model, x):
     """Every tensor of `model` on input `x`, by name, from onnxruntime without optimizations."""
+    # Shape inference types no com.microsoft output, nor anything computed from one. Their
+    # quantized outputs have the type of their zero point, so they are declared with it
+    # first, and inference then reaches the tensors after them.
+    consts = {t.name: t.data_type for t in model.graph.initializer}
+    declared = {v.name for v in model.graph.value_info}
+    for n in model.graph.node:
+        zp = CONTRIB_OUTPUT_ZP.get(n.op_type)
+        if n.domain != "com.microsoft" or zp is None or n.output[0] in declared:
+            continue
+        if zp < len(n.input) and n.input[zp] in consts:
+            model.graph.value_info.append(onnx.helper.make_tensor_value_info(
+                n.output[0], consts[n.input[zp]], None))
     inferred = onnx.shape_inference.infer_shapes(model)
     have = {o.name for o in model.graph.output}
     # value_info may name tensors no node writes any more (left by a quantizer's rewrite).
@@ -95,6 +107,41 @@ def onnxruntime_values(model, x):
     names = [o.name for o in sess.get_outputs()]
     feed = {sess.get_inputs()[0].name: x}
     return dict(zip(names, sess.run(names, feed)))
+
+
+# onnxruntime's quantized contrib operators: the input holding the output's zero point.
+CONTRIB_OUTPUT_ZP = {"QLinearAdd": 7, "QLinearMul": 7, "QLinearSigmoid": 4,
+                     "QLinearLeakyRelu": 4, "QLinearGlobalAveragePool": 4,
+                     "QLinearAveragePool": 4, "QLinearConcat": 1}
+# Their definition on real values, after DequantizeLinear of each operand.
+CONTRIB_FUNCTIONS = {
+    "QLinearAdd": lambda a, b, attr: a + b,
+    "QLinearMul": lambda a, b, attr: a * b,
+    "QLinearSigmoid": lambda a, attr: 1 / (1 + np.exp(-a)),
+    "QLinearLeakyRelu": lambda a, attr: np.where(a >= 0, a, a * attr.get("alpha", 0.01)),
+}
+
+
+def contrib_definition(node, get):
+    """ONNX-style definition of an element-wise contrib operator: `Quantize(f(Dequantize))`
+    in float64, rounding half to even; None for the others."""
+    f = CONTRIB_FUNCTIONS.get(node.op_type)
+    if f is None:
+        return None
+    binary = node.op_type in ("QLinearAdd", "QLinearMul")
+    ins = [get(k) for k in range(8 if binary else 5)]
+    if any(v is None for v in ins):
+        return None
+    attr = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    deq = lambda q, s, z: (q.astype(np.float64) - z.astype(np.float64)) * np.float64(s)
+    if binary:
+        a, as_, az, b, bs, bz, ys, yz = ins
+        y = f(deq(a, as_, az), deq(b, bs, bz), attr)
+    else:
+        a, as_, az, ys, yz = ins
+        y = f(deq(a, as_, az), attr)
+    info = np.iinfo(yz.dtype)
+    return np.clip(np.round(y / np.float64(ys)) + int(yz), info.min, info.max)
 
 
 def conv_definition(x, w, strides, pads, dilations, group):
@@ -117,13 +164,16 @@ def conv_definition(x, w, strides, pads, dilations, group):
 
 
 def definition(node, theirs, consts):
-    """What ONNX's definition of a QLinearConv or QLinearMatMul `node` gives on
-    onnxruntime's own inputs (exact integer products, one rounding half to even), as the
-    output's integers; None for other operators or operands that are not at hand."""
+    """What ONNX's definition of a QLinearConv or QLinearMatMul `node` (or of an
+    element-wise contrib operator, `contrib_definition`) gives on onnxruntime's own inputs
+    (exact integer products, one rounding half to even), as the output's integers; None for
+    other operators or operands that are not at hand."""
+    get = lambda k: (None if k >= len(node.input) else consts.get(node.input[k])
+                     if node.input[k] in consts else theirs.get(node.input[k]))
+    if node.domain == "com.microsoft":
+        return contrib_definition(node, get)
     if node.op_type not in ("QLinearConv", "QLinearMatMul"):
         return None
-    get = lambda k: (consts.get(node.input[k]) if node.input[k] in consts
-                     else theirs.get(node.input[k]))
     ins = [get(k) for k in range(8)]
     if any(v is None for v in ins):
         return None
@@ -217,9 +267,10 @@ def write_replacements(index, theirs, params, ours, tmp):
     entries = []
     for e, name, t, (s, z) in counterparts(index, theirs, params):
         mine = ours[e["value"]]
-        if not np.isclose(s, e["scale"], rtol=1e-6, atol=0) or t.shape != mine.shape:
+        if not np.isclose(s, e["scale"], rtol=1e-6, atol=0) or t.size != mine.size:
             continue
-        q = t.astype(np.int64) - z + e["zero_point"]
+        # (a size-1 axis dropped or added: the same row-major data)
+        q = (t.astype(np.int64) - z + e["zero_point"]).reshape(mine.shape)
         info = np.iinfo(mine.dtype)
         if q.min() < info.min or q.max() > info.max:
             continue
@@ -303,8 +354,8 @@ def main():
         print(f"onnxruntime's departure: {name} (step {step}) differs by {d:.2f} LSB; "
               f"recomputed by ONNX's definition on onnxruntime's inputs, onnxruntime's "
               f"value is {theirs_off:.2f} LSB off and the compiled model's {ours_off:.2f} "
-              "(onnxruntime's uint8 x int8 kernels saturate pairs of products in int16 on "
-              "x86 CPUs without VNNI)")
+              "(its uint8 x int8 kernels saturate pairs of products in int16 on x86 CPUs "
+              "without VNNI; its contrib kernels approximate)")
     what = "own " if a.per_layer else ""
     if a.json:
         with open(a.json, "w") as f:
