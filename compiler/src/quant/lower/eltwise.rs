@@ -617,7 +617,7 @@ impl<'g> Lowerer<'g> {
             factor: (ys[2] / xs[2], ys[3] / xs[3]),
         };
         let range = self.range_of(xv);
-        let qp = self.plan.values[xv].quant;
+        let qp = self.passthrough_quant(xt, xv);
         let v = self.plan.add_value(
             format!("{}:i8", self.g.tensors[yt].name),
             Fact::new(DType::I8, ys),
@@ -699,7 +699,7 @@ impl<'g> Lowerer<'g> {
             }
         }
         let range = (lo, hi);
-        let qp = self.plan.values[xv].quant;
+        let qp = self.passthrough_quant(xt, xv);
         let mut ovs = Vec::new();
         for &o in &outs {
             let v = self.plan.add_value(
@@ -783,7 +783,7 @@ impl<'g> Lowerer<'g> {
         let name = self.node_name(ix);
         let (xv, mk) = self.int8_passthrough(xt)?;
         let range = self.range_of(xv);
-        let qp = self.plan.values[xv].quant;
+        let qp = self.passthrough_quant(xt, xv);
         let mut first = None;
         for (k, (&o, &(start, len))) in outs.iter().zip(&slices).enumerate() {
             let v = self.plan.add_value(

@@ -175,6 +175,38 @@ impl<'g> Lowerer<'g> {
     }
 
     /// The int8 form of a pooling/reshaping op's input: (value, how to represent the output).
+    /// The quantization that plan value `v`, passed through from tensor `t`, stands for: the
+    /// representation's (a scale folded into it, as a Mul by a positive constant does,
+    /// changes it and not the value), else the value's own.
+    /// A QuantizeLinear found to be the identity on its input's integers keeps that input's
+    /// plan value, whose annotation may then be another scale (the same integers for a
+    /// folded scale): its own parameters are taken.
+    pub(super) fn passthrough_quant(&self, t: TensorId, v: ValueId) -> Option<QuantParams> {
+        if let Some(Repr::Deq { scale, zp, .. }) = self.repr.get(&t) {
+            return Some(QuantParams {
+                scale: *scale,
+                zero_point: *zp,
+            });
+        }
+        let quantized_by = self
+            .g
+            .producer(t)
+            .filter(|&q| self.g.dag[q].op.as_any().is::<QuantizeLinear>());
+        if let Some(q) = quantized_by {
+            let params = self.q_params(q).and_then(|(scale, zp, dt)| {
+                let e = centring(self.q_saturation(q, dt)?);
+                Ok(QuantParams {
+                    scale,
+                    zero_point: zp - offset_of(dt) - e,
+                })
+            });
+            if let Ok(p) = params {
+                return Some(p);
+            }
+        }
+        self.plan.values[v].quant
+    }
+
     pub(super) fn int8_passthrough(&mut self, t: TensorId) -> R<(ValueId, ReprOf)> {
         match self.repr.get(&t).copied() {
             Some(Repr::Deq { q, scale, zp }) => {
@@ -240,7 +272,7 @@ impl<'g> Lowerer<'g> {
         }
         let (xv, mk) = self.int8_passthrough(xt)?;
         let range = self.range_of(xv);
-        let qp = self.plan.values[xv].quant;
+        let qp = self.passthrough_quant(xt, xv);
         let fact = Fact::new(DType::I8, self.g.fact(yt).shape.clone());
         let v = self
             .plan
@@ -278,7 +310,7 @@ impl<'g> Lowerer<'g> {
             });
         }
         let range = self.range_of(xv);
-        let qp = self.plan.values[xv].quant;
+        let qp = self.passthrough_quant(xt, xv);
         let fact = Fact::new(DType::I8, self.g.fact(yt).shape.clone());
         let v = self
             .plan
