@@ -121,10 +121,8 @@ fn tiny_cnn_compiles_runs_bit_exact_and_is_accurate() {
     assert!(agree >= 98, "{agree}");
 }
 
-#[test]
-fn replaced_values_feed_the_later_steps_and_the_dump_keeps_each_steps_own() {
-    let dir = scratch("run_replace");
-    compiled_tiny(&dir);
+/// The first test digit, as `dir/x.npy`.
+fn write_first_digit(dir: &Path) {
     let all = read_npy(Path::new(&data("digits_test.npy")));
     let x = all
         .as_f32()
@@ -132,6 +130,13 @@ fn replaced_values_feed_the_later_steps_and_the_dump_keeps_each_steps_own() {
         .slice(ndarray::s![0..1, .., .., ..])
         .to_owned();
     write_npy(&dir.join("x.npy"), &Tensor::F32(x.into_dyn()));
+}
+
+#[test]
+fn replaced_values_feed_the_later_steps_and_the_dump_keeps_each_steps_own() {
+    let dir = scratch("run_replace");
+    compiled_tiny(&dir);
+    write_first_digit(&dir);
     let dump = |out: &str, extra: &[&str]| {
         let mut args = vec!["run", "tiny.vtab", "-i", "x.npy", "--dump-values", out];
         args.extend_from_slice(extra);
@@ -225,13 +230,7 @@ fn replaced_values_feed_the_later_steps_and_the_dump_keeps_each_steps_own() {
 fn one_sample_prints_top5_and_the_per_layer_table() {
     let dir = scratch("run_one");
     compiled_tiny(&dir);
-    let all = read_npy(Path::new(&data("digits_test.npy")));
-    let x = all
-        .as_f32()
-        .unwrap()
-        .slice(ndarray::s![0..1, .., .., ..])
-        .to_owned();
-    write_npy(&dir.join("x.npy"), &Tensor::F32(x.into_dyn()));
+    write_first_digit(&dir);
     let text = ok(vta_in(
         &dir,
         &["run", "tiny.vtab", "-i", "x.npy", "--check"],
