@@ -12,13 +12,16 @@
 //!
 //! - after a `DequantizeLinear` with parameters `(s, z)`, `f`'s output is on that grid, so a
 //!   `QuantizeLinear -> DequantizeLinear` pair with `(s, z)` inserted after it is the
-//!   identity (forward);
+//!   identity (forward; needed after a Relu only, since the lowering passes a dequantized
+//!   tensor through the others as it is);
 //! - before a `QuantizeLinear` with `(s, z)` that alone reads its output, `Q(f(r)) =
 //!   f(Q(r))` on the grid, so the same pair inserted before `f` changes nothing either
 //!   (backward): the operator producing `r` (a BatchNormalization, say) then meets a
 //!   `QuantizeLinear` of its own.
 //!
-//! Each rewrite is exact, so the compiled model keeps ONNX's meaning; the operators that are
+//! An inserted quantization keeps the saturation range of the one it copies (a narrow
+//! int4 range held in int8). Each rewrite is exact, so the compiled model keeps ONNX's
+//! meaning; the operators that are
 //! not exact in the integer domain stay in float on the CPU.
 
 use petgraph::stable_graph::NodeIndex;
@@ -62,7 +65,17 @@ fn per_tensor(g: &Graph, ix: NodeIndex, int_tensor: TensorId) -> Option<QParamsI
         return None;
     }
     let dtype = g.fact(int_tensor).dtype;
-    matches!(dtype, DType::I8 | DType::U8).then_some(QParamsIds { scale, zp, dtype })
+    // The range of the quantization that wrote the integers, if one did.
+    let range = g
+        .producer(int_tensor)
+        .and_then(|q| g.dag[q].op.as_any().downcast_ref::<QuantizeLinear>())
+        .and_then(|q| q.range);
+    matches!(dtype, DType::I8 | DType::U8).then_some(QParamsIds {
+        scale,
+        zp,
+        dtype,
+        range,
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -70,6 +83,8 @@ struct QParamsIds {
     scale: TensorId,
     zp: Option<TensorId>,
     dtype: DType,
+    /// A saturation range narrower than the type's (an int4 quantization held in int8).
+    range: Option<(i32, i32)>,
 }
 
 /// Quantization of a float activation by a Q node, per tensor: the node and its parameters.
@@ -114,7 +129,7 @@ fn insert_pair(g: &mut Graph, t: TensorId, params: QParamsIds) -> TensorId {
     let q = QuantizeLinear {
         axis: 1,
         default_dtype: params.dtype,
-        range: None,
+        range: params.range,
     };
     // The pair is listed in the support table as nodes of its own (named after the
     // tensor), so that the table says where it went.
@@ -178,7 +193,9 @@ pub fn quantize_float_islands(g: &mut Graph) -> usize {
             changed = true;
         }
         for ix in g.topo_order() {
-            if !g.dag.contains_node(ix) || !commutes_with_quantization(g, ix) {
+            // Forward, only a Relu needs it: the lowering passes a dequantized tensor through
+            // MaxPool and the layout operators as it is, but quantizes a Relu's output.
+            if !g.dag.contains_node(ix) || !g.dag[ix].op.as_any().is::<Relu>() {
                 continue;
             }
             let y = g.dag[ix].outputs[0];
