@@ -160,10 +160,8 @@ fn insert_pair(g: &mut Graph, t: TensorId, params: QParamsIds) -> TensorId {
     dq_out
 }
 
-/// Gives the float islands of a quantized model quantization parameters (module docs);
-/// returns how many pairs were inserted.
-pub fn quantize_float_islands(g: &mut Graph) -> usize {
-    let mut inserted = 0;
+/// Gives the float islands of a quantized model quantization parameters (module docs).
+pub fn quantize_float_islands(g: &mut Graph) {
     // Backward first, from each QuantizeLinear towards the float operator that feeds the
     // island, so that operator meets a quantization of its own; then forward from each
     // DequantizeLinear. Each insertion may open the next, hence the loop.
@@ -189,7 +187,6 @@ pub fn quantize_float_islands(g: &mut Graph) -> usize {
             let given = insert_pair(g, x, params);
             g.dag[ix].inputs[0] = Some(given);
             g.rebuild_edges();
-            inserted += 1;
             changed = true;
         }
         for ix in g.topo_order() {
@@ -214,11 +211,10 @@ pub fn quantize_float_islands(g: &mut Graph) -> usize {
                 g.dag[c].inputs[slot] = Some(given);
             }
             g.rebuild_edges();
-            inserted += 1;
             changed = true;
         }
         if !changed {
-            return inserted;
+            return;
         }
     }
 }
