@@ -12,7 +12,10 @@ impl FromOnnx for TopK {
             largest: ctx.int("largest", 1)? != 0,
             // `k` is an attribute before opset 10, input 1 from then on.
             attr_k: if ctx.opset < 10 {
-                Some(ctx.int("k", -1)?)
+                match ctx.int("k", -1)? {
+                    -1 => return Err("TopK before opset 10 needs its attribute `k`".into()),
+                    k => Some(k),
+                }
             } else {
                 None
             },
